@@ -1,0 +1,292 @@
+//! K-nearest-neighbour classification of RTT windows under DTW (000 §3.5:
+//! 1-NN with DTW, warping 10, majority vote over k).
+//!
+//! The reference set is stored flat (`n × w` contiguous f64) with each
+//! reference's band envelope precomputed at fit time, so a query runs the UCR
+//! Suite cascade (LB_Kim, LB_Keogh both ways, early-abandoned DTW with the
+//! cumulative bound) without allocating.
+
+mod batch;
+pub mod cv;
+pub mod metrics;
+mod search;
+mod vote;
+
+pub use cv::{cross_validate, stratified_folds, CvReport};
+pub use metrics::Confusion;
+
+use crate::dtw::{self, DtwParams};
+use crate::error::{check_finite, Error, Result};
+use crate::mix::Mix;
+use crate::series::Normalization;
+
+/// Classifier settings. Defaults follow 000: 1-NN, band radius 10, raw RTT.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KnnConfig {
+    /// Neighbours that vote (000 §3.5: 1 is best).
+    pub k: usize,
+    /// DTW band and local cost.
+    pub dtw: DtwParams,
+    /// Per-window normalisation applied to references and queries alike.
+    pub normalization: Normalization,
+}
+
+impl Default for KnnConfig {
+    fn default() -> Self {
+        Self { k: 1, dtw: DtwParams::default(), normalization: Normalization::None }
+    }
+}
+
+/// The outcome of classifying one window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prediction {
+    /// Index into [`Model::classes`].
+    pub class: usize,
+    /// DTW distance to the nearest reference (of any class).
+    pub distance: f64,
+    /// Index of that nearest reference in the reference set.
+    pub neighbor: usize,
+    /// Votes the winning class received among the k nearest.
+    pub votes: u32,
+    /// Share of the k votes won by the predicted class, in (0, 1].
+    pub confidence: f64,
+}
+
+/// A fitted DTW K-NN classifier: flat references, their envelopes, labels.
+#[derive(Debug, Clone)]
+pub struct Model {
+    config: KnnConfig,
+    window: usize,
+    classes: Vec<String>,
+    /// References as given (kept so a saved model reproduces its training data).
+    raw: Vec<f64>,
+    /// References after normalisation; what the search compares against.
+    refs: Vec<f64>,
+    upper: Vec<f64>,
+    lower: Vec<f64>,
+    labels: Vec<u32>,
+}
+
+impl Model {
+    /// Fit on `windows` (flat, `labels.len()` windows of `window` samples) with
+    /// labels given as indices into `classes`.
+    pub fn fit(windows: &[f64], window: usize, labels: &[u32], classes: Vec<String>, config: KnnConfig) -> Result<Self> {
+        if window == 0 {
+            return Err(Error::invalid("window length is 0; use the number of 1 Hz samples per window (000: 5..60)"));
+        }
+        let n = labels.len();
+        if n == 0 {
+            return Err(Error::invalid("the reference set is empty; fit needs at least one labelled window"));
+        }
+        if windows.len() != n * window {
+            return Err(Error::invalid(format!(
+                "{} values do not make {n} windows of length {window} (expected {})",
+                windows.len(),
+                n * window
+            )));
+        }
+        if classes.is_empty() {
+            return Err(Error::invalid("no class names given"));
+        }
+        for (i, c) in classes.iter().enumerate() {
+            if classes[..i].contains(c) {
+                return Err(Error::invalid(format!("class name {c:?} appears twice")));
+            }
+        }
+        if let Some((i, &l)) = labels.iter().enumerate().find(|(_, &l)| l as usize >= classes.len()) {
+            return Err(Error::invalid(format!(
+                "label {l} of window {i} is not a class index (there are {} classes)",
+                classes.len()
+            )));
+        }
+        if config.k == 0 || config.k > n {
+            return Err(Error::invalid(format!(
+                "k = {} but the reference set has {n} windows; use 1 <= k <= {n}",
+                config.k
+            )));
+        }
+        for (i, w) in windows.chunks_exact(window).enumerate() {
+            check_finite(&format!("reference window {i}"), w)?;
+        }
+        let mut refs = windows.to_vec();
+        for (i, w) in refs.chunks_exact_mut(window).enumerate() {
+            config.normalization.apply(w).map_err(|e| Error::invalid(format!("reference window {i}: {e}")))?;
+        }
+        let r = config.dtw.radius_or_max();
+        let mut upper = vec![0.0; refs.len()];
+        let mut lower = vec![0.0; refs.len()];
+        for ((s, u), l) in refs.chunks_exact(window).zip(upper.chunks_exact_mut(window)).zip(lower.chunks_exact_mut(window)) {
+            dtw::envelope(s, r, u, l);
+        }
+        Ok(Self { config, window, classes, raw: windows.to_vec(), refs, upper, lower, labels: labels.to_vec() })
+    }
+
+    /// Fit with string labels; classes become the sorted distinct labels (as
+    /// scikit-learn's `classes_`).
+    pub fn fit_labels<S: AsRef<str>>(windows: &[f64], window: usize, labels: &[S], config: KnnConfig) -> Result<Self> {
+        let mut classes: Vec<String> = labels.iter().map(|s| s.as_ref().to_string()).collect();
+        classes.sort();
+        classes.dedup();
+        let idx: Vec<u32> = labels
+            .iter()
+            .map(|s| classes.binary_search_by(|c| c.as_str().cmp(s.as_ref())).expect("label is in classes") as u32)
+            .collect();
+        Self::fit(windows, window, &idx, classes, config)
+    }
+
+    /// Window length w the model classifies.
+    pub fn window(&self) -> usize {
+        self.window
+    }
+    /// Settings the model was fitted with.
+    pub fn config(&self) -> &KnnConfig {
+        &self.config
+    }
+    /// Class names; [`Prediction::class`] indexes this.
+    pub fn classes(&self) -> &[String] {
+        &self.classes
+    }
+    /// Number of reference windows.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+    /// True when the model has no references (never, for a fitted model).
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+    /// Reference labels (class indices).
+    pub fn labels(&self) -> &[u32] {
+        &self.labels
+    }
+    /// References as given at fit time, flat.
+    pub fn raw_references(&self) -> &[f64] {
+        &self.raw
+    }
+    /// The mix a class name denotes, if it parses as one (`B1-C1` …).
+    pub fn class_mix(&self, class: usize) -> Result<Mix> {
+        let name = self.classes.get(class).ok_or_else(|| Error::invalid(format!("class index {class} out of range")))?;
+        Mix::parse(name)
+    }
+
+    /// A workspace sized for this model; reuse it for every call on one thread.
+    pub fn workspace(&self) -> Workspace {
+        Workspace::new(self.window, self.config.k, self.classes.len(), self.labels.len())
+    }
+
+    /// Classify one window of `window()` samples. No allocation once `ws` came
+    /// from [`Model::workspace`].
+    pub fn classify(&self, window: &[f64], ws: &mut Workspace) -> Result<Prediction> {
+        self.prepare_query(window, ws)?;
+        self.search(ws, true);
+        Ok(self.vote(ws))
+    }
+
+    /// Classify without any pruning: every DTW computed in full. The reference
+    /// answer the pruned search must equal (tests, benchmarks).
+    pub fn classify_exhaustive(&self, window: &[f64], ws: &mut Workspace) -> Result<Prediction> {
+        self.prepare_query(window, ws)?;
+        self.search(ws, false);
+        Ok(self.vote(ws))
+    }
+
+    /// Vote shares per class for one window (scikit-learn `predict_proba`).
+    pub fn class_probabilities(&self, window: &[f64], ws: &mut Workspace, out: &mut [f64]) -> Result<Prediction> {
+        if out.len() != self.classes.len() {
+            return Err(Error::invalid(format!(
+                "probability buffer has {} slots, the model has {} classes",
+                out.len(),
+                self.classes.len()
+            )));
+        }
+        let p = self.classify(window, ws)?;
+        let k = ws.neighbors.len() as f64;
+        for (o, &v) in out.iter_mut().zip(&ws.votes) {
+            *o = v as f64 / k;
+        }
+        Ok(p)
+    }
+
+    fn prepare_query(&self, window: &[f64], ws: &mut Workspace) -> Result<()> {
+        if window.len() != self.window {
+            return Err(Error::invalid(format!(
+                "window has {} samples but the model was trained on windows of {}",
+                window.len(),
+                self.window
+            )));
+        }
+        check_finite("window", window)?;
+        ws.fit_to(self.window, self.config.k, self.classes.len(), self.labels.len());
+        ws.query[..self.window].copy_from_slice(window);
+        self.config.normalization.apply(&mut ws.query[..self.window])
+    }
+}
+
+/// Per-thread scratch memory for classification. Create with
+/// [`Model::workspace`]; after a call, [`Workspace::neighbors`] and
+/// [`Workspace::votes`] describe the decision.
+#[derive(Debug, Clone, Default)]
+pub struct Workspace {
+    dtw: dtw::Workspace,
+    query: Vec<f64>,
+    q_upper: Vec<f64>,
+    q_lower: Vec<f64>,
+    cb: Vec<f64>,
+    lb: Vec<f64>,
+    neighbors: Vec<(f64, usize)>,
+    votes: Vec<u32>,
+    /// Counters for the last query: (references, pruned by a bound, DTW abandoned).
+    stats: SearchStats,
+}
+
+/// How much work the last query did (for benchmarks and tuning).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    pub references: usize,
+    pub pruned_by_bounds: usize,
+    pub abandoned: usize,
+    pub full_dtw: usize,
+}
+
+impl Workspace {
+    fn new(window: usize, k: usize, n_classes: usize, n_refs: usize) -> Self {
+        let mut ws = Self::default();
+        ws.fit_to(window, k, n_classes, n_refs);
+        ws
+    }
+
+    /// Size the buffers for a model; allocates only when a size changes.
+    fn fit_to(&mut self, window: usize, k: usize, n_classes: usize, n_refs: usize) {
+        if self.lb.len() != n_refs {
+            self.lb.resize(n_refs, 0.0);
+        }
+        if self.query.len() != window {
+            self.query.resize(window, 0.0);
+            self.q_upper.resize(window, 0.0);
+            self.q_lower.resize(window, 0.0);
+            self.cb.resize(window + 1, 0.0);
+            self.dtw.ensure(window);
+        }
+        if self.neighbors.capacity() < k {
+            self.neighbors.reserve(k);
+        }
+        if self.votes.len() != n_classes {
+            self.votes.resize(n_classes, 0);
+        }
+    }
+
+    /// The k nearest references of the last query: (distance, reference index), ascending.
+    pub fn neighbors(&self) -> &[(f64, usize)] {
+        &self.neighbors
+    }
+    /// Votes per class of the last query.
+    pub fn votes(&self) -> &[u32] {
+        &self.votes
+    }
+    /// Work counters of the last query.
+    pub fn stats(&self) -> SearchStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests;
