@@ -20,7 +20,9 @@ use crate::error::{check_finite, Error, Result};
 pub const DEFAULT_RADIUS: usize = 10;
 
 /// Local cost between two samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Cost {
     /// |a − b|; the distance is the path sum.
@@ -72,7 +74,9 @@ impl Cost {
         match s.to_ascii_lowercase().as_str() {
             "abs" | "l1" | "absolute" => Ok(Cost::Abs),
             "squared" | "sq" | "l2" | "sqeuclidean" => Ok(Cost::Squared),
-            other => Err(Error::invalid(format!("unknown DTW cost {other:?}; use \"abs\" or \"squared\""))),
+            other => Err(Error::invalid(format!(
+                "unknown DTW cost {other:?}; use \"abs\" or \"squared\""
+            ))),
         }
     }
 }
@@ -86,7 +90,10 @@ pub struct DtwParams {
 
 impl Default for DtwParams {
     fn default() -> Self {
-        Self { radius: Some(DEFAULT_RADIUS), cost: Cost::Abs }
+        Self {
+            radius: Some(DEFAULT_RADIUS),
+            cost: Cost::Abs,
+        }
     }
 }
 
@@ -108,7 +115,10 @@ pub struct Workspace {
 impl Workspace {
     /// A workspace sized for series up to `max_len` columns.
     pub fn with_capacity(max_len: usize) -> Self {
-        Self { prev: vec![0.0; max_len + 1], curr: vec![0.0; max_len + 1] }
+        Self {
+            prev: vec![0.0; max_len + 1],
+            curr: vec![0.0; max_len + 1],
+        }
     }
 
     /// Make room for `len` columns (allocates only when growing).
@@ -138,7 +148,15 @@ pub fn distance_with(a: &[f64], b: &[f64], params: &DtwParams, ws: &mut Workspac
     }
     check_finite("series a", a)?;
     check_finite("series b", b)?;
-    let acc = accumulated(a, b, params.radius_or_max(), params.cost, f64::INFINITY, None, ws);
+    let acc = accumulated(
+        a,
+        b,
+        params.radius_or_max(),
+        params.cost,
+        f64::INFINITY,
+        None,
+        ws,
+    );
     Ok(params.cost.finish(acc))
 }
 

@@ -29,21 +29,36 @@ fn known_values() {
     assert_eq!(distance(&a, &a, &DtwParams::default()).unwrap(), 0.0);
     let x = [0.0, 0.0, 1.0, 1.0, 1.0];
     let y = [0.0, 1.0, 1.0, 1.0, 1.0];
-    let p = DtwParams { radius: Some(1), cost: Cost::Abs };
+    let p = DtwParams {
+        radius: Some(1),
+        cost: Cost::Abs,
+    };
     assert_eq!(distance(&x, &y, &p).unwrap(), 0.0);
     // Radius 0 is the Euclidean/Manhattan alignment.
-    let p0 = DtwParams { radius: Some(0), cost: Cost::Abs };
+    let p0 = DtwParams {
+        radius: Some(0),
+        cost: Cost::Abs,
+    };
     assert_eq!(distance(&x, &y, &p0).unwrap(), 1.0);
-    let p0sq = DtwParams { radius: Some(0), cost: Cost::Squared };
+    let p0sq = DtwParams {
+        radius: Some(0),
+        cost: Cost::Squared,
+    };
     assert_eq!(distance(&[0.0, 0.0], &[3.0, 4.0], &p0sq).unwrap(), 5.0);
 }
 
 #[test]
 fn errors_name_the_problem() {
     let p = DtwParams::default();
-    assert!(distance(&[], &[1.0], &p).unwrap_err().to_string().contains("non-empty"));
+    assert!(distance(&[], &[1.0], &p)
+        .unwrap_err()
+        .to_string()
+        .contains("non-empty"));
     let e = distance(&[1.0, f64::NAN], &[1.0], &p).unwrap_err();
-    assert!(e.to_string().contains("NaN") && e.to_string().contains("index 1"), "{e}");
+    assert!(
+        e.to_string().contains("NaN") && e.to_string().contains("index 1"),
+        "{e}"
+    );
     assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
 }
 
@@ -54,7 +69,10 @@ fn early_abandon_is_conservative() {
     let mut ws = Workspace::default();
     let full = accumulated(&a, &b, 1, Cost::Abs, f64::INFINITY, None, &mut ws);
     assert_eq!(accumulated(&a, &b, 1, Cost::Abs, full, None, &mut ws), full);
-    assert_eq!(accumulated(&a, &b, 1, Cost::Abs, full * 0.4, None, &mut ws), f64::INFINITY);
+    assert_eq!(
+        accumulated(&a, &b, 1, Cost::Abs, full * 0.4, None, &mut ws),
+        f64::INFINITY
+    );
 }
 
 fn series(len: std::ops::Range<usize>) -> impl Strategy<Value = Vec<f64>> {

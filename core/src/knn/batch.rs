@@ -18,14 +18,22 @@ impl Model {
         }
         let n = windows.len() / w;
         let mut out = vec![
-            Prediction { class: 0, distance: f64::NAN, neighbor: 0, votes: 0, confidence: 0.0 };
+            Prediction {
+                class: 0,
+                distance: f64::NAN,
+                neighbor: 0,
+                votes: 0,
+                confidence: 0.0
+            };
             n
         ];
         if n == 0 {
             return Ok(out);
         }
         let threads = match threads {
-            0 => std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1),
+            0 => std::thread::available_parallelism()
+                .map(|p| p.get())
+                .unwrap_or(1),
             t => t,
         }
         .min(n)
@@ -46,9 +54,18 @@ impl Model {
             return Ok(out);
         }
         let results: Vec<Result<()>> = std::thread::scope(|s| {
-            let handles: Vec<_> =
-                out.chunks_mut(per).enumerate().map(|(c, outs)| s.spawn(move || run(c, outs))).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("a classification thread panicked")))).collect()
+            let handles: Vec<_> = out
+                .chunks_mut(per)
+                .enumerate()
+                .map(|(c, outs)| s.spawn(move || run(c, outs)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::invalid("a classification thread panicked")))
+                })
+                .collect()
         });
         results.into_iter().collect::<Result<()>>()?;
         Ok(out)

@@ -20,13 +20,17 @@ pub struct CvReport {
 /// each class's windows are shuffled (seeded) and dealt round-robin.
 pub fn stratified_folds(labels: &[u32], folds: usize, seed: u64) -> Result<Vec<usize>> {
     if folds < 2 {
-        return Err(Error::invalid(format!("cross-validation needs at least 2 folds, got {folds}")));
+        return Err(Error::invalid(format!(
+            "cross-validation needs at least 2 folds, got {folds}"
+        )));
     }
     let n_classes = labels.iter().map(|&l| l as usize + 1).max().unwrap_or(0);
     let mut out = vec![0; labels.len()];
     let mut rng = SplitMix64(seed);
     for c in 0..n_classes {
-        let mut idx: Vec<usize> = (0..labels.len()).filter(|&i| labels[i] as usize == c).collect();
+        let mut idx: Vec<usize> = (0..labels.len())
+            .filter(|&i| labels[i] as usize == c)
+            .collect();
         if idx.is_empty() {
             continue;
         }
@@ -69,7 +73,8 @@ pub fn cross_validate(
     let mut confusion = Confusion::new(classes.len());
     let mut fold_accuracy = Vec::with_capacity(folds);
     for f in 0..folds {
-        let (mut tr_x, mut tr_y, mut te_x, mut te_y) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut tr_x, mut tr_y, mut te_x, mut te_y) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (i, &a) in assign.iter().enumerate() {
             let w = &windows[i * window..(i + 1) * window];
             if a == f {
@@ -90,7 +95,11 @@ pub fn cross_validate(
         confusion.merge(&fold);
     }
     let mean_accuracy = fold_accuracy.iter().sum::<f64>() / folds as f64;
-    Ok(CvReport { fold_accuracy, mean_accuracy, confusion })
+    Ok(CvReport {
+        fold_accuracy,
+        mean_accuracy,
+        confusion,
+    })
 }
 
 /// splitmix64: a tiny seeded generator so folds are reproducible bit for bit.

@@ -13,7 +13,10 @@ pub struct Confusion {
 impl Confusion {
     /// An empty matrix over `n` classes.
     pub fn new(n: usize) -> Self {
-        Self { n, counts: vec![0; n * n] }
+        Self {
+            n,
+            counts: vec![0; n * n],
+        }
     }
 
     /// Count one decision.
@@ -93,10 +96,16 @@ impl Confusion {
     /// `groups` in all (e.g. 6 mixes → {no BBR, BBR present}).
     pub fn grouped(&self, group_of: &[usize], groups: usize) -> Result<Confusion> {
         if group_of.len() != self.n {
-            return Err(Error::invalid(format!("group map has {} entries for {} classes", group_of.len(), self.n)));
+            return Err(Error::invalid(format!(
+                "group map has {} entries for {} classes",
+                group_of.len(),
+                self.n
+            )));
         }
         if let Some(&g) = group_of.iter().find(|&&g| g >= groups) {
-            return Err(Error::invalid(format!("group {g} out of range for {groups} groups")));
+            return Err(Error::invalid(format!(
+                "group {g} out of range for {groups} groups"
+            )));
         }
         let mut out = Confusion::new(groups);
         for t in 0..self.n {

@@ -33,7 +33,11 @@ pub struct KnnConfig {
 
 impl Default for KnnConfig {
     fn default() -> Self {
-        Self { k: 1, dtw: DtwParams::default(), normalization: Normalization::None }
+        Self {
+            k: 1,
+            dtw: DtwParams::default(),
+            normalization: Normalization::None,
+        }
     }
 }
 
@@ -70,13 +74,23 @@ pub struct Model {
 impl Model {
     /// Fit on `windows` (flat, `labels.len()` windows of `window` samples) with
     /// labels given as indices into `classes`.
-    pub fn fit(windows: &[f64], window: usize, labels: &[u32], classes: Vec<String>, config: KnnConfig) -> Result<Self> {
+    pub fn fit(
+        windows: &[f64],
+        window: usize,
+        labels: &[u32],
+        classes: Vec<String>,
+        config: KnnConfig,
+    ) -> Result<Self> {
         if window == 0 {
-            return Err(Error::invalid("window length is 0; use the number of 1 Hz samples per window (000: 5..60)"));
+            return Err(Error::invalid(
+                "window length is 0; use the number of 1 Hz samples per window (000: 5..60)",
+            ));
         }
         let n = labels.len();
         if n == 0 {
-            return Err(Error::invalid("the reference set is empty; fit needs at least one labelled window"));
+            return Err(Error::invalid(
+                "the reference set is empty; fit needs at least one labelled window",
+            ));
         }
         if windows.len() != n * window {
             return Err(Error::invalid(format!(
@@ -93,7 +107,11 @@ impl Model {
                 return Err(Error::invalid(format!("class name {c:?} appears twice")));
             }
         }
-        if let Some((i, &l)) = labels.iter().enumerate().find(|(_, &l)| l as usize >= classes.len()) {
+        if let Some((i, &l)) = labels
+            .iter()
+            .enumerate()
+            .find(|(_, &l)| l as usize >= classes.len())
+        {
             return Err(Error::invalid(format!(
                 "label {l} of window {i} is not a class index (there are {} classes)",
                 classes.len()
@@ -110,26 +128,51 @@ impl Model {
         }
         let mut refs = windows.to_vec();
         for (i, w) in refs.chunks_exact_mut(window).enumerate() {
-            config.normalization.apply(w).map_err(|e| Error::invalid(format!("reference window {i}: {e}")))?;
+            config
+                .normalization
+                .apply(w)
+                .map_err(|e| Error::invalid(format!("reference window {i}: {e}")))?;
         }
         let r = config.dtw.radius_or_max();
         let mut upper = vec![0.0; refs.len()];
         let mut lower = vec![0.0; refs.len()];
-        for ((s, u), l) in refs.chunks_exact(window).zip(upper.chunks_exact_mut(window)).zip(lower.chunks_exact_mut(window)) {
+        for ((s, u), l) in refs
+            .chunks_exact(window)
+            .zip(upper.chunks_exact_mut(window))
+            .zip(lower.chunks_exact_mut(window))
+        {
             dtw::envelope(s, r, u, l);
         }
-        Ok(Self { config, window, classes, raw: windows.to_vec(), refs, upper, lower, labels: labels.to_vec() })
+        Ok(Self {
+            config,
+            window,
+            classes,
+            raw: windows.to_vec(),
+            refs,
+            upper,
+            lower,
+            labels: labels.to_vec(),
+        })
     }
 
     /// Fit with string labels; classes become the sorted distinct labels (as
     /// scikit-learn's `classes_`).
-    pub fn fit_labels<S: AsRef<str>>(windows: &[f64], window: usize, labels: &[S], config: KnnConfig) -> Result<Self> {
+    pub fn fit_labels<S: AsRef<str>>(
+        windows: &[f64],
+        window: usize,
+        labels: &[S],
+        config: KnnConfig,
+    ) -> Result<Self> {
         let mut classes: Vec<String> = labels.iter().map(|s| s.as_ref().to_string()).collect();
         classes.sort();
         classes.dedup();
         let idx: Vec<u32> = labels
             .iter()
-            .map(|s| classes.binary_search_by(|c| c.as_str().cmp(s.as_ref())).expect("label is in classes") as u32)
+            .map(|s| {
+                classes
+                    .binary_search_by(|c| c.as_str().cmp(s.as_ref()))
+                    .expect("label is in classes") as u32
+            })
             .collect();
         Self::fit(windows, window, &idx, classes, config)
     }
@@ -164,13 +207,21 @@ impl Model {
     }
     /// The mix a class name denotes, if it parses as one (`B1-C1` …).
     pub fn class_mix(&self, class: usize) -> Result<Mix> {
-        let name = self.classes.get(class).ok_or_else(|| Error::invalid(format!("class index {class} out of range")))?;
+        let name = self
+            .classes
+            .get(class)
+            .ok_or_else(|| Error::invalid(format!("class index {class} out of range")))?;
         Mix::parse(name)
     }
 
     /// A workspace sized for this model; reuse it for every call on one thread.
     pub fn workspace(&self) -> Workspace {
-        Workspace::new(self.window, self.config.k, self.classes.len(), self.labels.len())
+        Workspace::new(
+            self.window,
+            self.config.k,
+            self.classes.len(),
+            self.labels.len(),
+        )
     }
 
     /// Classify one window of `window()` samples. No allocation once `ws` came
@@ -190,7 +241,12 @@ impl Model {
     }
 
     /// Vote shares per class for one window (scikit-learn `predict_proba`).
-    pub fn class_probabilities(&self, window: &[f64], ws: &mut Workspace, out: &mut [f64]) -> Result<Prediction> {
+    pub fn class_probabilities(
+        &self,
+        window: &[f64],
+        ws: &mut Workspace,
+        out: &mut [f64],
+    ) -> Result<Prediction> {
         if out.len() != self.classes.len() {
             return Err(Error::invalid(format!(
                 "probability buffer has {} slots, the model has {} classes",
@@ -215,9 +271,16 @@ impl Model {
             )));
         }
         check_finite("window", window)?;
-        ws.fit_to(self.window, self.config.k, self.classes.len(), self.labels.len());
+        ws.fit_to(
+            self.window,
+            self.config.k,
+            self.classes.len(),
+            self.labels.len(),
+        );
         ws.query[..self.window].copy_from_slice(window);
-        self.config.normalization.apply(&mut ws.query[..self.window])
+        self.config
+            .normalization
+            .apply(&mut ws.query[..self.window])
     }
 }
 

@@ -19,8 +19,20 @@ impl Model {
         let r = self.config.dtw.radius_or_max();
         let n = self.labels.len();
         ws.neighbors.clear();
-        let mut stats = SearchStats { references: n, ..Default::default() };
-        let Workspace { dtw: dws, query, q_upper, q_lower, cb, lb, neighbors, .. } = ws;
+        let mut stats = SearchStats {
+            references: n,
+            ..Default::default()
+        };
+        let Workspace {
+            dtw: dws,
+            query,
+            q_upper,
+            q_lower,
+            cb,
+            lb,
+            neighbors,
+            ..
+        } = ws;
         let q = &query[..w];
 
         if !prune {
@@ -36,7 +48,11 @@ impl Model {
             let mut seed = 0;
             for i in 0..n {
                 let (u, l) = self.envelope(i);
-                let b = dtw::lb_keogh(q, u, l, cost, f64::INFINITY, None).max(dtw::lb_kim(q, self.reference(i), cost));
+                let b = dtw::lb_keogh(q, u, l, cost, f64::INFINITY, None).max(dtw::lb_kim(
+                    q,
+                    self.reference(i),
+                    cost,
+                ));
                 lb[i] = b;
                 if b < lb[seed] {
                     seed = i;
@@ -112,4 +128,3 @@ fn insert(list: &mut Vec<(f64, usize)>, k: usize, acc: f64, i: usize) -> bool {
     list.insert(pos, (acc, i));
     true
 }
-

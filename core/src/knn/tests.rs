@@ -12,7 +12,14 @@ fn six(per_class: usize, w: usize, seed: u64) -> (Vec<f64>, Vec<u32>, Vec<String
 #[test]
 fn recognises_the_nearest_class() {
     let x = [0.0, 0.0, 0.0, 10.0, 10.0, 10.0];
-    let m = Model::fit(&x, 3, &[0, 1], vec!["a".into(), "b".into()], KnnConfig::default()).unwrap();
+    let m = Model::fit(
+        &x,
+        3,
+        &[0, 1],
+        vec!["a".into(), "b".into()],
+        KnnConfig::default(),
+    )
+    .unwrap();
     let mut ws = m.workspace();
     let p = m.classify(&[9.0, 10.0, 11.0], &mut ws).unwrap();
     assert_eq!((p.class, p.neighbor, p.votes), (1, 1, 1));
@@ -24,7 +31,10 @@ fn recognises_the_nearest_class() {
 fn vote_majority_and_tie_break() {
     // Three references: class 0 at distance 1, class 1 at distances 2 and 3.
     let x = [1.0, 2.0, 3.0];
-    let cfg = |k| KnnConfig { k, ..Default::default() };
+    let cfg = |k| KnnConfig {
+        k,
+        ..Default::default()
+    };
     let m = Model::fit(&x, 1, &[0, 1, 1], vec!["a".into(), "b".into()], cfg(3)).unwrap();
     let mut ws = m.workspace();
     let p = m.classify(&[0.0], &mut ws).unwrap();
@@ -35,7 +45,14 @@ fn vote_majority_and_tie_break() {
     let p = m.classify(&[0.0], &mut m.workspace()).unwrap();
     assert_eq!(p.class, 0);
     // Equal distances: the lower reference index is the nearer neighbour.
-    let m = Model::fit(&[5.0, 5.0], 1, &[1, 0], vec!["a".into(), "b".into()], cfg(1)).unwrap();
+    let m = Model::fit(
+        &[5.0, 5.0],
+        1,
+        &[1, 0],
+        vec!["a".into(), "b".into()],
+        cfg(1),
+    )
+    .unwrap();
     let p = m.classify(&[4.0], &mut m.workspace()).unwrap();
     assert_eq!((p.neighbor, p.class), (0, 1));
 }
@@ -45,14 +62,48 @@ fn bad_input_is_reported() {
     let cls = || vec!["a".to_string(), "b".to_string()];
     let e = |r: crate::Result<Model>| r.unwrap_err().to_string();
     assert!(e(Model::fit(&[], 3, &[], cls(), KnnConfig::default())).contains("empty"));
-    assert!(e(Model::fit(&[1.0; 6], 3, &[0, 1], cls(), KnnConfig { k: 3, ..Default::default() })).contains("k = 3"));
-    assert!(e(Model::fit(&[1.0; 6], 3, &[0, 2], cls(), KnnConfig::default())).contains("label 2"));
-    assert!(e(Model::fit(&[1.0; 5], 3, &[0, 1], cls(), KnnConfig::default())).contains("5 values"));
-    assert!(e(Model::fit(&[1.0, f64::NAN, 1.0], 3, &[0], cls(), KnnConfig::default())).contains("NaN"));
+    assert!(e(Model::fit(
+        &[1.0; 6],
+        3,
+        &[0, 1],
+        cls(),
+        KnnConfig {
+            k: 3,
+            ..Default::default()
+        }
+    ))
+    .contains("k = 3"));
+    assert!(e(Model::fit(
+        &[1.0; 6],
+        3,
+        &[0, 2],
+        cls(),
+        KnnConfig::default()
+    ))
+    .contains("label 2"));
+    assert!(e(Model::fit(
+        &[1.0; 5],
+        3,
+        &[0, 1],
+        cls(),
+        KnnConfig::default()
+    ))
+    .contains("5 values"));
+    assert!(e(Model::fit(
+        &[1.0, f64::NAN, 1.0],
+        3,
+        &[0],
+        cls(),
+        KnnConfig::default()
+    ))
+    .contains("NaN"));
     let m = Model::fit(&[1.0; 6], 3, &[0, 1], cls(), KnnConfig::default()).unwrap();
     let mut ws = m.workspace();
     let err = m.classify(&[1.0; 4], &mut ws).unwrap_err();
-    assert!(err.to_string().contains("4 samples") && err.to_string().contains("of 3"), "{err}");
+    assert!(
+        err.to_string().contains("4 samples") && err.to_string().contains("of 3"),
+        "{err}"
+    );
     let err = m.classify(&[1.0, f64::INFINITY, 1.0], &mut ws).unwrap_err();
     assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("inf"), "{err}");
@@ -79,7 +130,11 @@ fn synthetic_six_class_accuracy_and_batch() {
         correct += (p.class == qy[i] as usize) as usize;
     }
     // The synthetic classes are separable by level and shape; a broken search would not reach this.
-    assert!(correct as f64 / preds.len() as f64 > 0.7, "accuracy {correct}/{}", preds.len());
+    assert!(
+        correct as f64 / preds.len() as f64 > 0.7,
+        "accuracy {correct}/{}",
+        preds.len()
+    );
     let err = m.classify_batch(&qx[..30], 2).unwrap_err();
     assert!(err.to_string().contains("30 values"));
 }
@@ -90,7 +145,11 @@ fn cross_validation_is_stratified_and_reproducible() {
     let folds = stratified_folds(&y, 5, 7).unwrap();
     for f in 0..5 {
         for c in 0..6u32 {
-            let n = folds.iter().zip(&y).filter(|(&a, &l)| a == f && l == c).count();
+            let n = folds
+                .iter()
+                .zip(&y)
+                .filter(|(&a, &l)| a == f && l == c)
+                .count();
             assert_eq!(n, 5, "fold {f} class {c}");
         }
     }
@@ -99,7 +158,10 @@ fn cross_validation_is_stratified_and_reproducible() {
     assert_eq!(a.fold_accuracy, b.fold_accuracy);
     assert_eq!(a.confusion.total(), 150);
     assert!(a.mean_accuracy > 0.6, "{}", a.mean_accuracy);
-    assert!(stratified_folds(&[0, 0, 1], 5, 1).unwrap_err().to_string().contains("fewer than the 5 folds"));
+    assert!(stratified_folds(&[0, 0, 1], 5, 1)
+        .unwrap_err()
+        .to_string()
+        .contains("fewer than the 5 folds"));
 }
 
 #[test]

@@ -23,9 +23,16 @@ impl Aggregator {
     /// `echoes_per_sample` ≥ 1 (000 default: 10).
     pub fn new(echoes_per_sample: usize) -> Result<Self> {
         if echoes_per_sample == 0 {
-            return Err(Error::invalid("echoes_per_sample is 0; use at least 1 (000 §3.2 uses 10)"));
+            return Err(Error::invalid(
+                "echoes_per_sample is 0; use at least 1 (000 §3.2 uses 10)",
+            ));
         }
-        Ok(Self { per_sample: echoes_per_sample, seen: 0, received: 0, sum_ms: 0.0 })
+        Ok(Self {
+            per_sample: echoes_per_sample,
+            seen: 0,
+            received: 0,
+            sum_ms: 0.0,
+        })
     }
 
     /// Echoes that make one sample.
@@ -81,14 +88,18 @@ pub fn aggregate(echo_rtt_ms: &[f64], echoes_per_sample: usize) -> Result<Vec<f6
 /// worse); a trailing partial window is dropped.
 pub fn windows(samples: &[f64], w: usize) -> Result<std::slice::ChunksExact<'_, f64>> {
     if w == 0 {
-        return Err(Error::invalid("window length w is 0; use w >= 1 (000 sweeps 5..60)"));
+        return Err(Error::invalid(
+            "window length w is 0; use w >= 1 (000 sweeps 5..60)",
+        ));
     }
     Ok(samples.chunks_exact(w))
 }
 
 /// Per-window normalisation. None is the default: absolute RTT carries the load
 /// intensity (000 §3.4, Fig 5.3 has class-specific RTT levels).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Normalization {
     /// Raw RTT in ms.
@@ -213,8 +224,17 @@ mod tests {
         let mut w = [0.0, 1.0];
         assert!(Normalization::DivideMin.apply(&mut w).is_err());
         let mut w = [1.0, f64::INFINITY];
-        assert!(Normalization::None.apply(&mut w).unwrap_err().to_string().contains("index 1"));
-        for n in [Normalization::None, Normalization::SubtractMin, Normalization::DivideMin, Normalization::ZScore] {
+        assert!(Normalization::None
+            .apply(&mut w)
+            .unwrap_err()
+            .to_string()
+            .contains("index 1"));
+        for n in [
+            Normalization::None,
+            Normalization::SubtractMin,
+            Normalization::DivideMin,
+            Normalization::ZScore,
+        ] {
             assert_eq!(Normalization::parse(n.name()).unwrap(), n);
         }
     }

@@ -23,7 +23,11 @@ pub fn rtt_series(mix: &Mix, seconds: usize, seed: u64) -> Vec<f64> {
     let mut rng = Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B);
     let cubic = mix.count("cubic") as f64;
     let bbr = mix.count("bbr") as f64;
-    let period = if cubic > 0.0 { 24.0 / cubic.sqrt() * (0.8 + 0.4 * rng.unit()) } else { 1.0 };
+    let period = if cubic > 0.0 {
+        24.0 / cubic.sqrt() * (0.8 + 0.4 * rng.unit())
+    } else {
+        1.0
+    };
     let mut phase = rng.unit() * period;
     let probe_rtt_offset = rng.unit() * 10.0;
     (0..seconds)
@@ -36,8 +40,17 @@ pub fn rtt_series(mix: &Mix, seconds: usize, seed: u64) -> Vec<f64> {
                 queue += FULL_QUEUE_MS * (0.6 + 0.4 * saw.powf(0.7));
             }
             if bbr > 0.0 {
-                let standing = if bbr >= 2.0 { 0.65 * BASE_MS } else { 0.12 * BASE_MS };
-                queue = queue.max(standing) + if cubic > 0.0 { 0.0 } else { 4.0 * (t * 0.9).sin() };
+                let standing = if bbr >= 2.0 {
+                    0.65 * BASE_MS
+                } else {
+                    0.12 * BASE_MS
+                };
+                queue = queue.max(standing)
+                    + if cubic > 0.0 {
+                        0.0
+                    } else {
+                        4.0 * (t * 0.9).sin()
+                    };
                 // ProbeRTT: BBR drains its inflight for ~200 ms every 10 s.
                 if ((t + probe_rtt_offset) % 10.0) < 1.0 {
                     queue *= if cubic > 0.0 { 0.8 } else { 0.35 };
@@ -53,7 +66,12 @@ pub fn rtt_series(mix: &Mix, seconds: usize, seed: u64) -> Vec<f64> {
 /// `per_class` windows of `w` samples for each class label, cut from one
 /// long series per class (non-overlapping, 000 §3.4). Returns flat windows and
 /// labels (indices into `classes`).
-pub fn dataset(classes: &[&str], per_class: usize, w: usize, seed: u64) -> Result<(Vec<f64>, Vec<u32>)> {
+pub fn dataset(
+    classes: &[&str],
+    per_class: usize,
+    w: usize,
+    seed: u64,
+) -> Result<(Vec<f64>, Vec<u32>)> {
     let mut x = Vec::with_capacity(classes.len() * per_class * w);
     let mut y = Vec::with_capacity(classes.len() * per_class);
     for (c, label) in classes.iter().enumerate() {

@@ -1,0 +1,312 @@
+//! Versioned JSON model files (DESIGN.md, Conventions: `"format": "opsel-model"`,
+//! `"version": 1`, `"kind"`, training metadata). Loading validates everything
+//! and rejects unknown formats, kinds and versions with a clear error.
+
+use crate::dtw::{Cost, DtwParams};
+use crate::error::{Error, Result};
+use crate::knn::{self, KnnConfig};
+use crate::series::Normalization;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The `format` value of every opsel model file.
+pub const FORMAT: &str = "opsel-model";
+/// The model-file version this build reads and writes.
+pub const VERSION: u64 = 1;
+/// The `kind` of a DTW K-NN background-mix classifier.
+pub const KIND_KNN_DTW: &str = "knn-dtw";
+
+/// How the RTT series the model classifies was probed (000 §3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Probing {
+    /// `passive` (ping only) or `active` (ping while sending a probing pattern).
+    pub mode: ProbingMode,
+    /// The active pattern, e.g. `S5-C5-S5-B5`; absent for passive models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Echoes averaged into one sample (000: 10).
+    #[serde(default = "default_echoes")]
+    pub echoes_per_sample: usize,
+    /// Spacing of the echoes within a sample, ms (000: 1).
+    #[serde(default = "default_echo_gap")]
+    pub echo_interval_ms: f64,
+    /// Time between samples, ms (000: 1000, i.e. 1 Hz).
+    #[serde(default = "default_sample_interval")]
+    pub sample_interval_ms: f64,
+}
+
+fn default_echoes() -> usize {
+    crate::series::DEFAULT_ECHOES_PER_SAMPLE
+}
+fn default_echo_gap() -> f64 {
+    1.0
+}
+fn default_sample_interval() -> f64 {
+    1000.0
+}
+
+impl Default for Probing {
+    fn default() -> Self {
+        Self {
+            mode: ProbingMode::Passive,
+            pattern: None,
+            echoes_per_sample: default_echoes(),
+            echo_interval_ms: default_echo_gap(),
+            sample_interval_ms: default_sample_interval(),
+        }
+    }
+}
+
+/// Passive or active probing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbingMode {
+    Passive,
+    Active,
+}
+
+/// Everything in a model file besides the reference data.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    /// How queries must be probed to match the training data.
+    pub probing: Probing,
+    /// Free-form training conditions (bottleneck, RTT, buffer, dates, source).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub training: serde_json::Value,
+}
+
+/// A DTW K-NN model with its metadata, as stored in a model file.
+#[derive(Debug, Clone)]
+pub struct KnnModelFile {
+    pub model: knn::Model,
+    pub meta: Metadata,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    format: String,
+    version: u64,
+    kind: String,
+    window: usize,
+    k: usize,
+    dtw: WireDtw,
+    normalization: String,
+    probing: Probing,
+    classes: Vec<String>,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    training: serde_json::Value,
+    references: WireRefs,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireDtw {
+    /// Sakoe–Chiba radius; null = unconstrained.
+    radius: Option<usize>,
+    cost: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRefs {
+    labels: Vec<u32>,
+    windows: Vec<Vec<f64>>,
+}
+
+impl KnnModelFile {
+    /// Parse and validate model JSON.
+    pub fn from_json(text: &str) -> Result<Self> {
+        // Look at the envelope first so a foreign or newer file gets the right message.
+        let head: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            Error::InvalidModel(format!(
+                "not valid JSON ({e}); is this an opsel model file?"
+            ))
+        })?;
+        check_header(&head, KIND_KNN_DTW)?;
+        let w: Wire = serde_json::from_value(head).map_err(|e| {
+            Error::InvalidModel(format!(
+                "knn-dtw model does not match format version {VERSION}: {e}"
+            ))
+        })?;
+        if let Some(p) = &w.probing.pattern {
+            if w.probing.mode == ProbingMode::Passive {
+                return Err(Error::InvalidModel(format!("a passive model carries a probing pattern {p:?}; remove it or set mode \"active\"")));
+            }
+        }
+        if w.probing.echoes_per_sample == 0 {
+            return Err(Error::InvalidModel("probing.echoes_per_sample is 0".into()));
+        }
+        for (name, v) in [
+            ("echo_interval_ms", w.probing.echo_interval_ms),
+            ("sample_interval_ms", w.probing.sample_interval_ms),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::InvalidModel(format!(
+                    "probing.{name} is {v}; it must be a positive number"
+                )));
+            }
+        }
+        if w.references.labels.len() != w.references.windows.len() {
+            return Err(Error::InvalidModel(format!(
+                "references have {} labels but {} windows",
+                w.references.labels.len(),
+                w.references.windows.len()
+            )));
+        }
+        if let Some((i, r)) = w
+            .references
+            .windows
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.len() != w.window)
+        {
+            return Err(Error::InvalidModel(format!(
+                "reference window {i} has {} samples, the model's window is {}",
+                r.len(),
+                w.window
+            )));
+        }
+        for c in 0..w.classes.len() as u32 {
+            if !w.references.labels.contains(&c) {
+                return Err(Error::InvalidModel(format!(
+                    "class {:?} has no reference window; a class that can never be predicted means the file is damaged",
+                    w.classes[c as usize]
+                )));
+            }
+        }
+        let config = KnnConfig {
+            k: w.k,
+            dtw: DtwParams {
+                radius: w.dtw.radius,
+                cost: Cost::parse(&w.dtw.cost).map_err(to_model)?,
+            },
+            normalization: Normalization::parse(&w.normalization).map_err(to_model)?,
+        };
+        let flat: Vec<f64> = w.references.windows.concat();
+        let model = knn::Model::fit(&flat, w.window, &w.references.labels, w.classes, config)
+            .map_err(to_model)?;
+        Ok(Self {
+            model,
+            meta: Metadata {
+                probing: w.probing,
+                training: w.training,
+            },
+        })
+    }
+
+    /// Serialise to compact JSON (floats round-trip exactly).
+    pub fn to_json(&self) -> Result<String> {
+        let m = &self.model;
+        let c = m.config();
+        let wire = Wire {
+            format: FORMAT.into(),
+            version: VERSION,
+            kind: KIND_KNN_DTW.into(),
+            window: m.window(),
+            k: c.k,
+            dtw: WireDtw {
+                radius: c.dtw.radius,
+                cost: c.dtw.cost.name().into(),
+            },
+            normalization: c.normalization.name().into(),
+            probing: self.meta.probing.clone(),
+            classes: m.classes().to_vec(),
+            training: self.meta.training.clone(),
+            references: WireRefs {
+                labels: m.labels().to_vec(),
+                windows: m
+                    .raw_references()
+                    .chunks_exact(m.window())
+                    .map(|w| w.to_vec())
+                    .collect(),
+            },
+        };
+        serde_json::to_string(&wire)
+            .map_err(|e| Error::InvalidModel(format!("cannot serialise model: {e}")))
+    }
+
+    /// Read and validate a model file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("cannot read model file {}", path.display()), e))?;
+        Self::from_json(&text).map_err(|e| match e {
+            Error::InvalidModel(m) => Error::InvalidModel(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Write the model file atomically (temporary file, then rename), so a
+    /// crash never leaves half a model where a good one was.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let text = self.to_json()?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text)
+            .map_err(|e| Error::io(format!("cannot write {}", tmp.display()), e))?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            Error::io(
+                format!("cannot move model into place at {}", path.display()),
+                e,
+            )
+        })
+    }
+}
+
+/// Check `format`, `version` and `kind` of any model file's JSON.
+pub fn check_header(v: &serde_json::Value, kind: &str) -> Result<()> {
+    let obj = v.as_object().ok_or_else(|| {
+        Error::InvalidModel("the JSON is not an object; is this an opsel model file?".into())
+    })?;
+    match obj.get("format").and_then(|f| f.as_str()) {
+        Some(FORMAT) => {}
+        Some(other) => {
+            return Err(Error::InvalidModel(format!(
+                "format is {other:?}, expected {FORMAT:?}: not an opsel model"
+            )))
+        }
+        None => {
+            return Err(Error::InvalidModel(format!(
+                "no \"format\" field: not an opsel model file (expected \"format\": {FORMAT:?})"
+            )))
+        }
+    }
+    match obj.get("version").and_then(|x| x.as_u64()) {
+        Some(VERSION) => {}
+        Some(found) => {
+            return Err(Error::UnsupportedVersion {
+                found,
+                supported: VERSION,
+            })
+        }
+        None => {
+            return Err(Error::InvalidModel(
+                "\"version\" is missing or not a whole number".into(),
+            ))
+        }
+    }
+    match obj.get("kind").and_then(|x| x.as_str()) {
+        Some(k) if k == kind => Ok(()),
+        Some(k) => Err(Error::InvalidModel(format!(
+            "model kind is {k:?}, expected {kind:?}"
+        ))),
+        None => Err(Error::InvalidModel("\"kind\" is missing".into())),
+    }
+}
+
+fn to_model(e: Error) -> Error {
+    match e {
+        Error::InvalidInput(m) => Error::InvalidModel(m),
+        other => other,
+    }
+}
+
+/// Load a DTW K-NN model file (shorthand for [`KnnModelFile::load`]).
+pub fn load(path: impl AsRef<Path>) -> Result<KnnModelFile> {
+    KnnModelFile::load(path)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+use super::*;
+use crate::mix::SIX_CLASSES;
+use crate::series::synth;
+
+fn sample() -> KnnModelFile {
+    let (x, y) = synth::dataset(&SIX_CLASSES, 3, 5, 1).unwrap();
+    let cfg = KnnConfig {
+        k: 1,
+        dtw: DtwParams {
+            radius: Some(2),
+            cost: Cost::Squared,
+        },
+        normalization: Normalization::SubtractMin,
+    };
+    let model = knn::Model::fit(
+        &x,
+        5,
+        &y,
+        SIX_CLASSES.iter().map(|s| s.to_string()).collect(),
+        cfg,
+    )
+    .unwrap();
+    let meta = Metadata {
+        probing: Probing {
+            mode: ProbingMode::Active,
+            pattern: Some("S5-C5-S5-B5".into()),
+            ..Default::default()
+        },
+        training: serde_json::json!({"bottleneck_mbps": 100}),
+    };
+    KnnModelFile { model, meta }
+}
+
+#[test]
+fn round_trip_preserves_everything() {
+    let m = sample();
+    let text = m.to_json().unwrap();
+    let back = KnnModelFile::from_json(&text).unwrap();
+    assert_eq!(back.to_json().unwrap(), text);
+    assert_eq!(back.meta, m.meta);
+    assert_eq!(back.model.config(), m.model.config());
+    assert_eq!(back.model.raw_references(), m.model.raw_references());
+}
+
+fn mutate(f: impl FnOnce(&mut serde_json::Value)) -> Error {
+    let mut v: serde_json::Value = serde_json::from_str(&sample().to_json().unwrap()).unwrap();
+    f(&mut v);
+    KnnModelFile::from_json(&v.to_string()).unwrap_err()
+}
+
+#[test]
+fn rejects_foreign_corrupt_and_newer_files() {
+    assert!(KnnModelFile::from_json("{not json")
+        .unwrap_err()
+        .to_string()
+        .contains("not valid JSON"));
+    assert!(KnnModelFile::from_json("[1,2]")
+        .unwrap_err()
+        .to_string()
+        .contains("not an object"));
+    assert!(KnnModelFile::from_json(r#"{"weights": [1]}"#)
+        .unwrap_err()
+        .to_string()
+        .contains("no \"format\""));
+    let e = mutate(|v| v["version"] = 2.into());
+    assert!(
+        matches!(
+            e,
+            Error::UnsupportedVersion {
+                found: 2,
+                supported: 1
+            }
+        ),
+        "{e}"
+    );
+    assert!(mutate(|v| v["format"] = "onnx".into())
+        .to_string()
+        .contains("\"onnx\""));
+    assert!(mutate(|v| v["kind"] = "gbt".into())
+        .to_string()
+        .contains("kind"));
+    assert!(mutate(|v| v["k"] = 1000.into())
+        .to_string()
+        .contains("k = 1000"));
+    assert!(mutate(|v| v["dtw"]["cost"] = "cosine".into())
+        .to_string()
+        .contains("cosine"));
+    assert!(mutate(|v| v["normalization"] = "log".into())
+        .to_string()
+        .contains("log"));
+    assert!(
+        mutate(|v| v["references"]["windows"][3] = serde_json::json!([1.0, 2.0]))
+            .to_string()
+            .contains("window 3 has 2 samples")
+    );
+    assert!(mutate(|v| v["references"]["labels"][0] = 9.into())
+        .to_string()
+        .contains("label 9"));
+    assert!(mutate(|v| {
+        v["references"]["labels"].as_array_mut().unwrap().pop();
+    })
+    .to_string()
+    .contains("labels"));
+    assert!(mutate(|v| v["extra"] = 1.into())
+        .to_string()
+        .contains("extra"));
+    assert!(mutate(|v| v["probing"]["mode"] = "passive".into())
+        .to_string()
+        .contains("passive model carries"));
+    let e = mutate(|v| {
+        for l in v["references"]["labels"].as_array_mut().unwrap() {
+            if l.as_u64() == Some(5) {
+                *l = 0.into();
+            }
+        }
+    });
+    assert!(e.to_string().contains("\"C1-C1\" has no reference"), "{e}");
+    for e in [mutate(|v| v["window"] = 0.into())] {
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
+    }
+}
+
+#[test]
+fn save_and_load_files() {
+    let dir = std::env::temp_dir().join(format!("opsel-model-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("m.json");
+    sample().save(&p).unwrap();
+    let back = load(&p).unwrap();
+    assert_eq!(back.model.len(), 18);
+    let e = load(dir.join("missing.json")).unwrap_err();
+    assert!(e.to_string().contains("missing.json"), "{e}");
+    std::fs::write(&p, "{}").unwrap();
+    assert!(load(&p).unwrap_err().to_string().contains("m.json"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
