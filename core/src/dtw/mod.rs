@@ -11,7 +11,7 @@
 mod bounds;
 mod core_dp;
 
-pub use bounds::{envelope, lb_keogh, lb_kim};
+pub use bounds::{envelope, lb_enhanced, lb_keogh, lb_kim};
 pub use core_dp::accumulated;
 
 use crate::error::{check_finite, Error, Result};

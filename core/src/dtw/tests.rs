@@ -111,6 +111,10 @@ proptest! {
         let tol = 1e-9 * acc.max(1.0);
         prop_assert!(lb_kim(&a, &b, cost) <= acc + tol);
         prop_assert!(lbk <= acc + tol, "keogh {lbk} > dtw {acc}");
+        for v in [1, 2, 5, 10, 40] {
+            let lbe = lb_enhanced(&a, &b, r, v, &u, &l, cost, f64::INFINITY);
+            prop_assert!(lbe <= acc + tol, "enhanced^{v} {lbe} > dtw {acc}");
+        }
         prop_assert!((cb[0] - lbk).abs() <= tol);
         // Cumulative-bound abandoning never cuts a path at or below the cut-off.
         let again = accumulated(&a, &b, r, cost, acc * (1.0 + 1e-12) + 1e-12, Some(&cb), &mut ws);

@@ -284,6 +284,9 @@ impl Model {
     }
 }
 
+/// References with the smallest lower bounds evaluated first, beyond k.
+const SEEDS_BEYOND_K: usize = 7;
+
 /// Per-thread scratch memory for classification. Create with
 /// [`Model::workspace`]; after a call, [`Workspace::neighbors`] and
 /// [`Workspace::votes`] describe the decision.
@@ -296,6 +299,7 @@ pub struct Workspace {
     cb: Vec<f64>,
     lb: Vec<f64>,
     neighbors: Vec<(f64, usize)>,
+    seeds: Vec<(f64, usize)>,
     votes: Vec<u32>,
     /// Counters for the last query: (references, pruned by a bound, DTW abandoned).
     stats: SearchStats,
@@ -331,6 +335,9 @@ impl Workspace {
         }
         if self.neighbors.capacity() < k {
             self.neighbors.reserve(k);
+        }
+        if self.seeds.capacity() < k + SEEDS_BEYOND_K {
+            self.seeds = Vec::with_capacity(k + SEEDS_BEYOND_K);
         }
         if self.votes.len() != n_classes {
             self.votes.resize(n_classes, 0);

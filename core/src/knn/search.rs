@@ -9,6 +9,10 @@ use crate::dtw;
 /// prune a reference whose true distance ties the k-th best.
 const CUTOFF_SLACK: f64 = 1e-12;
 
+/// V of LB_Enhanced^V: L-shaped bands at each end (Tan et al. 2019 find small
+/// V already tight; 000's windows are 5..60 samples).
+const ENHANCED_BANDS: usize = 8;
+
 impl Model {
     /// Fill `ws.neighbors` with the k nearest references of `ws.query`, sorted by
     /// (distance, index). Distances are reported in [`Cost::finish`] form.
@@ -31,6 +35,7 @@ impl Model {
             cb,
             lb,
             neighbors,
+            seeds,
             ..
         } = ws;
         let q = &query[..w];
@@ -43,9 +48,12 @@ impl Model {
             stats.full_dtw = n;
         } else {
             dtw::envelope(q, r, q_upper, q_lower);
-            // Seed the cut-off with the reference whose LB_Keogh is smallest: on
-            // well-separated classes it is usually the true nearest neighbour.
-            let mut seed = 0;
+            // Pass 1: LB_Keogh (query against each reference envelope) and LB_Kim
+            // for every reference; remember the few smallest as seeds. On
+            // well-separated classes the true neighbours are among them, so the
+            // cut-off is tight before the main scan starts.
+            seeds.clear();
+            let n_seeds = seeds.capacity().min(n);
             for i in 0..n {
                 let (u, l) = self.envelope(i);
                 let b = dtw::lb_keogh(q, u, l, cost, f64::INFINITY, None).max(dtw::lb_kim(
@@ -54,51 +62,112 @@ impl Model {
                     cost,
                 ));
                 lb[i] = b;
-                if b < lb[seed] {
-                    seed = i;
+                if seeds.len() < n_seeds {
+                    seeds.push((b, i));
+                    if seeds.len() == n_seeds {
+                        seeds.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+                    }
+                } else if b < seeds[n_seeds - 1].0 {
+                    seeds.pop();
+                    let pos = seeds.iter().position(|s| b < s.0).unwrap_or(seeds.len());
+                    seeds.insert(pos, (b, i));
                 }
             }
+            if seeds.len() < n_seeds {
+                seeds.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            }
             let mut cutoff = f64::INFINITY;
-            for step in 0..=n {
-                // Step 0 is the seed; then every other reference in order.
-                let i = if step == 0 {
-                    seed
-                } else if step - 1 == seed {
-                    continue;
-                } else {
-                    step - 1
-                };
-                if i >= n {
+            // Pass 2: the seeds in ascending bound order, then every other reference.
+            for s in 0..seeds.len() {
+                let i = seeds[s].1;
+                lb[i] = f64::NEG_INFINITY; // marks "done" for pass 3
+                self.try_candidate(
+                    i,
+                    q,
+                    &mut cutoff,
+                    &mut stats,
+                    k,
+                    r,
+                    cost,
+                    neighbors,
+                    cb,
+                    dws,
+                    q_upper,
+                    q_lower,
+                );
+            }
+            for i in 0..n {
+                if lb[i] == f64::NEG_INFINITY {
                     continue;
                 }
                 if lb[i] > cutoff {
                     stats.pruned_by_bounds += 1;
                     continue;
                 }
-                let s = self.reference(i);
-                // LB_Keogh the other way round: the reference against the query's envelope.
-                if dtw::lb_keogh(s, q_upper, q_lower, cost, cutoff, None) > cutoff {
-                    stats.pruned_by_bounds += 1;
-                    continue;
-                }
-                let (u, l) = self.envelope(i);
-                dtw::lb_keogh(q, u, l, cost, f64::INFINITY, Some(&mut cb[..=w]));
-                let acc = dtw::accumulated(q, s, r, cost, cutoff, Some(&cb[..=w]), dws);
-                if acc.is_infinite() {
-                    stats.abandoned += 1;
-                    continue;
-                }
-                stats.full_dtw += 1;
-                if insert(neighbors, k, acc, i) && neighbors.len() == k {
-                    let kth = neighbors[k - 1].0;
-                    cutoff = kth * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;
-                }
+                self.try_candidate(
+                    i,
+                    q,
+                    &mut cutoff,
+                    &mut stats,
+                    k,
+                    r,
+                    cost,
+                    neighbors,
+                    cb,
+                    dws,
+                    q_upper,
+                    q_lower,
+                );
             }
         }
         for nb in neighbors.iter_mut() {
             nb.0 = cost.finish(nb.0);
         }
         ws.stats = stats;
+    }
+
+    /// The rest of the cascade for one reference: LB_Keogh of the reference
+    /// against the query envelope, then the pruned DTW with the cumulative
+    /// bound; keeps the top-k list and the cut-off up to date.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn try_candidate(
+        &self,
+        i: usize,
+        q: &[f64],
+        cutoff: &mut f64,
+        stats: &mut SearchStats,
+        k: usize,
+        r: usize,
+        cost: dtw::Cost,
+        neighbors: &mut Vec<(f64, usize)>,
+        cb: &mut [f64],
+        dws: &mut dtw::Workspace,
+        q_upper: &[f64],
+        q_lower: &[f64],
+    ) {
+        let w = self.window;
+        let s = self.reference(i);
+        if dtw::lb_keogh(s, q_upper, q_lower, cost, *cutoff, None) > *cutoff {
+            stats.pruned_by_bounds += 1;
+            return;
+        }
+        let (u, l) = self.envelope(i);
+        // LB_Enhanced: much tighter than LB_Keogh when the band is wide relative to w.
+        if dtw::lb_enhanced(q, s, r, ENHANCED_BANDS, u, l, cost, *cutoff) > *cutoff {
+            stats.pruned_by_bounds += 1;
+            return;
+        }
+        dtw::lb_keogh(q, u, l, cost, f64::INFINITY, Some(&mut cb[..=w]));
+        let acc = dtw::accumulated(q, s, r, cost, *cutoff, Some(&cb[..=w]), dws);
+        if acc.is_infinite() {
+            stats.abandoned += 1;
+            return;
+        }
+        stats.full_dtw += 1;
+        if insert(neighbors, k, acc, i) && neighbors.len() == k {
+            *cutoff = neighbors[k - 1].0 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;
+        }
     }
 
     #[inline(always)]

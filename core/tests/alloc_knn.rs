@@ -1,0 +1,87 @@
+//! Hot paths allocate nothing (DESIGN.md): a counting global allocator shows
+//! zero allocations per `dtw::distance_with` and per `knn::Model::classify`
+//! once the workspace exists.
+
+use opsel::dtw::{self, Cost, DtwParams};
+use opsel::knn::{KnnConfig, Model};
+use opsel::mix::SIX_CLASSES;
+use opsel::series::{synth, Normalization};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    // Count only the measuring thread: the test harness allocates on its own threads.
+    static ACTIVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn note() {
+    if ACTIVE.with(|a| a.get()) {
+        ALLOCS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        note();
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        note();
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn count<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = ALLOCS.load(Ordering::SeqCst);
+    ACTIVE.with(|a| a.set(true));
+    let r = f();
+    ACTIVE.with(|a| a.set(false));
+    (r, ALLOCS.load(Ordering::SeqCst) - before)
+}
+
+#[test]
+fn hot_paths_allocate_nothing() {
+    let (x, y) = synth::dataset(&SIX_CLASSES, 30, 20, 5).unwrap();
+    let (q, _) = synth::dataset(&SIX_CLASSES, 5, 20, 6).unwrap();
+
+    let mut dws = dtw::Workspace::with_capacity(20);
+    for cost in [Cost::Abs, Cost::Squared] {
+        let p = DtwParams {
+            radius: Some(10),
+            cost,
+        };
+        let (d, n) = count(|| dtw::distance_with(&x[..20], &x[20..40], &p, &mut dws).unwrap());
+        assert!(d > 0.0);
+        assert_eq!(n, 0, "dtw::distance_with allocated {n} times");
+    }
+
+    let classes: Vec<String> = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
+    for (k, norm) in [(1, Normalization::None), (5, Normalization::ZScore)] {
+        let cfg = KnnConfig {
+            k,
+            normalization: norm,
+            ..Default::default()
+        };
+        let m = Model::fit(&x, 20, &y, classes.clone(), cfg).unwrap();
+        // The counter works: making a workspace does allocate.
+        let (mut ws, n) = count(|| m.workspace());
+        assert!(n > 0);
+        let mut probs = vec![0.0; 6];
+        for w in q.chunks_exact(20) {
+            let (p, n) = count(|| m.classify(w, &mut ws).unwrap());
+            assert!(p.class < 6);
+            assert_eq!(n, 0, "classify (k={k}) allocated {n} times");
+            let (_, n) = count(|| m.class_probabilities(w, &mut ws, &mut probs).unwrap());
+            assert_eq!(n, 0, "class_probabilities allocated {n} times");
+        }
+    }
+}
