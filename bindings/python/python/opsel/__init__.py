@@ -1,0 +1,65 @@
+"""opsel: choose the TCP congestion control that fits the traffic you share the path with.
+
+Recognise the background traffic mix (CUBIC vs BBR) from RTT time series with
+DTW K-NN (document 000), and decide which congestion control a bulk transfer
+should use. The algorithms run in the Rust core; this package is a thin layer.
+
+Quick start::
+
+    import opsel
+    model = opsel.load_model("models/passive-w20/model.json")
+    pred = model.classify(rtt_window_ms)      # 1-D float64 array of w samples
+    pred.label, pred.bbr_present, pred.distance
+"""
+
+from ._errors import (
+    InvalidInputError,
+    InvalidModelError,
+    OpselError,
+    OpselIOError,
+    OpselPermissionError,
+    UnsupportedError,
+    UnsupportedVersionError,
+)
+from ._opsel import (
+    DEFAULT_RADIUS,
+    SIX_CLASSES,
+    Model,
+    Prediction,
+    __version__,
+    aggregate,
+    cross_validate,
+    dtw_distance,
+    load_model,
+    normalize,
+    parse_mix,
+    synthetic_dataset,
+    synthetic_series,
+    windows,
+)
+from .estimator import KnnDtw
+
+__all__ = [
+    "DEFAULT_RADIUS",
+    "SIX_CLASSES",
+    "InvalidInputError",
+    "InvalidModelError",
+    "KnnDtw",
+    "Model",
+    "OpselError",
+    "OpselIOError",
+    "OpselPermissionError",
+    "Prediction",
+    "UnsupportedError",
+    "UnsupportedVersionError",
+    "__version__",
+    "aggregate",
+    "cross_validate",
+    "dtw_distance",
+    "load_model",
+    "normalize",
+    "parse_mix",
+    "synthetic_dataset",
+    "synthetic_series",
+    "windows",
+]

@@ -1,0 +1,1 @@
+"""Training helpers (scikit-learn baselines, model export)."""

@@ -1,0 +1,20 @@
+//! Python module `opsel._opsel`: thin wrappers over the core crate, one file
+//! per core module (DESIGN.md: bindings hold no algorithm).
+
+use pyo3::prelude::*;
+
+mod dtw;
+mod errors;
+mod knn;
+mod mix;
+mod series;
+
+#[pymodule]
+fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", opsel::VERSION)?;
+    dtw::register(m)?;
+    knn::register(m)?;
+    mix::register(m)?;
+    series::register(m)?;
+    Ok(())
+}
