@@ -1,0 +1,66 @@
+# opsel: the two commands a fresh machine needs are `make demo` and `make test`.
+# Each installs what is missing (a Python venv with maturin, numpy, pytest and
+# the peer libraries), builds, and runs. Capability-specific targets live in mk/*.mk.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+CARGO ?= cargo
+PYTHON ?= python3
+VENV ?= .venv
+VPY := $(abspath $(VENV))/bin/python
+ROOT := $(abspath .)
+export CARGO_TERM_COLOR ?= never
+
+# Test targets contributed by mk/*.mk files (test-c, test-node, test-netlab, ...).
+EXTRA_TESTS :=
+
+.PHONY: all test demo demo-quick toolchain deps python test-rust test-python bench bench-peers fmt clean
+all: test
+
+toolchain:
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) and retry" >&2; exit 1; }
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python >= 3.9 and retry" >&2; exit 1; }
+
+# The venv is rebuilt when the dev requirements change.
+$(VENV)/.stamp: bindings/python/requirements-dev.txt | toolchain
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check --upgrade pip
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r bindings/python/requirements-dev.txt
+	touch $@
+
+deps: $(VENV)/.stamp
+
+# Build the Python extension into the venv (editable install).
+python: deps
+	cd bindings/python && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release -q
+
+test-rust: toolchain
+	$(CARGO) test --workspace --release --exclude opsel-python
+
+test-python: python
+	cd bindings/python && $(VPY) -m pytest -q tests
+
+include $(wildcard mk/*.mk)
+
+test: test-rust test-python $(EXTRA_TESTS)
+	@echo "make test: all suites passed"
+
+# The main job. Until the OPS transfer lands, the demo trains a DTW K-NN on
+# synthetic 6-class RTT signatures, cross-validates it and classifies fresh windows.
+demo: python
+	$(VPY) examples/python/classify_demo.py
+
+bench: toolchain
+	$(CARGO) bench -p opsel --bench knn
+
+# Per-query 1-NN latency against dtaidistance, aeon and tslearn (foundation issue).
+bench-peers: python
+	$(CARGO) build --release -p opsel --example knn_bench_core
+	$(VPY) benches/peers/knn_peers.py --core-bin target/release/examples/knn_bench_core --out docs/results/knn-bench.md
+
+fmt:
+	$(CARGO) fmt --all
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV)
