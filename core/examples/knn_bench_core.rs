@@ -10,7 +10,10 @@ use opsel::series::synth;
 use std::time::Instant;
 
 fn main() {
-    let a: Vec<usize> = std::env::args().skip(1).map(|s| s.parse().expect("numeric argument")).collect();
+    let a: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|s| s.parse().expect("numeric argument"))
+        .collect();
     let (w, per_class, queries) = (a[0], a[1], a[2]);
     let rounds = a.get(3).copied().unwrap_or(15);
     let classes: Vec<String> = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
@@ -18,7 +21,13 @@ fn main() {
     let per_q = queries.div_ceil(6);
     let (q, _) = synth::dataset(&SIX_CLASSES, per_q, w, 2).expect("queries");
     // Squared local cost: the peers' native cost, so all solve the same problem.
-    let cfg = KnnConfig { dtw: opsel::dtw::DtwParams { radius: Some(10), cost: opsel::dtw::Cost::Squared }, ..KnnConfig::default() };
+    let cfg = KnnConfig {
+        dtw: opsel::dtw::DtwParams {
+            radius: Some(10),
+            cost: opsel::dtw::Cost::Squared,
+        },
+        ..KnnConfig::default()
+    };
     let m = Model::fit(&x, w, &y, classes, cfg).expect("fit");
     let mut ws = m.workspace();
     let qs: Vec<&[f64]> = q.chunks_exact(w).take(queries).collect();

@@ -6,6 +6,7 @@ use super::Cost;
 /// Upper and lower envelope of `s` for band radius `r`:
 /// `upper[i] = max(s[i−r ..= i+r])`, `lower[i] = min(...)`. Computed once per
 /// reference at fit time and once per query.
+#[inline(always)]
 pub fn envelope(s: &[f64], radius: usize, upper: &mut [f64], lower: &mut [f64]) {
     let n = s.len();
     debug_assert!(upper.len() >= n && lower.len() >= n);
@@ -44,7 +45,7 @@ pub fn lb_kim(a: &[f64], b: &[f64], cost: Cost) -> f64 {
 /// slots), it receives the suffix sums (`contrib[i]` = bound for rows i..n,
 /// `contrib[n]` = 0) for early abandoning inside the DP. Without `contrib` the
 /// sum stops early once it exceeds `cutoff`.
-#[inline]
+#[inline(always)]
 pub fn lb_keogh(
     q: &[f64],
     upper: &[f64],
@@ -117,7 +118,7 @@ fn gap(v: f64, u: f64, l: f64, cost: Cost) -> f64 {
 /// by LB_Keogh against `b`'s envelope. The cell sets are disjoint, so the sum
 /// of their minima bounds the path cost. Stops once the sum exceeds `cutoff`.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 pub fn lb_enhanced(
     a: &[f64],
     b: &[f64],

@@ -10,6 +10,7 @@
 
 mod bounds;
 mod core_dp;
+pub mod lanes;
 
 pub use bounds::{envelope, lb_enhanced, lb_keogh, lb_kim};
 pub use core_dp::accumulated;

@@ -300,6 +300,10 @@ pub struct Workspace {
     lb: Vec<f64>,
     neighbors: Vec<(f64, usize)>,
     seeds: Vec<(f64, usize)>,
+    /// Candidates and their cumulative bounds, interleaved for `dtw::lanes`.
+    b4: Vec<dtw::lanes::Lanes>,
+    cb4: Vec<dtw::lanes::Lanes>,
+    lanes: dtw::lanes::LaneWorkspace,
     votes: Vec<u32>,
     /// Counters for the last query: (references, pruned by a bound, DTW abandoned).
     stats: SearchStats,
@@ -331,6 +335,9 @@ impl Workspace {
             self.q_upper.resize(window, 0.0);
             self.q_lower.resize(window, 0.0);
             self.cb.resize(window + 1, 0.0);
+            self.b4.resize(window, [0.0; dtw::lanes::LANES]);
+            self.cb4.resize(window + 1, [0.0; dtw::lanes::LANES]);
+            self.lanes.ensure(window);
             self.dtw.ensure(window);
         }
         if self.neighbors.capacity() < k {

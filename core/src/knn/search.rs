@@ -1,9 +1,19 @@
 //! Exact k-nearest-neighbour search under banded DTW with the UCR Suite
 //! cascade. Pruning never changes the answer: a reference is skipped only when a
 //! lower bound proves its distance exceeds the current k-th best.
+//!
+//! Order of work per query:
+//! 1. LB_Keogh (query against each reference's envelope, precomputed at fit)
+//!    and LB_Kim for every reference; the references with the smallest bounds
+//!    become seeds, evaluated first so the cut-off is tight early.
+//! 2. For each reference whose bound is below the cut-off: LB_Keogh of the
+//!    reference against the query's envelope, then LB_Enhanced; survivors are
+//!    queued four at a time into the lockstep DTW (`dtw::lanes`), which
+//!    abandons a lane once its row minimum plus the remaining LB_Keogh exceeds
+//!    the cut-off.
 
 use super::{Model, SearchStats, Workspace};
-use crate::dtw;
+use crate::dtw::{self, lanes::LANES};
 
 /// Relative slack on cut-offs so floating-point rounding in a bound can never
 /// prune a reference whose true distance ties the k-th best.
@@ -13,47 +23,85 @@ const CUTOFF_SLACK: f64 = 1e-12;
 /// V already tight; 000's windows are 5..60 samples).
 const ENHANCED_BANDS: usize = 8;
 
+/// The DTW candidates queued for one lockstep run.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Batch {
+    ids: [usize; LANES],
+    len: usize,
+}
+
 impl Model {
     /// Fill `ws.neighbors` with the k nearest references of `ws.query`, sorted by
-    /// (distance, index). Distances are reported in [`Cost::finish`] form.
+    /// (distance, index). Distances are reported in [`dtw::Cost::finish`] form.
     pub(super) fn search(&self, ws: &mut Workspace, prune: bool) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                return unsafe { self.search_avx2(ws, prune) };
+            }
+        }
+        self.search_impl(ws, prune)
+    }
+
+    /// The whole search compiled for AVX2: the bounds and the lockstep DTW are
+    /// inlined here, so one feature check per query covers all of them.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn search_avx2(&self, ws: &mut Workspace, prune: bool) {
+        self.search_impl(ws, prune)
+    }
+
+    #[inline(always)]
+    fn search_impl(&self, ws: &mut Workspace, prune: bool) {
         let w = self.window;
-        let k = self.config.k;
+        let n = self.labels.len();
         let cost = self.config.dtw.cost;
         let r = self.config.dtw.radius_or_max();
-        let n = self.labels.len();
         ws.neighbors.clear();
         let mut stats = SearchStats {
             references: n,
             ..Default::default()
         };
-        let Workspace {
-            dtw: dws,
-            query,
-            q_upper,
-            q_lower,
-            cb,
-            lb,
-            neighbors,
-            seeds,
-            ..
-        } = ws;
-        let q = &query[..w];
-
         if !prune {
+            let q = &ws.query[..w];
             for i in 0..n {
-                let acc = dtw::accumulated(q, self.reference(i), r, cost, f64::INFINITY, None, dws);
-                insert(neighbors, k, acc, i);
+                let acc = dtw::accumulated(
+                    q,
+                    self.reference(i),
+                    r,
+                    cost,
+                    f64::INFINITY,
+                    None,
+                    &mut ws.dtw,
+                );
+                insert(&mut ws.neighbors, self.config.k, acc, i);
             }
             stats.full_dtw = n;
         } else {
-            dtw::envelope(q, r, q_upper, q_lower);
-            // Pass 1: LB_Keogh (query against each reference envelope) and LB_Kim
-            // for every reference; remember the few smallest as seeds. On
-            // well-separated classes the true neighbours are among them, so the
-            // cut-off is tight before the main scan starts.
+            self.pruned_search(ws, &mut stats);
+        }
+        for nb in ws.neighbors.iter_mut() {
+            nb.0 = cost.finish(nb.0);
+        }
+        ws.stats = stats;
+    }
+
+    #[inline(always)]
+    fn pruned_search(&self, ws: &mut Workspace, stats: &mut SearchStats) {
+        let w = self.window;
+        let n = self.labels.len();
+        let cost = self.config.dtw.cost;
+        let r = self.config.dtw.radius_or_max();
+        {
+            let q = &ws.query[..w];
+            dtw::envelope(q, r, &mut ws.q_upper, &mut ws.q_lower);
+            // Pass 1: a bound for every reference; keep the smallest as seeds.
+            let seeds = &mut ws.seeds;
             seeds.clear();
             let n_seeds = seeds.capacity().min(n);
+            let by_bound =
+                |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
             for i in 0..n {
                 let (u, l) = self.envelope(i);
                 let b = dtw::lb_keogh(q, u, l, cost, f64::INFINITY, None).max(dtw::lb_kim(
@@ -61,11 +109,11 @@ impl Model {
                     self.reference(i),
                     cost,
                 ));
-                lb[i] = b;
+                ws.lb[i] = b;
                 if seeds.len() < n_seeds {
                     seeds.push((b, i));
                     if seeds.len() == n_seeds {
-                        seeds.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+                        seeds.sort_unstable_by(by_bound);
                     }
                 } else if b < seeds[n_seeds - 1].0 {
                     seeds.pop();
@@ -74,100 +122,116 @@ impl Model {
                 }
             }
             if seeds.len() < n_seeds {
-                seeds.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-            }
-            let mut cutoff = f64::INFINITY;
-            // Pass 2: the seeds in ascending bound order, then every other reference.
-            for s in 0..seeds.len() {
-                let i = seeds[s].1;
-                lb[i] = f64::NEG_INFINITY; // marks "done" for pass 3
-                self.try_candidate(
-                    i,
-                    q,
-                    &mut cutoff,
-                    &mut stats,
-                    k,
-                    r,
-                    cost,
-                    neighbors,
-                    cb,
-                    dws,
-                    q_upper,
-                    q_lower,
-                );
-            }
-            for i in 0..n {
-                if lb[i] == f64::NEG_INFINITY {
-                    continue;
-                }
-                if lb[i] > cutoff {
-                    stats.pruned_by_bounds += 1;
-                    continue;
-                }
-                self.try_candidate(
-                    i,
-                    q,
-                    &mut cutoff,
-                    &mut stats,
-                    k,
-                    r,
-                    cost,
-                    neighbors,
-                    cb,
-                    dws,
-                    q_upper,
-                    q_lower,
-                );
+                seeds.sort_unstable_by(by_bound);
             }
         }
-        for nb in neighbors.iter_mut() {
-            nb.0 = cost.finish(nb.0);
+        let mut cutoff = f64::INFINITY;
+        let mut batch = Batch::default();
+        // Pass 2: seeds in ascending bound order, then everything else in order.
+        for s in 0..ws.seeds.len() {
+            let i = ws.seeds[s].1;
+            ws.lb[i] = f64::NEG_INFINITY; // done; pass 3 skips it
+            self.consider(i, ws, &mut batch, &mut cutoff, stats);
         }
-        ws.stats = stats;
+        for i in 0..n {
+            let b = ws.lb[i];
+            if b == f64::NEG_INFINITY {
+                continue;
+            }
+            if b > cutoff {
+                stats.pruned_by_bounds += 1;
+                continue;
+            }
+            self.consider(i, ws, &mut batch, &mut cutoff, stats);
+        }
+        self.run_batch(ws, &mut batch, &mut cutoff, stats);
     }
 
-    /// The rest of the cascade for one reference: LB_Keogh of the reference
-    /// against the query envelope, then the pruned DTW with the cumulative
-    /// bound; keeps the top-k list and the cut-off up to date.
-    #[allow(clippy::too_many_arguments)]
+    /// The rest of the bound cascade for reference `i`; survivors join the batch.
     #[inline(always)]
-    fn try_candidate(
+    fn consider(
         &self,
         i: usize,
-        q: &[f64],
+        ws: &mut Workspace,
+        batch: &mut Batch,
         cutoff: &mut f64,
         stats: &mut SearchStats,
-        k: usize,
-        r: usize,
-        cost: dtw::Cost,
-        neighbors: &mut Vec<(f64, usize)>,
-        cb: &mut [f64],
-        dws: &mut dtw::Workspace,
-        q_upper: &[f64],
-        q_lower: &[f64],
     ) {
         let w = self.window;
+        let cost = self.config.dtw.cost;
+        let r = self.config.dtw.radius_or_max();
+        let q = &ws.query[..w];
         let s = self.reference(i);
-        if dtw::lb_keogh(s, q_upper, q_lower, cost, *cutoff, None) > *cutoff {
+        if dtw::lb_keogh(s, &ws.q_upper, &ws.q_lower, cost, *cutoff, None) > *cutoff {
             stats.pruned_by_bounds += 1;
             return;
         }
         let (u, l) = self.envelope(i);
-        // LB_Enhanced: much tighter than LB_Keogh when the band is wide relative to w.
         if dtw::lb_enhanced(q, s, r, ENHANCED_BANDS, u, l, cost, *cutoff) > *cutoff {
             stats.pruned_by_bounds += 1;
             return;
         }
-        dtw::lb_keogh(q, u, l, cost, f64::INFINITY, Some(&mut cb[..=w]));
-        let acc = dtw::accumulated(q, s, r, cost, *cutoff, Some(&cb[..=w]), dws);
-        if acc.is_infinite() {
-            stats.abandoned += 1;
+        // Queue it: the reference and its cumulative LB_Keogh go into lane `slot`.
+        let slot = batch.len;
+        dtw::lb_keogh(q, u, l, cost, f64::INFINITY, Some(&mut ws.cb[..=w]));
+        for j in 0..w {
+            ws.b4[j][slot] = s[j];
+            ws.cb4[j][slot] = ws.cb[j];
+        }
+        ws.cb4[w][slot] = 0.0;
+        batch.ids[slot] = i;
+        batch.len += 1;
+        if batch.len == LANES {
+            self.run_batch(ws, batch, cutoff, stats);
+        }
+    }
+
+    /// Run the queued candidates in lockstep and merge them into the top-k.
+    #[inline(always)]
+    fn run_batch(
+        &self,
+        ws: &mut Workspace,
+        batch: &mut Batch,
+        cutoff: &mut f64,
+        stats: &mut SearchStats,
+    ) {
+        let used = batch.len;
+        if used == 0 {
             return;
         }
-        stats.full_dtw += 1;
-        if insert(neighbors, k, acc, i) && neighbors.len() == k {
-            *cutoff = neighbors[k - 1].0 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;
+        let w = self.window;
+        // Unused lanes repeat lane 0; their results are ignored.
+        for slot in used..LANES {
+            for j in 0..w {
+                ws.b4[j][slot] = ws.b4[j][0];
+                ws.cb4[j][slot] = ws.cb4[j][0];
+            }
+            ws.cb4[w][slot] = 0.0;
         }
+        let cost = self.config.dtw.cost;
+        let r = self.config.dtw.radius_or_max();
+        let acc = dtw::lanes::accumulated4_inline(
+            &ws.query[..w],
+            &ws.b4[..w],
+            r,
+            cost,
+            *cutoff,
+            &ws.cb4[..=w],
+            &mut ws.lanes,
+        );
+        let k = self.config.k;
+        for slot in 0..used {
+            let d = acc[slot];
+            if d.is_infinite() {
+                stats.abandoned += 1;
+                continue;
+            }
+            stats.full_dtw += 1;
+            if insert(&mut ws.neighbors, k, d, batch.ids[slot]) && ws.neighbors.len() == k {
+                *cutoff = ws.neighbors[k - 1].0 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;
+            }
+        }
+        batch.len = 0;
     }
 
     #[inline(always)]
