@@ -21,7 +21,7 @@ const CUTOFF_SLACK: f64 = 1e-12;
 
 /// V of LB_Enhanced^V: L-shaped bands at each end (Tan et al. 2019 find small
 /// V already tight; 000's windows are 5..60 samples).
-const ENHANCED_BANDS: usize = 8;
+const ENHANCED_BANDS: usize = 4;
 
 /// The DTW candidates queued for one lockstep run.
 #[derive(Debug, Clone, Copy, Default)]
