@@ -1,0 +1,1 @@
+//! OPS controller (in progress).
