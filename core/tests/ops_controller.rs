@@ -333,7 +333,11 @@ fn late_driver_keeps_the_schedule() {
 fn adaptive_y_grows_while_stable_and_shrinks_on_change() {
     let mut cfg = Config::passive();
     cfg.steady_ns = 60 * S;
-    cfg.adaptive = Some(AdaptiveSteady::around(60 * S)); // [30, 480] s, ×2 / ×0.5
+    // [30, 480] s, ×2 / ×0.5, keyed on the class.
+    cfg.adaptive = Some(AdaptiveSteady {
+        key: StabilityKey::Class,
+        ..AdaptiveSteady::around(60 * S)
+    });
     let script = [
         ("C1-C1", 1.0),
         ("C1-C1", 1.0),

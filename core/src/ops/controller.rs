@@ -41,11 +41,15 @@ pub enum ProbeMode {
 /// Which change shrinks an adaptive Y.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StabilityKey {
-    /// The recognised class (000 §6: "grow Y while the class is stable").
-    #[default]
+    /// The recognised class, literally 000 §6 ("grow Y while the class is
+    /// stable"). Count confusions (B0-C1 vs C1-C1, the dominant error left by
+    /// active probing, 000 §3.6) then shrink Y on a stable path.
     Class,
-    /// The selected CCA: class flips that do not change the decision (e.g.
-    /// one vs two CUBIC flows, the dominant confusion of 000 §3.6) do not count.
+    /// The selected CCA (default): class flips that do not change the
+    /// decision do not count. In the simulator (docs/results/ops-sim.md) a
+    /// static CUBIC background kept Y at its minimum when keyed on the class
+    /// and grew it to the maximum when keyed on the decision.
+    #[default]
     Decision,
 }
 
@@ -69,14 +73,14 @@ pub struct AdaptiveSteady {
 
 impl AdaptiveSteady {
     /// Defaults around a base Y: bounds [Y/2, 8·Y], grow ×2, shrink ×0.5
-    /// (cwnd-like halving), keyed on the class.
+    /// (cwnd-like halving), keyed on the decision.
     pub fn around(base_ns: u64) -> Self {
         Self {
             min_ns: (base_ns / 2).max(1),
             max_ns: base_ns.saturating_mul(8),
             grow: 2.0,
             shrink: 0.5,
-            key: StabilityKey::Class,
+            key: StabilityKey::Decision,
         }
     }
 }
@@ -180,9 +184,9 @@ impl Config {
                     a.min_ns, a.max_ns, self.steady_ns
                 )));
             }
-            if !(a.grow.is_finite() && a.grow >= 1.0)
-                || !(a.shrink.is_finite() && a.shrink > 0.0 && a.shrink <= 1.0)
-            {
+            let grow_ok = a.grow.is_finite() && a.grow >= 1.0;
+            let shrink_ok = a.shrink > 0.0 && a.shrink <= 1.0; // false for NaN
+            if !grow_ok || !shrink_ok {
                 return Err(Error::invalid(format!(
                     "adaptive factors grow = {} and shrink = {} must satisfy grow >= 1 and 0 < shrink <= 1",
                     a.grow, a.shrink
