@@ -610,3 +610,51 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn prefix_ensemble_dispatches_by_length() {
+    use opsel::ops::{Classifier, PrefixEnsemble};
+    let m = |w: usize, label: &str| ScriptedClassifier::new(w, &SIX, &[(label, 0.9)]).unwrap();
+    let mut e = PrefixEnsemble::new(m(20, "B1-C1"), vec![m(10, "B1-C0"), m(5, "B0-C1")]).unwrap();
+    assert_eq!(e.prefix_lens().collect::<Vec<_>>(), [5, 10]);
+    assert_eq!(e.window_len(), 20);
+    assert_eq!(
+        e.classify_prefix(&[1.0; 5])
+            .unwrap()
+            .unwrap()
+            .mix
+            .to_string(),
+        "cubic:1"
+    );
+    assert_eq!(
+        e.classify_prefix(&[1.0; 10])
+            .unwrap()
+            .unwrap()
+            .mix
+            .to_string(),
+        "bbr:1"
+    );
+    assert!(e.classify_prefix(&[1.0; 7]).is_none());
+    assert_eq!(
+        e.classify(&[1.0; 20]).unwrap().mix.to_string(),
+        "bbr:1-cubic:1"
+    );
+    // Progressive probing through the ensemble ends at the 5-sample prefix.
+    let mut cfg = Config::passive();
+    cfg.progressive = Some(Progressive::default());
+    let mut c = Controller::new(cfg, e, Stump::default()).unwrap();
+    c.start(0).unwrap();
+    for t in 1..=5u64 {
+        c.handle_sample(t * S, 80.0).unwrap();
+    }
+    assert_eq!(c.phase(), Phase::Steady);
+    // Bad ensembles.
+    assert!(PrefixEnsemble::new(m(20, "B1-C1"), vec![m(20, "B1-C1")]).is_err());
+    assert!(PrefixEnsemble::new(m(20, "B1-C1"), vec![m(5, "B1-C1"), m(5, "B1-C1")]).is_err());
+    let other = ScriptedClassifier::new(5, &["B1-C0", "B0-C1"], &[("B1-C0", 1.0)]).unwrap();
+    assert!(PrefixEnsemble::new(m(20, "B1-C1"), vec![other])
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("classes"));
+}

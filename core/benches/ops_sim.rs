@@ -1,5 +1,6 @@
-//! Prints the trace-driven OPS simulation table of docs/results/ops-sim.md:
-//! `cargo run --release -p opsel --example ops_sim_table`.
+//! Trace-driven OPS simulation (a table, not a timing bench): prints the
+//! table of docs/results/ops-sim.md.
+//! Run: `cargo bench -p opsel --bench ops_sim` (or `make ops-sim`).
 //!
 //! Every row is the mean over 10 runs (seeds 1..=10; for ALT-X the
 //! background's phase is shifted by a seed-dependent offset). The simulator
