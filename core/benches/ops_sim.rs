@@ -99,6 +99,21 @@ fn main() -> opsel::Result<()> {
             },
         ),
         (
+            "OPS-100 jitter ±10%",
+            Config {
+                steady_jitter: 0.1,
+                ..base.clone()
+            },
+        ),
+        (
+            "OPS-100 adaptive + jitter ±10%",
+            Config {
+                adaptive: Some(adaptive),
+                steady_jitter: 0.1,
+                ..base.clone()
+            },
+        ),
+        (
             "OPS-100 early-exit",
             Config {
                 progressive: Some(Progressive::default()),
@@ -110,6 +125,15 @@ fn main() -> opsel::Result<()> {
             Config {
                 adaptive: Some(adaptive),
                 progressive: Some(Progressive::default()),
+                ..base.clone()
+            },
+        ),
+        (
+            "OPS-100 adaptive + early-exit + jitter ±10%",
+            Config {
+                adaptive: Some(adaptive),
+                progressive: Some(Progressive::default()),
+                steady_jitter: 0.1,
                 ..base.clone()
             },
         ),
@@ -138,7 +162,12 @@ fn main() -> opsel::Result<()> {
             add(&mut fixed_c, &simulate_fixed(CcaName::CUBIC, &bg, sim)?);
             add(&mut fixed_b, &simulate_fixed(CcaName::BBR, &bg, sim)?);
             for ((_, cfg), m) in variants.iter().zip(ops.iter_mut()) {
-                let mut c = Controller::new(cfg.clone(), model.clone(), Stump::default())?;
+                // The jitter PRNG seed follows the run (used only with jitter).
+                let cfg = Config {
+                    seed,
+                    ..cfg.clone()
+                };
+                let mut c = Controller::new(cfg, model.clone(), Stump::default())?;
                 add(m, &simulate(&mut c, &bg, sim)?);
             }
         }

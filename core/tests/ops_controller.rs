@@ -658,3 +658,35 @@ fn prefix_ensemble_dispatches_by_length() {
         .to_string()
         .contains("classes"));
 }
+
+#[test]
+fn steady_jitter_is_bounded_and_seeded() {
+    let run = |seed: u64| {
+        let mut cfg = Config::passive();
+        cfg.steady_ns = 100 * S;
+        cfg.steady_jitter = 0.1;
+        cfg.seed = seed;
+        let mut c = ctl(cfg, &[("B1-C0", 1.0)]);
+        let mut log = Vec::new();
+        c.start(0).unwrap();
+        run(&mut c, 0, 3000, &mut log);
+        selected(&log)
+            .iter()
+            .map(|(_, y)| y.unwrap())
+            .collect::<Vec<u64>>()
+    };
+    let a = run(1);
+    assert!(a.len() >= 20);
+    assert!(a.iter().all(|y| (90..=110).contains(y)), "{a:?}");
+    assert!(a.iter().any(|&y| y != a[0]), "{a:?}");
+    assert_eq!(a, run(1));
+    assert_ne!(a, run(2));
+    let mut cfg = Config::passive();
+    cfg.steady_jitter = 0.7;
+    let c = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)]).unwrap();
+    assert!(Controller::new(cfg, c, Stump::default())
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("jitter"));
+}

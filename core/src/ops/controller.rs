@@ -133,6 +133,16 @@ pub struct Config {
     /// Extra sample periods a probe may take before it is abandoned because
     /// samples stopped arriving.
     pub grace_periods: u32,
+    /// Randomise each steady time by up to ±this fraction (0 = off, the
+    /// thesis's behaviour; at most 0.5). A fixed Y whose cycle is a multiple
+    /// of a periodic background's period probes the same background phase
+    /// every time (docs/results/ops-sim.md, ALT-30/60); jitter breaks that
+    /// lockstep, as randomised timers do for periodic routing updates.
+    /// Applied after adaptation: a steady phase lasts Y·(1 ± jitter), which
+    /// may exceed the adaptive bounds by that fraction.
+    pub steady_jitter: f64,
+    /// Seed of the jitter PRNG (runs are reproducible bit for bit).
+    pub seed: u64,
 }
 
 impl Config {
@@ -146,6 +156,8 @@ impl Config {
             adaptive: None,
             progressive: None,
             grace_periods: 5,
+            steady_jitter: 0.0,
+            seed: 0,
         }
     }
 
@@ -163,6 +175,12 @@ impl Config {
             return Err(Error::invalid(
                 "sample_period_ns is 0; use the RTT sampler's period, e.g. 1e9 (1 s, 000 §3.2)",
             ));
+        }
+        if !(0.0..=0.5).contains(&self.steady_jitter) {
+            return Err(Error::invalid(format!(
+                "steady_jitter {} must be a fraction in [0, 0.5] (0.1 = ±10%)",
+                self.steady_jitter
+            )));
         }
         if self.grace_periods == 0 {
             return Err(Error::invalid(
@@ -333,6 +351,7 @@ pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>
     last_now_ns: u64,
     out: VecDeque<Output>,
     stats: Stats,
+    rng: u64,
 }
 
 impl<C: Classifier, P: Policy> Controller<C, P> {
@@ -355,7 +374,8 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
                     cfg.sample_period_ns
                 ))
             })?;
-        Ok(Self {
+        let rng = cfg.seed;
+        let mut me = Self {
             y_ns: cfg.steady_ns,
             socket_cca: cfg.initial_cca,
             cfg,
@@ -379,7 +399,10 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             // per call never makes the queue grow (no allocation when steady).
             out: VecDeque::with_capacity(64),
             stats: Stats::default(),
-        })
+            rng: 0,
+        };
+        me.rng = rng;
+        Ok(me)
     }
 
     /// Begin the first probe at `now_ns`.
@@ -480,7 +503,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         self.socket_cca
     }
 
-    /// The steady time the next (or current) steady phase uses.
+    /// The base steady time Y after adaptation, before jitter.
     pub fn steady_ns(&self) -> u64 {
         self.y_ns
     }
@@ -653,7 +676,8 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             self.start_probe(at_ns);
         } else {
             let cca = self.socket_cca;
-            self.enter_steady(cca, at_ns);
+            let y_ns = self.draw_steady_ns();
+            self.enter_steady(cca, at_ns, y_ns);
         }
     }
 
@@ -705,13 +729,14 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         };
         self.stats.decisions += 1;
         self.adapt_y(class_index, cca);
-        let steady_ns = (self.cfg.steady_ns > 0).then_some(self.y_ns);
+        let y_ns = self.draw_steady_ns();
+        let steady_ns = (self.cfg.steady_ns > 0).then_some(y_ns);
         self.out.push_back(Output::Event(Event::Selected {
             cca,
             steady_ns,
             at_ns: now_ns,
         }));
-        self.enter_steady(cca, now_ns);
+        self.enter_steady(cca, now_ns, y_ns);
     }
 
     fn decision_failed(&mut self, message: String, at_ns: u64) {
@@ -723,7 +748,8 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             self.start_probe(at_ns);
         } else {
             let cca = self.socket_cca;
-            self.enter_steady(cca, at_ns);
+            let y_ns = self.draw_steady_ns();
+            self.enter_steady(cca, at_ns, y_ns);
         }
     }
 
@@ -745,11 +771,27 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         self.last_key = Some((class_index, cca));
     }
 
-    fn enter_steady(&mut self, cca: CcaName, at_ns: u64) {
+    /// The steady time of the next steady phase: Y (adapted), jittered.
+    fn draw_steady_ns(&mut self) -> u64 {
+        let j = self.cfg.steady_jitter;
+        if j == 0.0 {
+            return self.y_ns;
+        }
+        // splitmix64 (Steele, Lea, Flood 2014); u uniform in [-1, 1).
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let u = (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0;
+        ((self.y_ns as f64 * (1.0 + j * u)) as u64).max(1)
+    }
+
+    fn enter_steady(&mut self, cca: CcaName, at_ns: u64, y_ns: u64) {
         self.emit_phase(Phase::Steady, at_ns);
         self.next_boundary_ns = None;
         self.set_cca(cca);
-        let until_ns = (self.cfg.steady_ns > 0).then(|| at_ns.saturating_add(self.y_ns));
+        let until_ns = (self.cfg.steady_ns > 0).then(|| at_ns.saturating_add(y_ns));
         self.steady_until_ns = until_ns;
         self.out
             .push_back(Output::Action(Action::Steady { cca, until_ns }));
