@@ -690,3 +690,41 @@ fn steady_jitter_is_bounded_and_seeded() {
         .to_string()
         .contains("jitter"));
 }
+
+#[test]
+fn failed_decision_after_active_probe_falls_back_to_last_decided_cca() {
+    // The B5 burst leaves the socket on bbr; a failing policy must not keep
+    // bbr by accident but return to the last decided CCA (initially cubic).
+    let classifier = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)]).unwrap();
+    let policy =
+        FnPolicy(|_: &Classified| -> opsel::Result<CcaName> { Err(opsel::Error::invalid("down")) });
+    let mut c = Controller::new(
+        Config::active(Pattern::parse("S5-C5-S5-B5").unwrap()),
+        classifier,
+        policy,
+    )
+    .unwrap();
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    for t in 1..=20u64 {
+        c.handle_timeout(t * S).unwrap();
+        c.handle_sample(t * S, 90.0).unwrap();
+        while let Some(o) = c.poll() {
+            log.push((t, o));
+        }
+    }
+    let a = actions(&log);
+    assert_eq!(
+        a[a.len() - 2..],
+        [
+            (20, Action::SetCca(CcaName::CUBIC)),
+            (
+                20,
+                Action::Steady {
+                    cca: CcaName::CUBIC,
+                    until_ns: Some(120 * S)
+                }
+            )
+        ]
+    );
+}

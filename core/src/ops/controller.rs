@@ -283,12 +283,12 @@ pub enum Event {
         steady_ns: Option<u64>,
         at_ns: u64,
     },
-    /// The classifier or the policy failed; the current CCA is kept for the
-    /// steady phase and the next cycle probes again.
+    /// The classifier or the policy failed; the steady phase uses the last
+    /// decided CCA (initially `initial_cca`) and the next cycle probes again.
     DecisionFailed { message: String, at_ns: u64 },
     /// Samples stopped arriving: only `samples` of `needed` came before the
-    /// probe deadline. The probe is abandoned (steady with the current CCA,
-    /// or probe again at once when Y = 0).
+    /// probe deadline. The probe is abandoned (steady with the last decided
+    /// CCA, or probe again at once when Y = 0).
     ProbeIncomplete {
         samples: usize,
         needed: usize,
@@ -344,6 +344,10 @@ pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>
     next_boundary_ns: Option<u64>,
     steady_until_ns: Option<u64>,
     socket_cca: CcaName,
+    /// The last CCA chosen for a steady phase (initially `initial_cca`): the
+    /// fallback when a decision fails, rather than whatever the last probe
+    /// burst left on the socket.
+    decided_cca: CcaName,
     y_ns: u64,
     last_key: Option<(usize, CcaName)>,
     agree: Option<(usize, usize)>,
@@ -378,6 +382,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         let mut me = Self {
             y_ns: cfg.steady_ns,
             socket_cca: cfg.initial_cca,
+            decided_cca: cfg.initial_cca,
             cfg,
             classifier,
             policy,
@@ -675,7 +680,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             self.cycle += 1;
             self.start_probe(at_ns);
         } else {
-            let cca = self.socket_cca;
+            let cca = self.decided_cca;
             let y_ns = self.draw_steady_ns();
             self.enter_steady(cca, at_ns, y_ns);
         }
@@ -728,6 +733,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             Err(e) => return self.decision_failed(format!("policy failed: {e}"), now_ns),
         };
         self.stats.decisions += 1;
+        self.decided_cca = cca;
         self.adapt_y(class_index, cca);
         let y_ns = self.draw_steady_ns();
         let steady_ns = (self.cfg.steady_ns > 0).then_some(y_ns);
@@ -747,7 +753,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             self.cycle += 1;
             self.start_probe(at_ns);
         } else {
-            let cca = self.socket_cca;
+            let cca = self.decided_cca;
             let y_ns = self.draw_steady_ns();
             self.enter_steady(cca, at_ns, y_ns);
         }
