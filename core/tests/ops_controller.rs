@@ -728,3 +728,64 @@ fn failed_decision_after_active_probe_falls_back_to_last_decided_cca() {
         ]
     );
 }
+
+proptest! {
+    /// Driven at its own `poll_timeout`s, the active probe emits exactly the
+    /// pattern's schedule (repeated, cut at the window span w·P), including
+    /// fractional segments, then one steady phase.
+    #[test]
+    fn active_probe_follows_the_pattern_schedule(
+        segs in prop::collection::vec((0u8..3, 1u64..28), 1..6),
+        w in 3usize..30,
+    ) {
+        use opsel::probe::{Segment, SegmentKind};
+        let segments: Vec<Segment> = segs
+            .iter()
+            .map(|&(k, q)| Segment {
+                kind: match k { 0 => SegmentKind::Silence, 1 => SegmentKind::Burst(CcaName::CUBIC), _ => SegmentKind::Burst(CcaName::BBR) },
+                duration_ns: q * S / 4, // quarter seconds
+            })
+            .collect();
+        let pattern = Pattern::from_segments(segments.clone()).unwrap();
+        let classifier = ScriptedClassifier::new(w, &SIX, &[("B0-C0", 1.0)]).unwrap();
+        let mut c = Controller::new(Config::active(pattern), classifier, Stump::default()).unwrap();
+        c.start(0).unwrap();
+        let span = w as u64 * S;
+        let mut probe_actions = Vec::new();
+        let mut next_sample = S;
+        let mut steady = false;
+        for _ in 0..10_000 {
+            while let Some(o) = c.poll() {
+                match o {
+                    Output::Action(Action::Steady { .. }) => steady = true,
+                    Output::Action(a @ (Action::Silence { .. } | Action::SendFullSpeed { .. })) => probe_actions.push(a),
+                    _ => {}
+                }
+            }
+            if steady { break; }
+            let t = c.poll_timeout().unwrap().min(next_sample);
+            if t == next_sample {
+                c.handle_sample(t, 70.0).unwrap();
+                next_sample += S;
+            } else {
+                c.handle_timeout(t).unwrap();
+            }
+        }
+        prop_assert!(steady);
+        // Expected: segments back to back from 0, each cut at the span.
+        let mut want = Vec::new();
+        let mut start = 0u64;
+        let mut i = 0usize;
+        while start < span {
+            let seg = segments[i % segments.len()];
+            let until_ns = (start + seg.duration_ns).min(span);
+            want.push(match seg.kind {
+                SegmentKind::Silence => Action::Silence { until_ns },
+                SegmentKind::Burst(cca) => Action::SendFullSpeed { cca, until_ns },
+            });
+            start += seg.duration_ns;
+            i += 1;
+        }
+        prop_assert_eq!(probe_actions, want);
+    }
+}
