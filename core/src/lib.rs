@@ -7,9 +7,12 @@
 
 pub mod dtw;
 pub mod error;
+pub mod fair;
 pub mod knn;
 pub mod mix;
 pub mod model;
+pub mod ops;
+pub mod probe;
 pub mod series;
 
 pub use error::{Error, ErrorKind, Result};

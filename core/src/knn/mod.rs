@@ -228,7 +228,7 @@ impl Model {
     /// from [`Model::workspace`].
     pub fn classify(&self, window: &[f64], ws: &mut Workspace) -> Result<Prediction> {
         self.prepare_query(window, ws)?;
-        self.search(ws, true);
+        self.search(ws, true, None);
         Ok(self.vote(ws))
     }
 
@@ -236,8 +236,52 @@ impl Model {
     /// answer the pruned search must equal (tests, benchmarks).
     pub fn classify_exhaustive(&self, window: &[f64], ws: &mut Workspace) -> Result<Prediction> {
         self.prepare_query(window, ws)?;
-        self.search(ws, false);
+        self.search(ws, false, None);
         Ok(self.vote(ws))
+    }
+
+    /// Classify and measure how clearly the window belongs to its class: the
+    /// DTW distance to the nearest reference of any *other* class, and the
+    /// margin `1 − d_nearest / d_other` in [0, 1] (0: another class is as
+    /// near; 1: only the predicted class is near). A 1-NN vote share is always
+    /// 1, so progressive probing uses this margin as its confidence.
+    pub fn classify_with_margin(
+        &self,
+        window: &[f64],
+        ws: &mut Workspace,
+    ) -> Result<(Prediction, f64, f64)> {
+        let p = self.classify(window, ws)?;
+        if self.classes.len() < 2 || self.labels.iter().all(|&l| l as usize == p.class) {
+            return Ok((p, f64::INFINITY, 1.0));
+        }
+        // The query is already normalised in the workspace; search again
+        // without the predicted class (k = 1 semantics: the first neighbour).
+        self.search(ws, true, Some(p.class as u32));
+        let other = ws.neighbors.first().map_or(f64::INFINITY, |n| n.0);
+        let margin = if other > 0.0 && other.is_finite() {
+            (1.0 - p.distance / other).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        // Note: `ws.neighbors()` now describes the other-class search.
+        Ok((p, other, margin))
+    }
+
+    /// A model over the first `len` samples of every reference window: the
+    /// prefix models of progressive probing (000 §6), no new data needed.
+    pub fn truncated(&self, len: usize) -> Result<Model> {
+        if len == 0 || len > self.window {
+            return Err(Error::invalid(format!(
+                "prefix length {len} must be between 1 and the window {}",
+                self.window
+            )));
+        }
+        let flat: Vec<f64> = self
+            .raw
+            .chunks_exact(self.window)
+            .flat_map(|w| w[..len].iter().copied())
+            .collect();
+        Model::fit(&flat, len, &self.labels, self.classes.clone(), self.config)
     }
 
     /// Vote shares per class for one window (scikit-learn `predict_proba`).

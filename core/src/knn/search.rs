@@ -33,27 +33,27 @@ pub(super) struct Batch {
 impl Model {
     /// Fill `ws.neighbors` with the k nearest references of `ws.query`, sorted by
     /// (distance, index). Distances are reported in [`dtw::Cost::finish`] form.
-    pub(super) fn search(&self, ws: &mut Workspace, prune: bool) {
+    pub(super) fn search(&self, ws: &mut Workspace, prune: bool, exclude: Option<u32>) {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") {
                 // SAFETY: the CPU supports AVX2 (checked just above).
-                return unsafe { self.search_avx2(ws, prune) };
+                return unsafe { self.search_avx2(ws, prune, exclude) };
             }
         }
-        self.search_impl(ws, prune)
+        self.search_impl(ws, prune, exclude)
     }
 
     /// The whole search compiled for AVX2: the bounds and the lockstep DTW are
     /// inlined here, so one feature check per query covers all of them.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn search_avx2(&self, ws: &mut Workspace, prune: bool) {
-        self.search_impl(ws, prune)
+    unsafe fn search_avx2(&self, ws: &mut Workspace, prune: bool, exclude: Option<u32>) {
+        self.search_impl(ws, prune, exclude)
     }
 
     #[inline(always)]
-    fn search_impl(&self, ws: &mut Workspace, prune: bool) {
+    fn search_impl(&self, ws: &mut Workspace, prune: bool, exclude: Option<u32>) {
         let w = self.window;
         let n = self.labels.len();
         let cost = self.config.dtw.cost;
@@ -66,6 +66,9 @@ impl Model {
         if !prune {
             let q = &ws.query[..w];
             for i in 0..n {
+                if exclude == Some(self.labels[i]) {
+                    continue;
+                }
                 let acc = dtw::accumulated(
                     q,
                     self.reference(i),
@@ -79,7 +82,7 @@ impl Model {
             }
             stats.full_dtw = n;
         } else {
-            self.pruned_search(ws, &mut stats);
+            self.pruned_search(ws, &mut stats, exclude);
         }
         for nb in ws.neighbors.iter_mut() {
             nb.0 = cost.finish(nb.0);
@@ -88,7 +91,7 @@ impl Model {
     }
 
     #[inline(always)]
-    fn pruned_search(&self, ws: &mut Workspace, stats: &mut SearchStats) {
+    fn pruned_search(&self, ws: &mut Workspace, stats: &mut SearchStats, exclude: Option<u32>) {
         let w = self.window;
         let n = self.labels.len();
         let cost = self.config.dtw.cost;
@@ -99,10 +102,14 @@ impl Model {
             // Pass 1: a bound for every reference; keep the smallest as seeds.
             let seeds = &mut ws.seeds;
             seeds.clear();
-            let n_seeds = seeds.capacity().min(n);
+            let n_seeds = seeds.capacity().min(n).min(self.candidates(exclude));
             let by_bound =
                 |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
             for i in 0..n {
+                if exclude == Some(self.labels[i]) {
+                    ws.lb[i] = f64::NEG_INFINITY; // never a candidate
+                    continue;
+                }
                 let (u, l) = self.envelope(i);
                 let b = dtw::lb_keogh(q, u, l, cost, f64::INFINITY, None).max(dtw::lb_kim(
                     q,
@@ -232,6 +239,14 @@ impl Model {
             }
         }
         batch.len = 0;
+    }
+
+    /// References not excluded from a search.
+    fn candidates(&self, exclude: Option<u32>) -> usize {
+        match exclude {
+            None => self.labels.len(),
+            Some(c) => self.labels.iter().filter(|&&l| l != c).count(),
+        }
     }
 
     #[inline(always)]

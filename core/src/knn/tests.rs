@@ -200,3 +200,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn margin_uses_the_nearest_other_class() {
+    let (x, y, classes) = six(10, 12, 21);
+    let m = Model::fit(&x, 12, &y, classes, KnnConfig::default()).unwrap();
+    let (q, _) = synth::dataset(&SIX_CLASSES, 2, 12, 22).unwrap();
+    let mut ws = m.workspace();
+    for w in q.chunks_exact(12) {
+        let (p, other, margin) = m.classify_with_margin(w, &mut ws).unwrap();
+        let want = x
+            .chunks_exact(12)
+            .zip(&y)
+            .filter(|(_, &l)| l as usize != p.class)
+            .map(|(r, _)| crate::dtw::distance(w, r, &m.config().dtw).unwrap())
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(other, want);
+        assert!((margin - (1.0 - p.distance / other)).abs() < 1e-15);
+    }
+}

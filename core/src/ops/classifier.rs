@@ -1,0 +1,133 @@
+//! The classification step of the OPS cycle (000 §1.2 step 2, §3.5) behind a
+//! trait, so the DTW K-NN model, a test double or a user model can plug in.
+
+use crate::error::Result;
+use crate::mix::Mix;
+
+/// One classification of an RTT window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classified {
+    /// The recognised background mix (000 Table 6.1 label, parsed).
+    pub mix: Mix,
+    /// Index of the class in [`Classifier::classes`].
+    pub class_index: usize,
+    /// How sure the classifier is, in [0, 1] (for 1-NN e.g. a distance-ratio
+    /// margin; the meaning is the classifier's, the controller only compares
+    /// it with thresholds).
+    pub confidence: f64,
+    /// Distance to the nearest reference (or any model score; informational).
+    pub distance: f64,
+}
+
+/// A background-mix classifier over fixed-length RTT windows (000 §3.4: raw
+/// rtt_ms at 1 Hz, non-overlapping windows of w samples).
+///
+/// Adapting the DTW K-NN model is a few lines: `window_len` = the model's w,
+/// `classes` = its labels parsed once with [`Mix::parse`], `classify` calls
+/// `Model::classify(window, &mut workspace)` and copies class / distance /
+/// confidence.
+pub trait Classifier {
+    /// The window length w in samples the model was trained on.
+    fn window_len(&self) -> usize;
+
+    /// The class labels, indexed like [`Classified::class_index`]. Used to
+    /// check a policy covers every class before the transfer starts.
+    fn classes(&self) -> &[Mix];
+
+    /// Classify a full window (`window.len() == window_len()`).
+    fn classify(&mut self, window: &[f64]) -> Result<Classified>;
+
+    /// Progressive probing (000 §6 future work: end the probe early once
+    /// confident). Classify the first `prefix.len() < window_len()` samples of
+    /// a probe, or return `None` if this classifier cannot judge prefixes (the
+    /// default; the controller then always waits for the full window).
+    ///
+    /// A K-NN trained on full windows cannot be applied to a prefix as is; the
+    /// intended implementation is an ensemble of per-prefix-length models
+    /// (the FastProb design, 004: one model per probe length), see
+    /// [`PrefixEnsemble`].
+    fn classify_prefix(&mut self, prefix: &[f64]) -> Option<Result<Classified>> {
+        let _ = prefix;
+        None
+    }
+}
+
+impl<C: Classifier + ?Sized> Classifier for Box<C> {
+    fn window_len(&self) -> usize {
+        (**self).window_len()
+    }
+    fn classes(&self) -> &[Mix] {
+        (**self).classes()
+    }
+    fn classify(&mut self, window: &[f64]) -> Result<Classified> {
+        (**self).classify(window)
+    }
+    fn classify_prefix(&mut self, prefix: &[f64]) -> Option<Result<Classified>> {
+        (**self).classify_prefix(prefix)
+    }
+}
+
+/// Progressive probing by an ensemble of per-prefix-length classifiers: a
+/// full-window model plus models trained on the first L samples of each
+/// training window (e.g. L = 5, 10, 15 for w = 20, the cut points 000 §6
+/// suggests). For DTW K-NN a prefix model is simply the same reference set
+/// truncated to L samples, so no new data is needed. A prefix whose length has
+/// no model returns `None`.
+pub struct PrefixEnsemble<C> {
+    full: C,
+    prefixes: Vec<C>,
+}
+
+impl<C: Classifier> PrefixEnsemble<C> {
+    /// `prefixes` must be shorter than `full`, distinct in length, and have
+    /// the same classes as `full`.
+    pub fn new(full: C, mut prefixes: Vec<C>) -> Result<Self> {
+        let w = full.window_len();
+        prefixes.sort_by_key(|c| c.window_len());
+        for (i, p) in prefixes.iter().enumerate() {
+            let l = p.window_len();
+            if l == 0 || l >= w {
+                return Err(crate::Error::invalid(format!(
+                    "prefix model length {l} must be between 1 and {} (the full window w = {w} minus 1)",
+                    w.saturating_sub(1)
+                )));
+            }
+            if i > 0 && prefixes[i - 1].window_len() == l {
+                return Err(crate::Error::invalid(format!(
+                    "two prefix models have the same length {l}; keep one"
+                )));
+            }
+            if p.classes() != full.classes() {
+                return Err(crate::Error::invalid(format!(
+                    "prefix model of length {l} has different classes than the full model; train all on the same labels"
+                )));
+            }
+        }
+        Ok(Self { full, prefixes })
+    }
+
+    /// The prefix lengths that have a model, ascending.
+    pub fn prefix_lens(&self) -> impl Iterator<Item = usize> + '_ {
+        self.prefixes.iter().map(|c| c.window_len())
+    }
+}
+
+impl<C: Classifier> Classifier for PrefixEnsemble<C> {
+    fn window_len(&self) -> usize {
+        self.full.window_len()
+    }
+    fn classes(&self) -> &[Mix] {
+        self.full.classes()
+    }
+    fn classify(&mut self, window: &[f64]) -> Result<Classified> {
+        self.full.classify(window)
+    }
+    fn classify_prefix(&mut self, prefix: &[f64]) -> Option<Result<Classified>> {
+        let l = prefix.len();
+        let i = self
+            .prefixes
+            .binary_search_by_key(&l, |c| c.window_len())
+            .ok()?;
+        Some(self.prefixes[i].classify(prefix))
+    }
+}

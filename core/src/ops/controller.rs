@@ -1,0 +1,805 @@
+//! The OPS cycle as a sans-IO state machine (000 §1.2, Fig 6.1, §5.3):
+//! probe → classify → select → steady for Y s → repeat.
+//!
+//! Like quinn-proto, the controller never touches a socket or a clock. The
+//! driver feeds it time (`u64` ns from any monotonic clock), 1 Hz RTT samples
+//! and optionally bytes sent, and drains [`Output`]s: [`Action`]s it must carry
+//! out on the socket and [`Event`]s for logs and UIs. `poll_timeout` says when
+//! to call `handle_timeout` next.
+//!
+//! Time conventions (project decisions for 000 §10 gap 2):
+//! * every [`Action`] lasts until the next one; its `until_ns` is the planned
+//!   end, used by the driver to size sends;
+//! * a sample passed to `handle_sample(now_ns, ..)` summarises the period
+//!   *ending* at `now_ns` (an aggregator reports after its echoes); it joins the
+//!   probe window if at least half of that period lies inside the probe, i.e.
+//!   `now_ns >= probe_start + period/2`. With an active pattern, window sample
+//!   k then covers pattern time [k·P, (k+1)·P), matching
+//!   [`Pattern::segment_of_sample`](crate::probe::Pattern::segment_of_sample).
+
+use super::classifier::{Classified, Classifier};
+use super::policy::Policy;
+use crate::error::{Error, Result};
+use crate::probe::{CcaName, Pattern, SegmentKind};
+use std::collections::VecDeque;
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+/// How the controller probes the background (000 §3.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeMode {
+    /// Keep sending with the current CCA while the RTT window fills.
+    Passive,
+    /// Follow this pattern of full-speed bursts and silences while the RTT
+    /// window fills (000 §3.2). The pattern repeats if the window is longer
+    /// than one run; once the window's nominal span is over, the segment
+    /// running at its end is held until the last sample arrives. Bursts are
+    /// constructive (000 §1.2): the driver sends real payload during them.
+    Active(Pattern),
+}
+
+/// Which change shrinks an adaptive Y.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StabilityKey {
+    /// The recognised class, literally 000 §6 ("grow Y while the class is
+    /// stable"). Count confusions (B0-C1 vs C1-C1, the dominant error left by
+    /// active probing, 000 §3.6) then shrink Y on a stable path.
+    Class,
+    /// The selected CCA (default): class flips that do not change the
+    /// decision do not count. In the simulator (docs/results/ops-sim.md) a
+    /// static CUBIC background kept Y at its minimum when keyed on the class
+    /// and grew it to the maximum when keyed on the decision.
+    #[default]
+    Decision,
+}
+
+/// Adaptive steady time (000 §6 future work: "grow Y while the class is
+/// stable and shrink it when the class changes, much as cwnd grows").
+///
+/// After each decision: same key as the previous decision → `Y ← min(Y·grow,
+/// max)`; different → `Y ← max(Y·shrink, min)`. The first decision uses the
+/// base Y. Multiplicative both ways so a long-stable path amortises probing
+/// quickly and a changing one is tracked within a few cycles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveSteady {
+    pub min_ns: u64,
+    pub max_ns: u64,
+    /// Factor applied while stable, >= 1.
+    pub grow: f64,
+    /// Factor applied on a change, in (0, 1].
+    pub shrink: f64,
+    pub key: StabilityKey,
+}
+
+impl AdaptiveSteady {
+    /// Defaults around a base Y: bounds [Y/2, 8·Y], grow ×2, shrink ×0.5
+    /// (cwnd-like halving), keyed on the decision.
+    pub fn around(base_ns: u64) -> Self {
+        Self {
+            min_ns: (base_ns / 2).max(1),
+            max_ns: base_ns.saturating_mul(8),
+            grow: 2.0,
+            shrink: 0.5,
+            key: StabilityKey::Decision,
+        }
+    }
+}
+
+/// Progressive probing (000 §6 future work: "early termination when
+/// confident, cutting step 1 to 5, 10 or 15 s").
+///
+/// At `min_samples`, then every `step` samples, the controller asks
+/// [`Classifier::classify_prefix`]. When `agree` consecutive checks return the
+/// same class with confidence >= `min_confidence`, the probe ends and that
+/// prefix classification is used. A classifier without prefix support
+/// (`classify_prefix` → `None`) always runs the full window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progressive {
+    pub min_samples: usize,
+    pub step: usize,
+    pub min_confidence: f64,
+    pub agree: usize,
+}
+
+impl Default for Progressive {
+    /// Check at 5, 10, 15 … samples (the cut points 000 §6 names), stop on
+    /// the first prefix classified with confidence >= 0.8.
+    fn default() -> Self {
+        Self {
+            min_samples: 5,
+            step: 5,
+            min_confidence: 0.8,
+            agree: 1,
+        }
+    }
+}
+
+/// Controller configuration. `Config::passive()` and `Config::active(..)`
+/// give the thesis defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub mode: ProbeMode,
+    /// RTT sample period (000 §3.2: 1 s).
+    pub sample_period_ns: u64,
+    /// Steady time Y; 0 = probe once, then steady until the transfer ends
+    /// (iPerfOPS `-S 0`, 000 §5.3).
+    pub steady_ns: u64,
+    /// CCA of the socket before the first decision (iPerfOPS default cubic).
+    pub initial_cca: CcaName,
+    /// Adaptive Y; `None` (default) keeps Y fixed as in the thesis.
+    pub adaptive: Option<AdaptiveSteady>,
+    /// Early exit from the probe; `None` (default) always fills the window.
+    pub progressive: Option<Progressive>,
+    /// Extra sample periods a probe may take before it is abandoned because
+    /// samples stopped arriving.
+    pub grace_periods: u32,
+    /// Randomise each steady time by up to ±this fraction (0 = off, the
+    /// thesis's behaviour; at most 0.5). A fixed Y whose cycle is a multiple
+    /// of a periodic background's period probes the same background phase
+    /// every time (docs/results/ops-sim.md, ALT-30/60); jitter breaks that
+    /// lockstep, as randomised timers do for periodic routing updates.
+    /// Applied after adaptation: a steady phase lasts Y·(1 ± jitter), which
+    /// may exceed the adaptive bounds by that fraction.
+    pub steady_jitter: f64,
+    /// Seed of the jitter PRNG (runs are reproducible bit for bit).
+    pub seed: u64,
+}
+
+impl Config {
+    /// Passive probing, OPS-60 (000 Table 6.2).
+    pub fn passive() -> Self {
+        Self {
+            mode: ProbeMode::Passive,
+            sample_period_ns: NS_PER_S,
+            steady_ns: 60 * NS_PER_S,
+            initial_cca: CcaName::CUBIC,
+            adaptive: None,
+            progressive: None,
+            grace_periods: 5,
+            steady_jitter: 0.0,
+            seed: 0,
+        }
+    }
+
+    /// Active probing with `pattern` (000 §5.6 uses S5-C5-S5-B5), Y = 100 s.
+    pub fn active(pattern: Pattern) -> Self {
+        Self {
+            mode: ProbeMode::Active(pattern),
+            steady_ns: 100 * NS_PER_S,
+            ..Self::passive()
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.sample_period_ns == 0 {
+            return Err(Error::invalid(
+                "sample_period_ns is 0; use the RTT sampler's period, e.g. 1e9 (1 s, 000 §3.2)",
+            ));
+        }
+        if !(0.0..=0.5).contains(&self.steady_jitter) {
+            return Err(Error::invalid(format!(
+                "steady_jitter {} must be a fraction in [0, 0.5] (0.1 = ±10%)",
+                self.steady_jitter
+            )));
+        }
+        if self.grace_periods == 0 {
+            return Err(Error::invalid(
+                "grace_periods is 0; allow at least 1 extra sample period for the last sample of a window to arrive",
+            ));
+        }
+        if let Some(a) = &self.adaptive {
+            if self.steady_ns == 0 {
+                return Err(Error::invalid(
+                    "adaptive steady time needs steady_ns > 0 (Y = 0 probes once, so there is nothing to adapt); set a base Y or disable adaptive",
+                ));
+            }
+            if a.min_ns == 0
+                || a.min_ns > a.max_ns
+                || !(a.min_ns..=a.max_ns).contains(&self.steady_ns)
+            {
+                return Err(Error::invalid(format!(
+                    "adaptive bounds [{}, {}] ns must satisfy 0 < min <= Y = {} <= max",
+                    a.min_ns, a.max_ns, self.steady_ns
+                )));
+            }
+            let grow_ok = a.grow.is_finite() && a.grow >= 1.0;
+            let shrink_ok = a.shrink > 0.0 && a.shrink <= 1.0; // false for NaN
+            if !grow_ok || !shrink_ok {
+                return Err(Error::invalid(format!(
+                    "adaptive factors grow = {} and shrink = {} must satisfy grow >= 1 and 0 < shrink <= 1",
+                    a.grow, a.shrink
+                )));
+            }
+        }
+        if let Some(p) = &self.progressive {
+            if p.min_samples == 0 || p.step == 0 || p.agree == 0 {
+                return Err(Error::invalid(format!(
+                    "progressive probing needs min_samples, step and agree >= 1 (got {}, {}, {})",
+                    p.min_samples, p.step, p.agree
+                )));
+            }
+            if !(0.0..=1.0).contains(&p.min_confidence) {
+                return Err(Error::invalid(format!(
+                    "progressive min_confidence {} must be in [0, 1]",
+                    p.min_confidence
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where the controller is in the OPS cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Created, `start` not called yet.
+    Idle,
+    /// Step 1: collecting the RTT window (000 §1.2).
+    Probe,
+    /// Step 2: classifying the window (instantaneous in controller time).
+    Classify,
+    /// Step 3: choosing the CCA (instantaneous in controller time).
+    Select,
+    /// Step 4: steady transfer.
+    Steady,
+}
+
+/// What the driver must do on the socket. Each action lasts until the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `setsockopt(TCP_CONGESTION, name)` on the live connection before
+    /// sending more (000 Table 7.2). Emitted only when the CCA changes.
+    SetCca(CcaName),
+    /// Probe traffic: send payload at full, CCA-regulated speed (no pacing,
+    /// 000 §3.2) with `cca` until `until_ns`.
+    SendFullSpeed { cca: CcaName, until_ns: u64 },
+    /// Probe silence: send nothing until `until_ns`.
+    Silence { until_ns: u64 },
+    /// Steady transfer with `cca` until `until_ns` (`None` = until the end of
+    /// the transfer, Y = 0).
+    Steady { cca: CcaName, until_ns: Option<u64> },
+}
+
+/// Informational outputs, in order with the actions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Entered `phase` in OPS cycle `cycle` (0-based) at `at_ns`.
+    Phase {
+        phase: Phase,
+        cycle: u64,
+        at_ns: u64,
+    },
+    /// The classifier's verdict on the probe window; `samples` < w means the
+    /// probe ended early (progressive probing).
+    Classified {
+        classified: Classified,
+        samples: usize,
+        early: bool,
+        at_ns: u64,
+    },
+    /// The policy's choice and the steady time that follows.
+    Selected {
+        cca: CcaName,
+        steady_ns: Option<u64>,
+        at_ns: u64,
+    },
+    /// The classifier or the policy failed; the steady phase uses the last
+    /// decided CCA (initially `initial_cca`) and the next cycle probes again.
+    DecisionFailed { message: String, at_ns: u64 },
+    /// Samples stopped arriving: only `samples` of `needed` came before the
+    /// probe deadline. The probe is abandoned (steady with the last decided
+    /// CCA, or probe again at once when Y = 0).
+    ProbeIncomplete {
+        samples: usize,
+        needed: usize,
+        at_ns: u64,
+    },
+}
+
+/// One output of the controller.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Action(Action),
+    Event(Event),
+}
+
+/// Cumulative accounting, for "time spent probing" and throughput by phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Decisions taken (classifications that reached the policy).
+    pub decisions: u64,
+    /// Probes that ended early (progressive probing).
+    pub early_exits: u64,
+    /// Classifier or policy failures.
+    pub failed_decisions: u64,
+    /// Probes abandoned for missing samples.
+    pub incomplete_probes: u64,
+    /// `SetCca` actions emitted.
+    pub cca_switches: u64,
+    /// Time spent in probe phases.
+    pub probe_ns: u64,
+    /// Time spent in steady phases.
+    pub steady_ns: u64,
+    /// Bytes reported with `handle_bytes` during probe phases.
+    pub probe_bytes: u64,
+    /// Bytes reported during steady phases.
+    pub steady_bytes: u64,
+}
+
+/// The OPS controller. See the module docs.
+pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>> {
+    cfg: Config,
+    classifier: C,
+    policy: P,
+    w: usize,
+    phase: Phase,
+    cycle: u64,
+    window: Vec<f64>,
+    probe_start_ns: u64,
+    probe_span_ns: u64,
+    probe_deadline_ns: u64,
+    /// Active probing: absolute segment number (counting repeats) and the
+    /// time it started; `next_boundary_ns` = when the next one starts.
+    seg_abs: u64,
+    next_boundary_ns: Option<u64>,
+    steady_until_ns: Option<u64>,
+    socket_cca: CcaName,
+    /// The last CCA chosen for a steady phase (initially `initial_cca`): the
+    /// fallback when a decision fails, rather than whatever the last probe
+    /// burst left on the socket.
+    decided_cca: CcaName,
+    y_ns: u64,
+    last_key: Option<(usize, CcaName)>,
+    agree: Option<(usize, usize)>,
+    phase_since_ns: u64,
+    last_now_ns: u64,
+    out: VecDeque<Output>,
+    stats: Stats,
+    rng: u64,
+}
+
+impl<C: Classifier, P: Policy> Controller<C, P> {
+    /// Check the configuration and that `policy` answers for every class of
+    /// `classifier`.
+    pub fn new(cfg: Config, classifier: C, policy: P) -> Result<Self> {
+        cfg.validate()?;
+        let w = classifier.window_len();
+        if w == 0 {
+            return Err(Error::invalid(
+                "classifier window length is 0; the model must expect w >= 1 samples",
+            ));
+        }
+        policy.check_classes(classifier.classes())?;
+        let probe_span_ns = (w as u64)
+            .checked_mul(cfg.sample_period_ns)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "window of {w} samples × period {} ns overflows u64 ns",
+                    cfg.sample_period_ns
+                ))
+            })?;
+        let rng = cfg.seed;
+        let mut me = Self {
+            y_ns: cfg.steady_ns,
+            socket_cca: cfg.initial_cca,
+            decided_cca: cfg.initial_cca,
+            cfg,
+            classifier,
+            policy,
+            w,
+            phase: Phase::Idle,
+            cycle: 0,
+            window: Vec::with_capacity(w),
+            probe_start_ns: 0,
+            probe_span_ns,
+            probe_deadline_ns: 0,
+            seg_abs: 0,
+            next_boundary_ns: None,
+            steady_until_ns: None,
+            last_key: None,
+            agree: None,
+            phase_since_ns: 0,
+            last_now_ns: 0,
+            // Room for several cycles of outputs so a driver that drains once
+            // per call never makes the queue grow (no allocation when steady).
+            out: VecDeque::with_capacity(64),
+            stats: Stats::default(),
+            rng: 0,
+        };
+        me.rng = rng;
+        Ok(me)
+    }
+
+    /// Begin the first probe at `now_ns`.
+    pub fn start(&mut self, now_ns: u64) -> Result<()> {
+        if self.phase != Phase::Idle {
+            return Err(Error::invalid(
+                "OPS controller already started; create a new controller for a new transfer",
+            ));
+        }
+        self.last_now_ns = now_ns;
+        self.phase_since_ns = now_ns;
+        self.start_probe(now_ns);
+        Ok(())
+    }
+
+    /// Feed one aggregated RTT sample (mean rtt_ms over the period ending at
+    /// `now_ns`). Errors, with no state change, on a non-finite or negative
+    /// RTT, a time earlier than a previous call, or before `start`.
+    pub fn handle_sample(&mut self, now_ns: u64, rtt_ms: f64) -> Result<()> {
+        if !rtt_ms.is_finite() || rtt_ms < 0.0 {
+            return Err(Error::invalid(format!(
+                "RTT sample {rtt_ms} ms at {now_ns} ns is not a finite non-negative number; drop or interpolate lost samples"
+            )));
+        }
+        self.check_time(now_ns)?;
+        self.advance(now_ns);
+        if self.phase != Phase::Probe
+            || now_ns
+                < self
+                    .probe_start_ns
+                    .saturating_add(self.cfg.sample_period_ns / 2)
+        {
+            return Ok(()); // steady path: nothing to do, nothing allocated.
+        }
+        self.window.push(rtt_ms);
+        let n = self.window.len();
+        if n >= self.w {
+            self.decide(now_ns, None);
+        } else if let Some(p) = self.cfg.progressive {
+            if n >= p.min_samples && (n - p.min_samples) % p.step == 0 {
+                self.check_prefix(now_ns, p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Account bytes sent (e.g. per 1 s interval) to the current phase.
+    pub fn handle_bytes(&mut self, now_ns: u64, bytes: u64) -> Result<()> {
+        self.check_time(now_ns)?;
+        self.advance(now_ns);
+        match self.phase {
+            Phase::Probe => self.stats.probe_bytes = self.stats.probe_bytes.saturating_add(bytes),
+            Phase::Steady => {
+                self.stats.steady_bytes = self.stats.steady_bytes.saturating_add(bytes)
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Let time pass: runs pattern segment changes, probe deadlines and the
+    /// end of the steady phase that are due at `now_ns`.
+    pub fn handle_timeout(&mut self, now_ns: u64) -> Result<()> {
+        self.check_time(now_ns)?;
+        self.advance(now_ns);
+        Ok(())
+    }
+
+    /// When `handle_timeout` should next be called, if ever.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Probe => Some(match self.next_boundary_ns {
+                Some(b) => b.min(self.probe_deadline_ns),
+                None => self.probe_deadline_ns,
+            }),
+            Phase::Steady => self.steady_until_ns,
+            _ => None,
+        }
+    }
+
+    /// Next output, oldest first.
+    pub fn poll(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// Current phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Current OPS cycle (0-based).
+    pub fn cycle(&self) -> u64 {
+        self.cycle
+    }
+
+    /// The CCA the socket is (to be) set to.
+    pub fn socket_cca(&self) -> CcaName {
+        self.socket_cca
+    }
+
+    /// The base steady time Y after adaptation, before jitter.
+    pub fn steady_ns(&self) -> u64 {
+        self.y_ns
+    }
+
+    /// The window length w.
+    pub fn window_len(&self) -> usize {
+        self.w
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Counters with phase times accounted up to the last input.
+    pub fn stats(&self) -> Stats {
+        self.stats_at(self.last_now_ns)
+    }
+
+    /// Counters with the running phase accounted up to `now_ns`.
+    pub fn stats_at(&self, now_ns: u64) -> Stats {
+        let mut s = self.stats;
+        let d = now_ns.saturating_sub(self.phase_since_ns);
+        match self.phase {
+            Phase::Probe => s.probe_ns += d,
+            Phase::Steady => s.steady_ns += d,
+            _ => {}
+        }
+        s
+    }
+
+    /// The classifier (e.g. to inspect a test double).
+    pub fn classifier(&self) -> &C {
+        &self.classifier
+    }
+
+    fn check_time(&mut self, now_ns: u64) -> Result<()> {
+        if self.phase == Phase::Idle {
+            return Err(Error::invalid(
+                "OPS controller not started; call start(now_ns) first",
+            ));
+        }
+        if now_ns < self.last_now_ns {
+            return Err(Error::invalid(format!(
+                "time went backwards: {now_ns} ns after {} ns; pass a monotonic clock",
+                self.last_now_ns
+            )));
+        }
+        self.last_now_ns = now_ns;
+        Ok(())
+    }
+
+    fn emit_phase(&mut self, phase: Phase, at_ns: u64) {
+        // Close the time accounting of the phase we leave.
+        let d = at_ns.saturating_sub(self.phase_since_ns);
+        match self.phase {
+            Phase::Probe => self.stats.probe_ns += d,
+            Phase::Steady => self.stats.steady_ns += d,
+            _ => {}
+        }
+        self.phase = phase;
+        self.phase_since_ns = at_ns;
+        self.out.push_back(Output::Event(Event::Phase {
+            phase,
+            cycle: self.cycle,
+            at_ns,
+        }));
+    }
+
+    fn set_cca(&mut self, cca: CcaName) {
+        if cca != self.socket_cca {
+            self.socket_cca = cca;
+            self.stats.cca_switches += 1;
+            self.out.push_back(Output::Action(Action::SetCca(cca)));
+        }
+    }
+
+    /// Run every scheduled transition due at or before `now_ns`, each at its
+    /// scheduled time so that a late driver does not shift the schedule.
+    fn advance(&mut self, now_ns: u64) {
+        loop {
+            match self.phase {
+                Phase::Probe => {
+                    let boundary = self
+                        .next_boundary_ns
+                        .filter(|&b| b <= self.probe_deadline_ns);
+                    match boundary {
+                        Some(b) if b <= now_ns => self.enter_segment(self.seg_abs + 1, b),
+                        _ if self.probe_deadline_ns <= now_ns => {
+                            self.probe_incomplete(self.probe_deadline_ns)
+                        }
+                        _ => return,
+                    }
+                }
+                Phase::Steady => match self.steady_until_ns {
+                    Some(u) if u <= now_ns => {
+                        self.cycle += 1;
+                        self.start_probe(u);
+                    }
+                    _ => return,
+                },
+                _ => return,
+            }
+        }
+    }
+
+    fn start_probe(&mut self, at_ns: u64) {
+        self.emit_phase(Phase::Probe, at_ns);
+        self.window.clear();
+        self.agree = None;
+        self.steady_until_ns = None;
+        self.probe_start_ns = at_ns;
+        let slack = u64::from(self.cfg.grace_periods).saturating_mul(self.cfg.sample_period_ns);
+        self.probe_deadline_ns = at_ns
+            .saturating_add(self.probe_span_ns)
+            .saturating_add(slack);
+        match self.cfg.mode {
+            ProbeMode::Passive => {
+                self.next_boundary_ns = None;
+                let cca = self.socket_cca;
+                let until_ns = at_ns.saturating_add(self.probe_span_ns);
+                self.out
+                    .push_back(Output::Action(Action::SendFullSpeed { cca, until_ns }));
+            }
+            ProbeMode::Active(_) => self.enter_segment(0, at_ns),
+        }
+    }
+
+    /// Start absolute segment `abs` (pattern segment `abs % len`) at `at_ns`.
+    fn enter_segment(&mut self, abs: u64, at_ns: u64) {
+        let ProbeMode::Active(pattern) = &self.cfg.mode else {
+            return;
+        };
+        let segs = pattern.segments();
+        let seg = segs[(abs % segs.len() as u64) as usize];
+        let span_end = self.probe_start_ns.saturating_add(self.probe_span_ns);
+        let natural_end = at_ns.saturating_add(seg.duration_ns);
+        // The last segment of the window's span is held until the window is
+        // full (see ProbeMode::Active).
+        let (until_ns, next) = if natural_end >= span_end {
+            (span_end, None)
+        } else {
+            (natural_end, Some(natural_end))
+        };
+        self.seg_abs = abs;
+        self.next_boundary_ns = next;
+        match seg.kind {
+            SegmentKind::Silence => self
+                .out
+                .push_back(Output::Action(Action::Silence { until_ns })),
+            SegmentKind::Burst(cca) => {
+                self.set_cca(cca);
+                self.out
+                    .push_back(Output::Action(Action::SendFullSpeed { cca, until_ns }));
+            }
+        }
+    }
+
+    fn probe_incomplete(&mut self, at_ns: u64) {
+        self.stats.incomplete_probes += 1;
+        let (samples, needed) = (self.window.len(), self.w);
+        self.out.push_back(Output::Event(Event::ProbeIncomplete {
+            samples,
+            needed,
+            at_ns,
+        }));
+        if self.cfg.steady_ns == 0 {
+            // Y = 0 must still reach a decision: probe again.
+            self.cycle += 1;
+            self.start_probe(at_ns);
+        } else {
+            let cca = self.decided_cca;
+            let y_ns = self.draw_steady_ns();
+            self.enter_steady(cca, at_ns, y_ns);
+        }
+    }
+
+    fn check_prefix(&mut self, now_ns: u64, p: Progressive) {
+        match self.classifier.classify_prefix(&self.window) {
+            Some(Ok(c)) if c.confidence >= p.min_confidence => {
+                let count = match self.agree {
+                    Some((class, k)) if class == c.class_index => k + 1,
+                    _ => 1,
+                };
+                self.agree = Some((c.class_index, count));
+                if count >= p.agree {
+                    self.stats.early_exits += 1;
+                    self.decide(now_ns, Some(c));
+                }
+            }
+            // Unsure, unsupported or failed prefix: wait for more samples;
+            // the full window is always classified in the end.
+            _ => self.agree = None,
+        }
+    }
+
+    /// Steps 2–4 (000 §1.2): classify (unless a prefix verdict is given),
+    /// select, adapt Y, start the steady phase.
+    fn decide(&mut self, now_ns: u64, prefix_verdict: Option<Classified>) {
+        let early = prefix_verdict.is_some();
+        self.emit_phase(Phase::Classify, now_ns);
+        let verdict = match prefix_verdict {
+            Some(c) => Ok(c),
+            None => self.classifier.classify(&self.window),
+        };
+        let classified = match verdict {
+            Ok(c) => c,
+            Err(e) => return self.decision_failed(format!("classification failed: {e}"), now_ns),
+        };
+        let samples = self.window.len();
+        let class_index = classified.class_index;
+        let choice = self.policy.select(&classified);
+        self.out.push_back(Output::Event(Event::Classified {
+            classified,
+            samples,
+            early,
+            at_ns: now_ns,
+        }));
+        self.emit_phase(Phase::Select, now_ns);
+        let cca = match choice {
+            Ok(c) => c,
+            Err(e) => return self.decision_failed(format!("policy failed: {e}"), now_ns),
+        };
+        self.stats.decisions += 1;
+        self.decided_cca = cca;
+        self.adapt_y(class_index, cca);
+        let y_ns = self.draw_steady_ns();
+        let steady_ns = (self.cfg.steady_ns > 0).then_some(y_ns);
+        self.out.push_back(Output::Event(Event::Selected {
+            cca,
+            steady_ns,
+            at_ns: now_ns,
+        }));
+        self.enter_steady(cca, now_ns, y_ns);
+    }
+
+    fn decision_failed(&mut self, message: String, at_ns: u64) {
+        self.stats.failed_decisions += 1;
+        self.out
+            .push_back(Output::Event(Event::DecisionFailed { message, at_ns }));
+        if self.cfg.steady_ns == 0 {
+            self.cycle += 1;
+            self.start_probe(at_ns);
+        } else {
+            let cca = self.decided_cca;
+            let y_ns = self.draw_steady_ns();
+            self.enter_steady(cca, at_ns, y_ns);
+        }
+    }
+
+    fn adapt_y(&mut self, class_index: usize, cca: CcaName) {
+        let Some(a) = self.cfg.adaptive else { return };
+        if let Some((last_class, last_cca)) = self.last_key {
+            let same = match a.key {
+                StabilityKey::Class => last_class == class_index,
+                StabilityKey::Decision => last_cca == cca,
+            };
+            let y = if same {
+                self.y_ns as f64 * a.grow
+            } else {
+                self.y_ns as f64 * a.shrink
+            };
+            // f64 → u64 saturates; the clamp enforces the documented bounds.
+            self.y_ns = (y as u64).clamp(a.min_ns, a.max_ns);
+        }
+        self.last_key = Some((class_index, cca));
+    }
+
+    /// The steady time of the next steady phase: Y (adapted), jittered.
+    fn draw_steady_ns(&mut self) -> u64 {
+        let j = self.cfg.steady_jitter;
+        if j == 0.0 {
+            return self.y_ns;
+        }
+        // splitmix64 (Steele, Lea, Flood 2014); u uniform in [-1, 1).
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let u = (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0;
+        ((self.y_ns as f64 * (1.0 + j * u)) as u64).max(1)
+    }
+
+    fn enter_steady(&mut self, cca: CcaName, at_ns: u64, y_ns: u64) {
+        self.emit_phase(Phase::Steady, at_ns);
+        self.next_boundary_ns = None;
+        self.set_cca(cca);
+        let until_ns = (self.cfg.steady_ns > 0).then(|| at_ns.saturating_add(y_ns));
+        self.steady_until_ns = until_ns;
+        self.out
+            .push_back(Output::Action(Action::Steady { cca, until_ns }));
+    }
+}

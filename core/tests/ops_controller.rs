@@ -1,0 +1,791 @@
+//! Action sequences of the OPS controller (000 §1.2, Fig 6.1, §5.3) with the
+//! scripted test-double classifier.
+
+use opsel::ops::doubles::ScriptedClassifier;
+use opsel::ops::{
+    Action, AdaptiveSteady, CcaName, Classified, Config, Controller, Event, FnPolicy, Output,
+    Phase, Policy, ProbeMode, Progressive, StabilityKey, Stump, TablePolicy,
+};
+use opsel::probe::Pattern;
+use proptest::prelude::*;
+
+const S: u64 = 1_000_000_000;
+const SIX: [&str; 6] = opsel::mix::SIX_CLASSES;
+
+type Ctl = Controller<ScriptedClassifier, Box<dyn Policy + Send>>;
+
+fn ctl(cfg: Config, script: &[(&str, f64)]) -> Ctl {
+    let c = ScriptedClassifier::new(20, &SIX, script).unwrap();
+    Controller::new(cfg, c, Box::new(Stump::default()) as Box<dyn Policy + Send>).unwrap()
+}
+
+/// Drive whole seconds `from..=to`: timeout then (for t >= 1 s) one sample.
+fn run(c: &mut Ctl, from: u64, to: u64, log: &mut Vec<(u64, Output)>) {
+    for t in from..=to {
+        c.handle_timeout(t * S).unwrap();
+        if t > 0 {
+            c.handle_sample(t * S, 100.0).unwrap();
+        }
+        while let Some(o) = c.poll() {
+            log.push((t, o));
+        }
+    }
+}
+
+fn actions(log: &[(u64, Output)]) -> Vec<(u64, Action)> {
+    log.iter()
+        .filter_map(|(t, o)| {
+            if let Output::Action(a) = o {
+                Some((*t, *a))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+fn phases(log: &[(u64, Output)]) -> Vec<(Phase, u64)> {
+    log.iter()
+        .filter_map(|(_, o)| match o {
+            Output::Event(Event::Phase { phase, at_ns, .. }) => Some((*phase, at_ns / S)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn selected(log: &[(u64, Output)]) -> Vec<(CcaName, Option<u64>)> {
+    log.iter()
+        .filter_map(|(_, o)| match o {
+            Output::Event(Event::Selected { cca, steady_ns, .. }) => {
+                Some((*cca, steady_ns.map(|y| y / S)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn classified(log: &[(u64, Output)]) -> Vec<(String, usize, bool)> {
+    log.iter()
+        .filter_map(|(_, o)| match o {
+            Output::Event(Event::Classified {
+                classified,
+                samples,
+                early,
+                ..
+            }) => Some((classified.mix.to_string(), *samples, *early)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn active_cycle_s5_c5_s5_b5() {
+    let cfg = Config::active(Pattern::parse("S5-C5-S5-B5").unwrap());
+    let mut c = ctl(cfg, &[("B1-C0", 1.0), ("C1-C1", 1.0)]);
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 150, &mut log);
+    use Action::*;
+    let (cubic, bbr) = (CcaName::CUBIC, CcaName::BBR);
+    assert_eq!(
+        actions(&log),
+        [
+            // Cycle 0: the pattern (socket starts on cubic: no SetCca for C5).
+            (0, Silence { until_ns: 5 * S }),
+            (
+                5,
+                SendFullSpeed {
+                    cca: cubic,
+                    until_ns: 10 * S
+                }
+            ),
+            (10, Silence { until_ns: 15 * S }),
+            (15, SetCca(bbr)),
+            (
+                15,
+                SendFullSpeed {
+                    cca: bbr,
+                    until_ns: 20 * S
+                }
+            ),
+            // B1-C0 → BBR present → bbr (000 §4.1); already on bbr.
+            (
+                20,
+                Steady {
+                    cca: bbr,
+                    until_ns: Some(120 * S)
+                }
+            ),
+            // Cycle 1.
+            (120, Silence { until_ns: 125 * S }),
+            (125, SetCca(cubic)),
+            (
+                125,
+                SendFullSpeed {
+                    cca: cubic,
+                    until_ns: 130 * S
+                }
+            ),
+            (130, Silence { until_ns: 135 * S }),
+            (135, SetCca(bbr)),
+            (
+                135,
+                SendFullSpeed {
+                    cca: bbr,
+                    until_ns: 140 * S
+                }
+            ),
+            // C1-C1 → cubic.
+            (140, SetCca(cubic)),
+            (
+                140,
+                Steady {
+                    cca: cubic,
+                    until_ns: Some(240 * S)
+                }
+            ),
+        ]
+    );
+    let p = |ph: Phase, t: u64| (ph, t);
+    assert_eq!(
+        phases(&log),
+        [
+            p(Phase::Probe, 0),
+            p(Phase::Classify, 20),
+            p(Phase::Select, 20),
+            p(Phase::Steady, 20),
+            p(Phase::Probe, 120),
+            p(Phase::Classify, 140),
+            p(Phase::Select, 140),
+            p(Phase::Steady, 140)
+        ]
+    );
+    assert_eq!(
+        classified(&log),
+        [("bbr:1".into(), 20, false), ("cubic:2".into(), 20, false)]
+    );
+    // Every classification saw a full window of w = 20 samples.
+    assert_eq!(c.classifier().calls, [20, 20]);
+    let st = c.stats_at(150 * S);
+    assert_eq!((st.probe_ns, st.steady_ns), (40 * S, 110 * S));
+    assert_eq!((st.decisions, st.cca_switches), (2, 4));
+    assert_eq!(c.poll_timeout(), Some(240 * S));
+}
+
+#[test]
+fn exact_output_order_at_decision() {
+    let mut c = ctl(
+        Config::active(Pattern::parse("C20").unwrap()),
+        &[("B1-C1", 0.7)],
+    );
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 20, &mut log);
+    let at20: Vec<&Output> = log
+        .iter()
+        .filter(|(t, _)| *t == 20)
+        .map(|(_, o)| o)
+        .collect();
+    let kinds: Vec<String> = at20
+        .iter()
+        .map(|o| match o {
+            Output::Action(a) => format!("{a:?}")
+                .split([' ', '('])
+                .next()
+                .unwrap()
+                .to_string(),
+            Output::Event(e) => match e {
+                Event::Phase { phase, .. } => format!("{phase:?}"),
+                e => format!("{e:?}")
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap()
+                    .to_string(),
+            },
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Classify",
+            "Classified",
+            "Select",
+            "Selected",
+            "Steady",
+            "SetCca",
+            "Steady"
+        ]
+    );
+}
+
+#[test]
+fn passive_probe_keeps_sending_with_current_cca() {
+    let mut c = ctl(Config::passive(), &[("B1-B1", 1.0)]);
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 20, &mut log);
+    assert_eq!(
+        actions(&log),
+        [
+            (
+                0,
+                Action::SendFullSpeed {
+                    cca: CcaName::CUBIC,
+                    until_ns: 20 * S
+                }
+            ),
+            (20, Action::SetCca(CcaName::BBR)),
+            (
+                20,
+                Action::Steady {
+                    cca: CcaName::BBR,
+                    until_ns: Some(80 * S)
+                }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn y_zero_probes_once() {
+    let mut cfg = Config::active(Pattern::parse("S5-C5-S5-B5").unwrap());
+    cfg.steady_ns = 0;
+    let mut c = ctl(cfg, &[("B0-C1", 1.0)]);
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 1000, &mut log);
+    assert_eq!(selected(&log), [(CcaName::CUBIC, None)]);
+    assert_eq!(
+        actions(&log).last().unwrap(),
+        &(
+            20,
+            Action::Steady {
+                cca: CcaName::CUBIC,
+                until_ns: None
+            }
+        )
+    );
+    assert_eq!(c.poll_timeout(), None);
+    assert_eq!(c.phase(), Phase::Steady);
+    assert_eq!(c.classifier().calls.len(), 1);
+}
+
+#[test]
+fn pattern_shorter_than_window_repeats_and_holds() {
+    // w = 20 with a 6 s pattern: C3-S3 repeated, the segment running at
+    // 20 s (C, 18..21) is cut at the window span and held.
+    let mut c = ctl(
+        Config::active(Pattern::parse("C3-S3").unwrap()),
+        &[("B0-C0", 1.0)],
+    );
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 20, &mut log);
+    let a: Vec<(u64, Action)> = actions(&log).into_iter().filter(|(t, _)| *t < 20).collect();
+    let starts: Vec<u64> = a.iter().map(|(t, _)| *t).collect();
+    assert_eq!(starts, [0, 3, 6, 9, 12, 15, 18]);
+    assert_eq!(
+        a.last().unwrap().1,
+        Action::SendFullSpeed {
+            cca: CcaName::CUBIC,
+            until_ns: 20 * S
+        }
+    );
+}
+
+#[test]
+fn late_driver_keeps_the_schedule() {
+    let mut c = ctl(
+        Config::active(Pattern::parse("S5-C5-S5-B5").unwrap()),
+        &[("B0-C0", 1.0)],
+    );
+    c.start(0).unwrap();
+    // The driver wakes up only at 17 s: three segment changes are due.
+    c.handle_timeout(17 * S).unwrap();
+    let got: Vec<Action> = std::iter::from_fn(|| c.poll())
+        .filter_map(|o| {
+            if let Output::Action(a) = o {
+                Some(a)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            Action::Silence { until_ns: 5 * S },
+            Action::SendFullSpeed {
+                cca: CcaName::CUBIC,
+                until_ns: 10 * S
+            },
+            Action::Silence { until_ns: 15 * S },
+            Action::SetCca(CcaName::BBR),
+            Action::SendFullSpeed {
+                cca: CcaName::BBR,
+                until_ns: 20 * S
+            },
+        ]
+    );
+}
+
+#[test]
+fn adaptive_y_grows_while_stable_and_shrinks_on_change() {
+    let mut cfg = Config::passive();
+    cfg.steady_ns = 60 * S;
+    // [30, 480] s, ×2 / ×0.5, keyed on the class.
+    cfg.adaptive = Some(AdaptiveSteady {
+        key: StabilityKey::Class,
+        ..AdaptiveSteady::around(60 * S)
+    });
+    let script = [
+        ("C1-C1", 1.0),
+        ("C1-C1", 1.0),
+        ("C1-C1", 1.0),
+        ("C1-C1", 1.0),
+        ("C1-C1", 1.0),
+        ("B1-C0", 1.0),
+        ("C1-C1", 1.0),
+        ("B0-C1", 1.0),
+    ];
+    let mut c = ctl(cfg.clone(), &script);
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 2400, &mut log);
+    let ys: Vec<u64> = selected(&log)
+        .iter()
+        .take(8)
+        .map(|(_, y)| y.unwrap())
+        .collect();
+    assert_eq!(ys, [60, 120, 240, 480, 480, 240, 120, 60]);
+
+    // Keyed on the decision, a C1-C1 → B0-C1 flip (same CCA) does not shrink.
+    cfg.adaptive = Some(AdaptiveSteady {
+        key: StabilityKey::Decision,
+        ..AdaptiveSteady::around(60 * S)
+    });
+    let mut c = ctl(cfg, &[("C1-C1", 1.0), ("B0-C1", 1.0), ("B1-C1", 1.0)]);
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 500, &mut log);
+    let ys: Vec<u64> = selected(&log)
+        .iter()
+        .take(3)
+        .map(|(_, y)| y.unwrap())
+        .collect();
+    assert_eq!(ys, [60, 120, 60]);
+}
+
+#[test]
+fn progressive_probing_ends_early_when_confident() {
+    let mut cfg = Config::active(Pattern::parse("S5-C5-S5-B5").unwrap());
+    cfg.progressive = Some(Progressive::default()); // checks at 5, 10, 15; conf >= 0.8
+    let classifier = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)])
+        .unwrap()
+        .with_prefix_confidence(0.9);
+    let mut c = Controller::new(cfg.clone(), classifier, Stump::default()).unwrap();
+    c.start(0).unwrap();
+    let mut log = Vec::new();
+    for t in 1..=10u64 {
+        c.handle_timeout(t * S).unwrap();
+        c.handle_sample(t * S, 100.0).unwrap();
+        while let Some(o) = c.poll() {
+            log.push((t, o));
+        }
+    }
+    assert_eq!(classified(&log), [("bbr:1".into(), 5, true)]);
+    assert_eq!(selected(&log), [(CcaName::BBR, Some(100))]);
+    // The probe ended at 5 s, in the C5 segment; steady runs from there.
+    assert!(actions(&log).contains(&(
+        5,
+        Action::Steady {
+            cca: CcaName::BBR,
+            until_ns: Some(105 * S)
+        }
+    )));
+    assert_eq!(c.stats_at(10 * S).probe_ns, 5 * S);
+    assert_eq!(c.stats().early_exits, 1);
+
+    // Unsure prefixes: the full window decides.
+    let classifier = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)])
+        .unwrap()
+        .with_prefix_confidence(0.5);
+    let mut c = Controller::new(cfg.clone(), classifier, Stump::default()).unwrap();
+    c.start(0).unwrap();
+    let mut log = Vec::new();
+    for t in 1..=20u64 {
+        c.handle_sample(t * S, 100.0).unwrap();
+        while let Some(o) = c.poll() {
+            log.push((t, o));
+        }
+    }
+    assert_eq!(classified(&log), [("bbr:1".into(), 20, false)]);
+    assert_eq!(c.classifier().calls, [5, 10, 15, 20]);
+
+    // agree = 2: two consecutive confident prefixes → exit at 10.
+    cfg.progressive = Some(Progressive {
+        agree: 2,
+        ..Progressive::default()
+    });
+    let classifier = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)])
+        .unwrap()
+        .with_prefix_confidence(0.9);
+    let mut c = Controller::new(cfg, classifier, Stump::default()).unwrap();
+    c.start(0).unwrap();
+    let mut log = Vec::new();
+    for t in 1..=20u64 {
+        c.handle_sample(t * S, 100.0).unwrap();
+        while let Some(o) = c.poll() {
+            log.push((t, o));
+        }
+    }
+    assert_eq!(classified(&log), [("bbr:1".into(), 10, true)]);
+}
+
+#[test]
+fn classifier_without_prefix_support_ignores_progressive() {
+    let mut cfg = Config::passive();
+    cfg.progressive = Some(Progressive::default());
+    let mut c = ctl(cfg, &[("B1-C0", 1.0)]);
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 20, &mut log);
+    assert_eq!(classified(&log), [("bbr:1".into(), 20, false)]);
+}
+
+#[test]
+fn failures_keep_the_current_cca() {
+    // A policy that fails: the decision is skipped, the socket CCA kept.
+    let classifier = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)]).unwrap();
+    let policy = FnPolicy(|c: &Classified| -> opsel::Result<CcaName> {
+        Err(opsel::Error::invalid(format!("no rule for {}", c.mix)))
+    });
+    let mut c = Controller::new(Config::passive(), classifier, policy).unwrap();
+    c.start(0).unwrap();
+    for t in 1..=20u64 {
+        c.handle_sample(t * S, 50.0).unwrap();
+    }
+    let outs: Vec<Output> = std::iter::from_fn(|| c.poll()).collect();
+    assert!(outs.iter().any(|o| matches!(o, Output::Event(Event::DecisionFailed { message, .. }) if message.contains("no rule for bbr:1"))));
+    assert!(outs.contains(&Output::Action(Action::Steady {
+        cca: CcaName::CUBIC,
+        until_ns: Some(80 * S)
+    })));
+    assert_eq!(c.stats().failed_decisions, 1);
+}
+
+#[test]
+fn missing_samples_abandon_the_probe() {
+    let mut c = ctl(Config::passive(), &[("B1-C0", 1.0)]);
+    c.start(0).unwrap();
+    // Deadline = 20 s window + 5 grace periods.
+    assert_eq!(c.poll_timeout(), Some(25 * S));
+    c.handle_timeout(30 * S).unwrap();
+    let outs: Vec<Output> = std::iter::from_fn(|| c.poll()).collect();
+    assert!(outs.contains(&Output::Event(Event::ProbeIncomplete {
+        samples: 0,
+        needed: 20,
+        at_ns: 25 * S
+    })));
+    assert!(outs.contains(&Output::Action(Action::Steady {
+        cca: CcaName::CUBIC,
+        until_ns: Some(85 * S)
+    })));
+    // Y = 0 probes again instead.
+    let mut cfg = Config::passive();
+    cfg.steady_ns = 0;
+    let mut c = ctl(cfg, &[("B1-C0", 1.0)]);
+    c.start(0).unwrap();
+    c.handle_timeout(26 * S).unwrap();
+    assert_eq!((c.phase(), c.cycle()), (Phase::Probe, 1));
+}
+
+#[test]
+fn bad_input_is_rejected_without_state_change() {
+    let mut c = ctl(Config::passive(), &[("B1-C0", 1.0)]);
+    assert!(c
+        .handle_sample(S, 1.0)
+        .unwrap_err()
+        .to_string()
+        .contains("start"));
+    c.start(10 * S).unwrap();
+    assert!(c.start(11 * S).is_err());
+    for bad in [f64::NAN, f64::INFINITY, -1.0] {
+        let e = c.handle_sample(11 * S, bad).unwrap_err().to_string();
+        assert!(e.contains("RTT sample"), "{e}");
+    }
+    c.handle_sample(12 * S, 1.0).unwrap();
+    assert!(c
+        .handle_sample(11 * S, 1.0)
+        .unwrap_err()
+        .to_string()
+        .contains("backwards"));
+    assert!(c.handle_timeout(5 * S).is_err());
+    // Nothing was lost: 19 more samples complete the window.
+    for t in 13..=31u64 {
+        c.handle_sample(t * S, 1.0).unwrap();
+    }
+    assert_eq!(c.phase(), Phase::Steady);
+}
+
+#[test]
+fn configuration_errors() {
+    let classifier = || ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)]).unwrap();
+    let mut cfg = Config::passive();
+    cfg.sample_period_ns = 0;
+    assert!(Controller::new(cfg, classifier(), Stump::default()).is_err());
+    let mut cfg = Config::passive();
+    cfg.adaptive = Some(AdaptiveSteady {
+        grow: 0.5,
+        ..AdaptiveSteady::around(60 * S)
+    });
+    assert!(Controller::new(cfg, classifier(), Stump::default())
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("grow"));
+    let mut cfg = Config::passive();
+    cfg.steady_ns = 0;
+    cfg.adaptive = Some(AdaptiveSteady::around(60 * S));
+    assert!(Controller::new(cfg, classifier(), Stump::default()).is_err());
+    let mut cfg = Config::passive();
+    cfg.progressive = Some(Progressive {
+        step: 0,
+        ..Progressive::default()
+    });
+    assert!(Controller::new(cfg, classifier(), Stump::default()).is_err());
+    let mut cfg = Config::passive();
+    cfg.grace_periods = 0;
+    assert!(Controller::new(cfg, classifier(), Stump::default()).is_err());
+    // A table that misses a class of the model is refused up front.
+    let table =
+        TablePolicy::parse("B1-C0=bbr, B1-C1=bbr, B1-B1=bbr, B0-C1=cubic, C1-C1=cubic").unwrap();
+    let e = Controller::new(Config::passive(), classifier(), table)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("none"), "{e}");
+    assert!(matches!(ProbeMode::Passive, ProbeMode::Passive));
+}
+
+proptest! {
+    /// Any input sequence: no panic; rejected inputs change nothing; time in
+    /// probe + steady equals elapsed time; SetCca only on a real change.
+    #[test]
+    fn never_panics_and_accounts_time(
+        steps in prop::collection::vec((0u64..3 * S, prop_oneof![Just(f64::NAN), 0.0f64..500.0], 0u8..3), 1..300),
+        y in 0u64..200,
+        pattern in prop_oneof![Just("S5-C5-S5-B5"), Just("C1-S0.5-B2.25"), Just("passive")],
+        progressive in any::<bool>(),
+        adaptive in any::<bool>(),
+    ) {
+        let mut cfg = if pattern == "passive" { Config::passive() } else { Config::active(Pattern::parse(pattern).unwrap()) };
+        cfg.steady_ns = y * S;
+        if adaptive && y > 0 { cfg.adaptive = Some(AdaptiveSteady::around(y * S)); }
+        if progressive { cfg.progressive = Some(Progressive::default()); }
+        let classifier = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 0.9), ("C1-C1", 0.5), ("B0-C0", 0.95)])
+            .unwrap()
+            .with_prefix_confidence(0.85);
+        let mut c = Controller::new(cfg, classifier, Stump::default()).unwrap();
+        c.start(0).unwrap();
+        let mut now = 0u64;
+        let mut sock = CcaName::CUBIC;
+        for (dt, rtt, kind) in steps {
+            now += dt;
+            let r = match kind {
+                0 => c.handle_sample(now, rtt),
+                1 => c.handle_timeout(now),
+                _ => c.handle_bytes(now, 1000),
+            };
+            prop_assert_eq!(r.is_err(), kind == 0 && rtt.is_nan());
+            while let Some(o) = c.poll() {
+                if let Output::Action(Action::SetCca(x)) = o {
+                    prop_assert_ne!(x, sock);
+                    sock = x;
+                }
+            }
+            prop_assert_eq!(sock, c.socket_cca());
+            let st = c.stats_at(now);
+            prop_assert_eq!(st.probe_ns + st.steady_ns, now);
+        }
+    }
+}
+
+#[test]
+fn prefix_ensemble_dispatches_by_length() {
+    use opsel::ops::{Classifier, PrefixEnsemble};
+    let m = |w: usize, label: &str| ScriptedClassifier::new(w, &SIX, &[(label, 0.9)]).unwrap();
+    let mut e = PrefixEnsemble::new(m(20, "B1-C1"), vec![m(10, "B1-C0"), m(5, "B0-C1")]).unwrap();
+    assert_eq!(e.prefix_lens().collect::<Vec<_>>(), [5, 10]);
+    assert_eq!(e.window_len(), 20);
+    assert_eq!(
+        e.classify_prefix(&[1.0; 5])
+            .unwrap()
+            .unwrap()
+            .mix
+            .to_string(),
+        "cubic:1"
+    );
+    assert_eq!(
+        e.classify_prefix(&[1.0; 10])
+            .unwrap()
+            .unwrap()
+            .mix
+            .to_string(),
+        "bbr:1"
+    );
+    assert!(e.classify_prefix(&[1.0; 7]).is_none());
+    assert_eq!(
+        e.classify(&[1.0; 20]).unwrap().mix.to_string(),
+        "bbr:1-cubic:1"
+    );
+    // Progressive probing through the ensemble ends at the 5-sample prefix.
+    let mut cfg = Config::passive();
+    cfg.progressive = Some(Progressive::default());
+    let mut c = Controller::new(cfg, e, Stump::default()).unwrap();
+    c.start(0).unwrap();
+    for t in 1..=5u64 {
+        c.handle_sample(t * S, 80.0).unwrap();
+    }
+    assert_eq!(c.phase(), Phase::Steady);
+    // Bad ensembles.
+    assert!(PrefixEnsemble::new(m(20, "B1-C1"), vec![m(20, "B1-C1")]).is_err());
+    assert!(PrefixEnsemble::new(m(20, "B1-C1"), vec![m(5, "B1-C1"), m(5, "B1-C1")]).is_err());
+    let other = ScriptedClassifier::new(5, &["B1-C0", "B0-C1"], &[("B1-C0", 1.0)]).unwrap();
+    assert!(PrefixEnsemble::new(m(20, "B1-C1"), vec![other])
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("classes"));
+}
+
+#[test]
+fn steady_jitter_is_bounded_and_seeded() {
+    let run = |seed: u64| {
+        let mut cfg = Config::passive();
+        cfg.steady_ns = 100 * S;
+        cfg.steady_jitter = 0.1;
+        cfg.seed = seed;
+        let mut c = ctl(cfg, &[("B1-C0", 1.0)]);
+        let mut log = Vec::new();
+        c.start(0).unwrap();
+        run(&mut c, 0, 3000, &mut log);
+        selected(&log)
+            .iter()
+            .map(|(_, y)| y.unwrap())
+            .collect::<Vec<u64>>()
+    };
+    let a = run(1);
+    assert!(a.len() >= 20);
+    assert!(a.iter().all(|y| (90..=110).contains(y)), "{a:?}");
+    assert!(a.iter().any(|&y| y != a[0]), "{a:?}");
+    assert_eq!(a, run(1));
+    assert_ne!(a, run(2));
+    let mut cfg = Config::passive();
+    cfg.steady_jitter = 0.7;
+    let c = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)]).unwrap();
+    assert!(Controller::new(cfg, c, Stump::default())
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("jitter"));
+}
+
+#[test]
+fn failed_decision_after_active_probe_falls_back_to_last_decided_cca() {
+    // The B5 burst leaves the socket on bbr; a failing policy must not keep
+    // bbr by accident but return to the last decided CCA (initially cubic).
+    let classifier = ScriptedClassifier::new(20, &SIX, &[("B1-C0", 1.0)]).unwrap();
+    let policy =
+        FnPolicy(|_: &Classified| -> opsel::Result<CcaName> { Err(opsel::Error::invalid("down")) });
+    let mut c = Controller::new(
+        Config::active(Pattern::parse("S5-C5-S5-B5").unwrap()),
+        classifier,
+        policy,
+    )
+    .unwrap();
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    for t in 1..=20u64 {
+        c.handle_timeout(t * S).unwrap();
+        c.handle_sample(t * S, 90.0).unwrap();
+        while let Some(o) = c.poll() {
+            log.push((t, o));
+        }
+    }
+    let a = actions(&log);
+    assert_eq!(
+        a[a.len() - 2..],
+        [
+            (20, Action::SetCca(CcaName::CUBIC)),
+            (
+                20,
+                Action::Steady {
+                    cca: CcaName::CUBIC,
+                    until_ns: Some(120 * S)
+                }
+            )
+        ]
+    );
+}
+
+proptest! {
+    /// Driven at its own `poll_timeout`s, the active probe emits exactly the
+    /// pattern's schedule (repeated, cut at the window span w·P), including
+    /// fractional segments, then one steady phase.
+    #[test]
+    fn active_probe_follows_the_pattern_schedule(
+        segs in prop::collection::vec((0u8..3, 1u64..28), 1..6),
+        w in 3usize..30,
+    ) {
+        use opsel::probe::{Segment, SegmentKind};
+        let segments: Vec<Segment> = segs
+            .iter()
+            .map(|&(k, q)| Segment {
+                kind: match k { 0 => SegmentKind::Silence, 1 => SegmentKind::Burst(CcaName::CUBIC), _ => SegmentKind::Burst(CcaName::BBR) },
+                duration_ns: q * S / 4, // quarter seconds
+            })
+            .collect();
+        let pattern = Pattern::from_segments(segments.clone()).unwrap();
+        let classifier = ScriptedClassifier::new(w, &SIX, &[("B0-C0", 1.0)]).unwrap();
+        let mut c = Controller::new(Config::active(pattern), classifier, Stump::default()).unwrap();
+        c.start(0).unwrap();
+        let span = w as u64 * S;
+        let mut probe_actions = Vec::new();
+        let mut next_sample = S;
+        let mut steady = false;
+        for _ in 0..10_000 {
+            while let Some(o) = c.poll() {
+                match o {
+                    Output::Action(Action::Steady { .. }) => steady = true,
+                    Output::Action(a @ (Action::Silence { .. } | Action::SendFullSpeed { .. })) => probe_actions.push(a),
+                    _ => {}
+                }
+            }
+            if steady { break; }
+            let t = c.poll_timeout().unwrap().min(next_sample);
+            if t == next_sample {
+                c.handle_sample(t, 70.0).unwrap();
+                next_sample += S;
+            } else {
+                c.handle_timeout(t).unwrap();
+            }
+        }
+        prop_assert!(steady);
+        // Expected: segments back to back from 0, each cut at the span.
+        let mut want = Vec::new();
+        let mut start = 0u64;
+        let mut i = 0usize;
+        while start < span {
+            let seg = segments[i % segments.len()];
+            let until_ns = (start + seg.duration_ns).min(span);
+            want.push(match seg.kind {
+                SegmentKind::Silence => Action::Silence { until_ns },
+                SegmentKind::Burst(cca) => Action::SendFullSpeed { cca, until_ns },
+            });
+            start += seg.duration_ns;
+            i += 1;
+        }
+        prop_assert_eq!(probe_actions, want);
+    }
+}
