@@ -7,14 +7,14 @@
 pub mod cca;
 pub mod clock;
 pub mod pacing_rate;
-// pub mod qdisc;
-// pub mod receiver;
+pub mod qdisc;
+pub mod receiver;
 // pub mod rtt;
-// pub mod sender;
+pub mod sender;
 pub mod tcp_info;
-// pub mod wire;
+pub mod wire;
 
-// mod netlink;
+mod netlink;
 mod sockopt;
 
 pub use cca::{allowed_ccas, available_ccas, get_cca, set_cca, Cca};
