@@ -9,7 +9,7 @@ pub mod clock;
 pub mod pacing_rate;
 pub mod qdisc;
 pub mod receiver;
-// pub mod rtt;
+pub mod rtt;
 pub mod sender;
 pub mod tcp_info;
 pub mod wire;
