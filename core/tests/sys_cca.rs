@@ -185,3 +185,20 @@ fn switch_cca_mid_transfer_loses_nothing() {
     assert!(acked_total > 0, "sampler saw no acked bytes");
     drop(lab);
 }
+
+#[test]
+fn raw_fd_numbers() {
+    use opsel::sys::linux::with_raw_fd;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let got = with_raw_fd(s.as_raw_fd(), |fd| set_cca(fd, "reno")).unwrap();
+    assert_eq!(got, "reno");
+    assert_eq!(
+        with_raw_fd(-1, |fd| get_cca(fd)).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    // A number that is not open: EBADF, reported as bad input.
+    let e = with_raw_fd(1_000_000, |fd| get_cca(fd)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("1000000"), "{e}");
+}
