@@ -39,8 +39,29 @@ mod imp {
     const PACKETS: usize = 4000;
     const TRAIN: usize = 1000;
 
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mode {
+        /// Default config: sleep to 50 µs before, 1 ns slack, spin.
+        Hybrid,
+        /// Same plus SCHED_FIFO priority 1.
+        HybridFifo,
+        /// Peer baseline: sleep only (no spin) with the default 50 µs timer slack,
+        /// like a naive `clock_nanosleep` pacer.
+        SleepOnly,
+    }
+
+    impl Mode {
+        fn name(self) -> &'static str {
+            match self {
+                Mode::Hybrid => "hybrid",
+                Mode::HybridFifo => "hybrid + SCHED_FIFO",
+                Mode::SleepOnly => "sleep-only (peer baseline)",
+            }
+        }
+    }
+
     struct Row {
-        fifo: bool,
+        mode: Mode,
         size: usize,
         gap_us: u64,
         rx: GapStats,
@@ -51,14 +72,26 @@ mod imp {
         rebases: u32,
     }
 
-    fn measure(lab: &Lab, port: u16, size: usize, gap_us: u64, fifo: bool) -> Row {
+    fn measure(lab: &Lab, port: u16, size: usize, gap_us: u64, mode: Mode) -> Row {
         let payload = size - 28; // IPv4 20 + UDP 8: a `size`-byte IP packet, no fragmentation
         let rxs = lab.run_in(&lab.b, move || UdpSocket::bind((ADDR_B, port)).unwrap());
         let txs = lab.run_in(&lab.a, || UdpSocket::bind((ADDR_A, 0)).unwrap());
         let dst: SocketAddr = format!("{ADDR_B}:{port}").parse().unwrap();
-        let cfg = SenderConfig {
-            sched_fifo: fifo,
+        let base = SenderConfig {
+            spin_ns: spin_ns(),
             ..Default::default()
+        };
+        let cfg = match mode {
+            Mode::Hybrid => base,
+            Mode::HybridFifo => SenderConfig {
+                sched_fifo: true,
+                ..base
+            },
+            Mode::SleepOnly => SenderConfig {
+                spin_ns: 0,
+                timer_slack_ns: 50_000,
+                ..Default::default()
+            },
         };
         let mut tx = PacedSender::new(txs, dst, payload, cfg).unwrap();
         let rx = ProbeReceiver::new(rxs, 9100).unwrap();
@@ -96,7 +129,7 @@ mod imp {
             receive_gap_errors_ns(out, &mut rxerr);
         }
         Row {
-            fifo,
+            mode,
             size,
             gap_us,
             rx: GapStats::of(&rxerr).expect("no packets received"),
@@ -106,6 +139,27 @@ mod imp {
             sent,
             rebases,
         }
+    }
+
+    /// Spin margin of the hybrid modes: `OPSEL_BENCH_SPIN_NS` or the library default.
+    fn spin_ns() -> u64 {
+        std::env::var("OPSEL_BENCH_SPIN_NS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(SenderConfig::default().spin_ns)
+    }
+
+    /// `OPSEL_BENCH_MODES=hybrid,fifo,sleep` selects modes (default: all).
+    fn modes() -> Vec<Mode> {
+        let v = std::env::var("OPSEL_BENCH_MODES").unwrap_or_else(|_| "hybrid,fifo,sleep".into());
+        v.split(',')
+            .filter_map(|m| match m.trim() {
+                "hybrid" => Some(Mode::Hybrid),
+                "fifo" => Some(Mode::HybridFifo),
+                "sleep" => Some(Mode::SleepOnly),
+                _ => None,
+            })
+            .collect()
     }
 
     fn loadavg() -> String {
@@ -128,14 +182,17 @@ mod imp {
         let load_before = loadavg();
         let mut rows = Vec::new();
         let mut port = 7000;
-        for fifo in [false, true] {
+        for mode in modes() {
             for &size in &SIZES {
+                if mode == Mode::SleepOnly && size != 1500 {
+                    continue;
+                }
                 for &gap in &GAPS_US {
                     port += 1;
-                    let r = measure(&lab, port, size, gap, fifo);
+                    let r = measure(&lab, port, size, gap, mode);
                     eprintln!(
-                        "fifo={} size={} gap={}us rx: mean {:.2} std {:.2} p99 {:.2} us; tx p99 {:.2} us; lost {}",
-                        r.fifo,
+                        "{} size={} gap={}us rx: mean {:.2} std {:.2} p99 {:.2} us; tx p99 {:.2} us; lost {}",
+                        r.mode.name(),
                         r.size,
                         r.gap_us,
                         r.rx.mean_ns / 1e3,
@@ -187,14 +244,14 @@ mod imp {
         );
         let _ = writeln!(
             md,
-            "| SCHED_FIFO | size B | gap µs | rx mean µs | rx std µs | rx p50 µs | rx p99 µs | rx max µs | tx p99 µs | lost | TX-stamped | rebases |"
+            "| pacer | size B | gap µs | rx mean µs | rx std µs | rx p50 µs | rx p99 µs | rx max µs | tx p99 µs | lost | TX-stamped | rebases |"
         );
         let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
         for r in &rows {
             let _ = writeln!(
                 md,
                 "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.2} | {} | {}/{} | {} |",
-                if r.fifo { "yes" } else { "no" },
+                r.mode.name(),
                 r.size,
                 r.gap_us,
                 r.rx.mean_ns / 1e3,
@@ -208,6 +265,32 @@ mod imp {
                 r.sent,
                 r.rebases
             );
+        }
+        // Peer comparison: p99 of the sleep-only baseline over the hybrid pacer, same run.
+        let _ = writeln!(md, "\nRatio sleep-only p99 / hybrid p99 (1500 B, rx, same run; > 1 means the hybrid pacer is better):\n");
+        let _ = writeln!(md, "| gap µs | hybrid p99 µs | hybrid+FIFO p99 µs | sleep-only p99 µs | sleep-only / hybrid | sleep-only / hybrid+FIFO |");
+        let _ = writeln!(md, "|---|---|---|---|---|---|");
+        for &gap in &GAPS_US {
+            let find = |m: Mode| {
+                rows.iter()
+                    .find(|r| r.mode == m && r.size == 1500 && r.gap_us == gap)
+                    .map(|r| r.rx.p99_abs_ns)
+            };
+            if let (Some(h), Some(f), Some(s)) = (
+                find(Mode::Hybrid),
+                find(Mode::HybridFifo),
+                find(Mode::SleepOnly),
+            ) {
+                let _ = writeln!(
+                    md,
+                    "| {gap} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    h / 1e3,
+                    f / 1e3,
+                    s / 1e3,
+                    s / h.max(1.0),
+                    s / f.max(1.0)
+                );
+            }
         }
         let _ = writeln!(
             md,
