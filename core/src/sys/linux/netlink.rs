@@ -276,3 +276,29 @@ pub fn ifname(ifindex: u32) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn attrs_golden() {
+        // TCA_KIND "fq\0" (len 7, padded to 8) then a 4-byte u32 attribute of type 4.
+        let mut b = vec![7, 0, 1, 0, b'f', b'q', 0, 0];
+        b.extend_from_slice(&[8, 0, 4, 0, 1, 0, 0, 0]);
+        let v: Vec<(u16, Vec<u8>)> = attrs(&b).map(|(t, v)| (t, v.to_vec())).collect();
+        assert_eq!(v, vec![(1, b"fq\0".to_vec()), (4, vec![1, 0, 0, 0])]);
+    }
+
+    proptest! {
+        #[test]
+        fn attrs_never_read_out_of_bounds(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut total = 0usize;
+            for (_, v) in attrs(&b) {
+                total += v.len() + 4;
+                prop_assert!(total <= b.len() + 3 * 64);
+            }
+        }
+    }
+}

@@ -185,6 +185,42 @@ pub fn egress_qdiscs(sock: impl AsFd, dst: IpAddr) -> Result<(String, Vec<Qdisc>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    const KINDS: [&str; 8] = [
+        "fq",
+        "etf",
+        "noqueue",
+        "pfifo_fast",
+        "htb",
+        "tbf",
+        "mq",
+        "fq_codel",
+    ];
+
+    proptest! {
+        /// Enforced only if every packet passes fq/etf: the root is fq/etf, or
+        /// the root is multiqueue and every child of it is fq/etf.
+        #[test]
+        fn enforced_implies_txtime_qdisc_on_every_path(
+            root in 0usize..8,
+            children in proptest::collection::vec(0usize..8, 0..6),
+        ) {
+            let mut qs = vec![q(KINDS[root], 0x1_0000, TC_H_ROOT)];
+            for (i, &k) in children.iter().enumerate() {
+                qs.push(q(KINDS[k], 0x20_0000 + i as u32, 0x1_0000 + i as u32 + 1));
+            }
+            let d = decide("eth0", &qs);
+            if d.enforced {
+                let root_ok = is_txtime_qdisc(KINDS[root]);
+                let kids_ok = KINDS[root] == "mq" && !children.is_empty()
+                    && children.iter().all(|&k| is_txtime_qdisc(KINDS[k]));
+                prop_assert!(root_ok || kids_ok, "{:?}", d);
+                prop_assert!(d.clockid.is_some());
+            }
+            prop_assert_eq!(d.root_qdisc, KINDS[root]);
+        }
+    }
 
     fn q(kind: &str, handle: u32, parent: u32) -> Qdisc {
         Qdisc {
