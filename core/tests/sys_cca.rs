@@ -117,7 +117,7 @@ fn switch_cca_mid_transfer_loses_nothing() {
         }
     }
     let lab = Lab::new();
-    const TOTAL: usize = 64 << 20;
+    const TOTAL: usize = 24 << 20;
     const CHUNK: usize = 64 << 10;
     let listener = lab.run_in(&lab.b, || TcpListener::bind((ADDR_B, 5201)).unwrap());
     let receiver = std::thread::spawn(move || {
@@ -139,9 +139,23 @@ fn switch_cca_mid_transfer_loses_nothing() {
     s.set_write_timeout(Some(std::time::Duration::from_secs(30)))
         .unwrap();
     assert_eq!(set_cca(&s, "cubic").unwrap(), "cubic");
-    // A 500 Mbit/s pacing cap keeps unsent data queued in the socket, so every
-    // switch below happens with data in flight (a bare veth would drain instantly).
-    opsel::sys::linux::set_max_pacing_rate(&s, Some(500_000_000)).unwrap();
+    // A 200 Mbit/s pacing cap and a 4 MB send buffer keep ~160 ms of unsent
+    // data queued in the socket, so every switch below happens with data in
+    // flight even if this thread is preempted on a loaded machine (a bare veth
+    // would drain instantly).
+    opsel::sys::linux::set_max_pacing_rate(&s, Some(200_000_000)).unwrap();
+    let sndbuf: libc::c_int = 4 << 20;
+    // SAFETY: valid socket and int option.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            (&sndbuf as *const libc::c_int).cast(),
+            4,
+        )
+    };
+    assert_eq!(rc, 0);
     let plan = [
         (TOTAL / 4, "bbr"),
         (TOTAL / 2, "reno"),
