@@ -284,3 +284,96 @@ fn txtime_path_when_fq_exists() {
     );
     drop(lab);
 }
+
+/// Why the detection exists: on a qdisc that ignores launch times, a train
+/// sent with valid SO_TXTIME + SCM_TXTIME (every call succeeds) arrives as a
+/// burst instead of spread over its 9.9 ms schedule.
+#[test]
+fn scm_txtime_is_silently_ignored_without_fq() {
+    if !can_run("scm_txtime_is_silently_ignored_without_fq") {
+        return;
+    }
+    let lab = Lab::new();
+    let rxs = lab.run_in(&lab.b, || UdpSocket::bind((ADDR_B, 6006)).unwrap());
+    let mut rx = ProbeReceiver::new(rxs, 2048).unwrap();
+    let tx = lab.run_in(&lab.a, || UdpSocket::bind((ADDR_A, 0)).unwrap());
+    tx.connect((ADDR_B, 6006)).unwrap();
+    if detect_txtime(tx.as_fd(), ADDR_B.parse().unwrap())
+        .unwrap()
+        .enforced
+    {
+        eprintln!("SKIPPED: the egress qdisc enforces SO_TXTIME here");
+        return;
+    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&tx);
+    let st = libc::sock_txtime {
+        clockid: libc::CLOCK_MONOTONIC,
+        flags: 0,
+    };
+    // SAFETY: valid socket and option buffer.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TXTIME,
+            (&st as *const libc::sock_txtime).cast(),
+            std::mem::size_of::<libc::sock_txtime>() as u32,
+        )
+    };
+    assert_eq!(rc, 0);
+    // A preemption of the sending loop itself would spread the train too;
+    // retry until the loop ran in well under half the schedule.
+    for attempt in 0..3 {
+        let t0 = opsel::sys::linux::clock::monotonic_ns();
+        let start = t0 + 2_000_000;
+        for i in 0..100u64 {
+            let mut payload = [0u8; 200];
+            opsel::sys::linux::wire::ProbeHeader {
+                seq: i as u32,
+                train_id: attempt,
+                sched_offset_ns: i * 100_000,
+                send_mono_ns: 0,
+            }
+            .encode(&mut payload)
+            .unwrap();
+            let mut ctrl = [0u64; 4];
+            let mut iov = libc::iovec {
+                iov_base: payload.as_mut_ptr().cast(),
+                iov_len: payload.len(),
+            };
+            // SAFETY: msghdr with live iov and an 8-aligned control buffer of CMSG_SPACE(8) bytes.
+            let rc = unsafe {
+                let mut mh: libc::msghdr = std::mem::zeroed();
+                mh.msg_iov = &mut iov;
+                mh.msg_iovlen = 1;
+                mh.msg_control = ctrl.as_mut_ptr().cast();
+                mh.msg_controllen = libc::CMSG_SPACE(8) as _;
+                let c = libc::CMSG_FIRSTHDR(&mh);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_TXTIME;
+                (*c).cmsg_len = libc::CMSG_LEN(8) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u64>(), start + i * 100_000);
+                libc::sendmsg(fd, &mh, 0)
+            };
+            assert_eq!(rc, 200, "sendmsg with SCM_TXTIME succeeds");
+        }
+        let loop_ns = opsel::sys::linux::clock::monotonic_ns() - t0;
+        let mut got = Vec::new();
+        rx.recv_train(100, Duration::from_millis(300), &mut got)
+            .unwrap();
+        assert_eq!(got.len(), 100);
+        if loop_ns > 2_000_000 {
+            eprintln!("send loop preempted ({loop_ns} ns), retrying");
+            continue;
+        }
+        let span = got[99].rx_mono_ns() - got[0].rx_mono_ns();
+        eprintln!("SO_TXTIME train scheduled over 9.9 ms arrived within {span} ns (send loop {loop_ns} ns)");
+        assert!(
+            span < 9_900_000 / 2,
+            "launch times were honoured ({span} ns): is there an fq/etf qdisc?"
+        );
+        drop(lab);
+        return;
+    }
+    panic!("send loop preempted in 3 attempts; machine too loaded to conclude");
+}
