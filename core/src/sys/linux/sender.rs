@@ -174,6 +174,8 @@ pub struct TrainReport {
     pub tx_stamped: usize,
     /// Send calls that failed with ECONNREFUSED (no listener) and were retried.
     pub refused: u32,
+    /// TX stamps discarded because they preceded their packet's send call.
+    pub tx_stamp_rejected: usize,
 }
 
 impl TrainReport {
@@ -398,6 +400,7 @@ impl PacedSender {
         report.max_lateness_ns = 0;
         report.tx_stamped = 0;
         report.refused = 0;
+        report.tx_stamp_rejected = 0;
         report.sched_fifo = guard.fifo;
         for b in self.bufs.iter_mut() {
             b[..payload_len].fill(0);
@@ -507,7 +510,6 @@ impl PacedSender {
                     tx_stamp_mono_ns: None,
                 });
             }
-            self.next_tskey = self.next_tskey.wrapping_add(count as u32);
             i = j;
         }
         Ok(())
@@ -583,6 +585,8 @@ impl PacedSender {
                 }
             }
             done += rc as usize;
+            // Count datagrams as the kernel does, also when a later call fails.
+            self.next_tskey = self.next_tskey.wrapping_add(rc as u32);
         }
         Ok(())
     }
@@ -595,11 +599,22 @@ impl PacedSender {
                 Some((key, rt_ns)) => {
                     got += 1;
                     let idx = key.wrapping_sub(first_key) as usize;
+                    let mono = (rt_ns as i128 - rt_off).max(0) as u64;
                     if let Some(p) = report.packets.get_mut(idx) {
-                        if p.tx_stamp_mono_ns.is_none() {
-                            report.tx_stamped += 1;
+                        // A driver stamp cannot precede the clock read before the
+                        // send call (2 µs allows for the realtime->monotonic
+                        // conversion). If it does, the OPT_ID counting is off
+                        // (e.g. a failed send consumed a key): drop the stamp and
+                        // fall back to the clock after send rather than report a
+                        // wrong departure.
+                        if mono + 2_000 < p.stamped_mono_ns {
+                            report.tx_stamp_rejected += 1;
+                        } else {
+                            if p.tx_stamp_mono_ns.is_none() {
+                                report.tx_stamped += 1;
+                            }
+                            p.tx_stamp_mono_ns = Some(mono);
                         }
-                        p.tx_stamp_mono_ns = Some((rt_ns as i128 - rt_off).max(0) as u64);
                     }
                 }
                 None => return got,
