@@ -14,6 +14,7 @@ pub mod model;
 pub mod ops;
 pub mod probe;
 pub mod series;
+pub mod sys;
 
 pub use error::{Error, ErrorKind, Result};
 
