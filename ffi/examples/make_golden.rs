@@ -8,7 +8,7 @@
 //!   prediction of each, and DTW pairs with expected distances.
 //!
 //! Schema: tests/fixtures/README.md. Run from the repository root:
-//! `cargo run -p opsel-ffi --example make_golden` (or `make golden`).
+//! `cargo run -p opsel-ffi --example make_golden` (or `make golden-knn`).
 //! The expected values come from the core as it is when this runs; the
 //! tests then hold every binding to exactly these numbers.
 
