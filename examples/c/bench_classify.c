@@ -29,13 +29,34 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Median per-call time over `rounds` rounds of reps x 200 calls (+1 warm-up). */
+static void time_config(const char *config, const opsel_model *model, const double *queries, size_t w,
+                        int reps, double *per_call, int rounds, unsigned long long checksum) {
+    opsel_workspace *ws = NULL;
+    opsel_prediction p;
+    size_t i;
+    int r, k;
+    opsel_workspace_new(model, &ws);
+    for (r = 0; r <= rounds; r++) {
+        double t = now_ns();
+        for (k = 0; k < reps; k++)
+            for (i = 0; i < QUERIES; i++) opsel_model_classify(model, ws, queries + i * w, w, &p);
+        per_call[r] = (now_ns() - t) / (QUERIES * reps);
+    }
+    /* per_call[0] is the warm-up round. */
+    qsort(per_call + 1, (size_t)rounds, sizeof *per_call, cmp_double);
+    printf("RESULT lang=c config=%s median_ns=%.1f rounds=%d checksum=%llu\n", config, per_call[1 + rounds / 2],
+           rounds, checksum);
+    opsel_workspace_free(ws);
+}
+
 int main(int argc, char **argv) {
     char path[4096];
-    opsel_model *model = NULL;
+    opsel_model *model = NULL, *tiny = NULL;
     opsel_workspace *ws = NULL;
     opsel_prediction p;
     size_t w, len = 0, i;
-    int rounds = argc > 2 ? atoi(argv[2]) : 30, r;
+    int rounds = argc > 2 ? atoi(argv[2]) : 30;
     unsigned long long checksum = 0;
     double *queries, *per_call;
     char *raw;
@@ -68,14 +89,14 @@ int main(int argc, char **argv) {
         }
         checksum += (unsigned long long)(i + 1) * ((unsigned long long)p.class_index * 100000ULL + p.neighbor);
     }
-    for (r = 0; r <= rounds; r++) {
-        double t = now_ns();
-        for (i = 0; i < QUERIES; i++) opsel_model_classify(model, ws, queries + i * w, w, &p);
-        per_call[r] = (now_ns() - t) / QUERIES;
+    time_config("A", model, queries, w, 1, per_call, rounds, checksum);
+    snprintf(path, sizeof path, "%s/tiny.json", argv[1]);
+    if (opsel_model_load(path, &tiny) != OPSEL_OK) {
+        fprintf(stderr, "%s\n", opsel_last_error_message());
+        return 1;
     }
-    /* per_call[0] is the warm-up round. */
-    qsort(per_call + 1, (size_t)rounds, sizeof *per_call, cmp_double);
-    printf("RESULT lang=c median_ns=%.0f rounds=%d checksum=%llu\n", per_call[1 + rounds / 2], rounds, checksum);
+    time_config("tiny", tiny, queries, w, 50, per_call, rounds, 0);
+    opsel_model_free(tiny);
     free(per_call);
     free(queries);
     opsel_workspace_free(ws);

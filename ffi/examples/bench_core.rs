@@ -9,6 +9,8 @@
 //! they do: per round, 200 `classify` calls back to back; per-call time =
 //! round time / 200; the median over ROUNDS (default 30) is printed with a
 //! checksum of the predictions (equal in every language or the run is void).
+//! The same is then done on DIR/tiny.json (one reference, 50 × 200 calls per
+//! round) to measure the fixed cost of a call.
 //! Driven by benches/bindings/run.sh (`make bench-bindings`).
 
 use opsel::knn::{KnnConfig, Model};
@@ -42,6 +44,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bytes: Vec<u8> = queries.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(dir.join("queries.f64"), bytes)?;
 
+    // A one-reference model: the search is nearly free, so the time per call
+    // is the fixed cost of a call (argument checks, copies, result object):
+    // the binding overhead in absolute terms.
+    let tiny = KnnModelFile {
+        model: Model::fit(
+            &x[..W],
+            W,
+            &[0],
+            vec![SIX_CLASSES[0].to_string()],
+            KnnConfig::default(),
+        )?,
+        meta: Metadata::default(),
+    };
+    tiny.save(dir.join("tiny.json"))?;
+
     let m = &file.model;
     let mut ws = m.workspace();
     let mut checksum = 0u64;
@@ -49,19 +66,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let p = m.classify(q, &mut ws)?;
         checksum += (i as u64 + 1) * (p.class as u64 * 100_000 + p.neighbor as u64);
     }
-    let mut per_call_ns = Vec::with_capacity(rounds);
-    for _ in 0..rounds + 1 {
-        let t = Instant::now();
-        for q in queries.chunks_exact(W) {
-            std::hint::black_box(m.classify(std::hint::black_box(q), &mut ws)?);
+    for (config, model, reps) in [("A", m, 1), ("tiny", &tiny.model, 50)] {
+        let mut ws = model.workspace();
+        let mut per_call_ns = Vec::with_capacity(rounds);
+        for _ in 0..rounds + 1 {
+            let t = Instant::now();
+            for _ in 0..reps {
+                for q in queries.chunks_exact(W) {
+                    std::hint::black_box(model.classify(std::hint::black_box(q), &mut ws)?);
+                }
+            }
+            per_call_ns.push(t.elapsed().as_nanos() as f64 / (reps * QUERIES) as f64);
         }
-        per_call_ns.push(t.elapsed().as_nanos() as f64 / QUERIES as f64);
+        per_call_ns.remove(0); // warm-up round
+        per_call_ns.sort_by(f64::total_cmp);
+        println!(
+            "RESULT lang=core config={config} median_ns={:.1} rounds={rounds} checksum={}",
+            per_call_ns[rounds / 2],
+            if config == "A" { checksum } else { 0 }
+        );
     }
-    per_call_ns.remove(0); // warm-up round
-    per_call_ns.sort_by(f64::total_cmp);
-    println!(
-        "RESULT lang=core median_ns={:.0} rounds={rounds} checksum={checksum}",
-        per_call_ns[rounds / 2]
-    );
     Ok(())
 }

@@ -27,12 +27,20 @@ queries.forEach((q, i) => {
   const p = model.classify(q)
   checksum += BigInt(i + 1) * BigInt(p.classIndex * 100000 + p.neighbor)
 })
-const perCall = []
-for (let r = 0; r <= rounds; r++) {
-  const t = process.hrtime.bigint()
-  for (let i = 0; i < QUERIES; i++) model.classify(queries[i])
-  perCall.push(Number(process.hrtime.bigint() - t) / QUERIES)
+// Median per-call time over `rounds` rounds of reps x 200 calls (+1 warm-up).
+function time (config, m, reps, sum) {
+  const perCall = []
+  for (let r = 0; r <= rounds; r++) {
+    const t = process.hrtime.bigint()
+    for (let k = 0; k < reps; k++) {
+      for (let i = 0; i < QUERIES; i++) m.classify(queries[i])
+    }
+    perCall.push(Number(process.hrtime.bigint() - t) / (QUERIES * reps))
+  }
+  perCall.shift() // warm-up round
+  perCall.sort((a, b) => a - b)
+  console.log(`RESULT lang=node config=${config} median_ns=${perCall[rounds >> 1].toFixed(1)} rounds=${rounds} checksum=${sum}`)
 }
-perCall.shift() // warm-up round
-perCall.sort((a, b) => a - b)
-console.log(`RESULT lang=node median_ns=${Math.round(perCall[rounds >> 1])} rounds=${rounds} checksum=${checksum}`)
+time('A', model, 1, checksum)
+// One-reference model: the fixed cost of a call (see bench_core.rs).
+time('tiny', opsel.loadModel(path.join(dir, 'tiny.json')), 50, 0)
