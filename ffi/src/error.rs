@@ -81,13 +81,23 @@ impl From<Error> for Fail {
 }
 
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// `None` after a successful call: clearing must not allocate, because
+    /// every successful classify passes through here (hot path, zero allocations).
+    static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
 }
 
 fn set_last_error(message: &str) {
     // Messages may quote user strings; C strings cannot hold NUL, so escape it.
     let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
-    LAST_ERROR.with(|l| *l.borrow_mut() = c);
+    LAST_ERROR.with(|l| *l.borrow_mut() = Some(c));
+}
+
+fn clear_last_error() {
+    LAST_ERROR.with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            *l = None;
+        }
+    });
 }
 
 /// Run an entry point's body: catch panics, store the message of a failure,
@@ -98,7 +108,7 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<(), Fail>) -> opsel_status {
     // panic through OPSEL_PANIC.
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => {
-            set_last_error("");
+            clear_last_error();
             opsel_status::OPSEL_OK
         }
         Ok(Err(f)) => {
@@ -188,7 +198,10 @@ pub(crate) fn out_ptr<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T, Fail>
 /// Thread-safety: each thread has its own message.
 #[no_mangle]
 pub extern "C" fn opsel_last_error_message() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
+    LAST_ERROR.with(|l| match &*l.borrow() {
+        Some(c) => c.as_ptr(),
+        None => c"".as_ptr(),
+    })
 }
 
 /// The name of a status code as a static string (`"OPSEL_INVALID_INPUT"`,

@@ -4,6 +4,9 @@
 //! `opsel::model`; `error.rs` maps `opsel::Error` to `Error` objects with a
 //! `code` property (`ErrorKind::code()`).
 
+// The #[napi] exports are registered at load time, which a `cfg(test)` build never does.
+#![cfg_attr(test, allow(dead_code))]
+
 mod dtw;
 mod error;
 mod knn;
