@@ -12,7 +12,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT="$ROOT/target/bench-bindings"
 ROUNDS=${1:-30}
-REPS=${2:-5}
+REPS=${2:-9}
 CORE="$ROOT/target/release/examples/bench_core"
 CBENCH="$ROOT/examples/c/build/make/bench_classify"
 PY=${PYTHON:-python3}
@@ -70,6 +70,10 @@ END {
     printf "| %s | %.0f | %.2fx | %.0f | %+.0f | %s |\n", l, medA[l], ratio[l], medT[l], over[l], ok
   }
   if (skip != "") print "| python | - | - | - | - | skipped: " skip " |"
+  print ""
+  worst = 0; wl = ""
+  for (i = 1; i <= nl; i++) if (order[i] != "core" && ratio[order[i]] > worst) { worst = ratio[order[i]]; wl = order[i] }
+  printf "Target (< 2x core at config A): %s (largest ratio %.2fx, %s).\n", (worst < 2 ? "met" : "NOT met"), worst, wl
   print ""
   printf "Measured %s on %s (%s cores, shared with other engineers compiling: load average %s at the end).\n", date, cpu, nproc, load
   printf "Each program times %s rounds (plus one warm-up round) of 200 classify calls (x50 for the 1-reference\n", rounds
