@@ -11,8 +11,6 @@ VPY := $(abspath $(VENV))/bin/python
 ROOT := $(abspath .)
 export CARGO_TERM_COLOR ?= never
 
-# Test targets contributed by mk/*.mk files (test-c, test-node, test-netlab, ...).
-EXTRA_TESTS :=
 
 .PHONY: all test demo demo-quick toolchain deps python test-rust test-python bench bench-peers fmt clean
 all: test
@@ -34,7 +32,9 @@ deps: $(VENV)/.stamp
 python: deps
 	cd bindings/python && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release -q
 
-test-rust: toolchain
+# Rust: every crate. The sys and netlab suites create network namespaces (root);
+# sys-deps installs iproute2, ethtool and ping when missing.
+test-rust: toolchain sys-deps
 	$(CARGO) test --workspace --release --exclude opsel-python
 
 test-python: python
@@ -42,7 +42,8 @@ test-python: python
 
 include $(wildcard mk/*.mk)
 
-test: test-rust test-python $(EXTRA_TESTS)
+# C (make + CMake, ASan, valgrind) and Node (node:test) suites come from mk/bind.mk.
+test: test-rust test-python test-bind
 	@echo "make test: all suites passed"
 
 # The main job. Until the OPS transfer lands, the demo trains a DTW K-NN on
