@@ -44,7 +44,7 @@ fn hot_paths_do_not_allocate() {
     for _ in 0..100 {
         let a = bwe::estimate_multi_rate(&gs, &gr, &spec, &bc, &ac, &mut ws).unwrap();
         std::hint::black_box(a);
-        let d = bwe::decide_single_rate(&gs, &gr, &bc, &mut ws).unwrap();
+        let d = bwe::decide_single_rate(&gs, &gr, &bc, 0.0, &mut ws).unwrap();
         std::hint::black_box(d);
     }
     assert_eq!(

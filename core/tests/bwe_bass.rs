@@ -22,7 +22,11 @@ fn single_pass_golden_events() {
     let mut ws = BassWorkspace::new(64);
     let rep = bass::single_pass(&mut gs, &mut gr, &cfg(), &mut ws).unwrap();
     assert_eq!(ws.last_events(), &[(0, 1), (2, 5), (6, 9)]);
-    assert_eq!(rep.complete_span, Some((2, 9)));
+    assert_eq!(
+        rep.complete_span,
+        Some((2, 5)),
+        "[6, 9] is closed by the stream end, not complete"
+    );
     assert_eq!(&gr[2..6], &[14_000.0; 4]);
     assert_eq!(&gr[6..10], &[12_500.0; 4]);
     assert_eq!(&gs[..], &[10_000.0; 10]);
@@ -160,10 +164,14 @@ fn abest_literal_reading_is_kept_for_comparison() {
 fn single_rate_decision() {
     let gs = vec![10_000.0; 8];
     let gr_slow = vec![10_500.0; 8];
-    assert!(rate_exceeds_avail_bw(&gs, &gr_slow, None).unwrap());
-    assert!(!rate_exceeds_avail_bw(&gs, &gs, None).unwrap());
-    assert!(rate_exceeds_avail_bw(&gs, &gr_slow, Some((3, 8))).is_err());
-    assert!(rate_exceeds_avail_bw(&gs, &gr_slow[..3], None).is_err());
+    assert!(rate_exceeds_avail_bw(&gs, &gr_slow, None, 0.0).unwrap());
+    assert!(!rate_exceeds_avail_bw(&gs, &gs, None, 0.0).unwrap());
+    assert!(rate_exceeds_avail_bw(&gs, &gr_slow, Some((3, 8)), 0.0).is_err());
+    assert!(rate_exceeds_avail_bw(&gs, &gr_slow[..3], None, 0.0).is_err());
+    // 5 % slower exit: over the rate at tolerance 2 %, not at 10 %.
+    assert!(rate_exceeds_avail_bw(&gs, &gr_slow, None, 0.02).unwrap());
+    assert!(!rate_exceeds_avail_bw(&gs, &gr_slow, None, 0.10).unwrap());
+    assert!(rate_exceeds_avail_bw(&gs, &gr_slow, None, f64::NAN).is_err());
 }
 
 #[test]

@@ -154,8 +154,20 @@ pub fn abest(gs: &[f64], gr: &[f64], spec: &PStreamSpec, cfg: &AbestConfig) -> R
 /// Single-rate decision after BASS (001 §5.3.2): the probing rate exceeds the
 /// available bandwidth iff `r_in > r_out`, i.e. `Σ g_s < Σ g_r` over `span`
 /// (inclusive; pass [`super::bass::BassReport::complete_span`] to count only complete
-/// buffering events, or `None` for the whole stream).
-pub fn rate_exceeds_avail_bw(gs: &[f64], gr: &[f64], span: Option<(usize, usize)>) -> Result<bool> {
+/// buffering events, or `None` for the whole stream). `rel_tol` = 0 is the thesis rule;
+/// a positive value requires `r_out < r_in · (1 − rel_tol)` [Ours: below the available
+/// bandwidth `r_out ≈ r_in`, so the strict comparison is a coin toss on noise].
+pub fn rate_exceeds_avail_bw(
+    gs: &[f64],
+    gr: &[f64],
+    span: Option<(usize, usize)>,
+    rel_tol: f64,
+) -> Result<bool> {
+    if !(rel_tol.is_finite() && (0.0..1.0).contains(&rel_tol)) {
+        return Err(Error::invalid(format!(
+            "rel_tol {rel_tol} must be in [0, 1)"
+        )));
+    }
     if gs.len() != gr.len() || gs.is_empty() {
         return Err(Error::invalid(format!(
             "send ({}) and receive ({}) gap arrays must be non-empty and of equal length",
@@ -174,5 +186,6 @@ pub fn rate_exceeds_avail_bw(gs: &[f64], gr: &[f64], span: Option<(usize, usize)
     crate::error::check_finite("receive gaps (ns)", gr)?;
     let ss: f64 = gs[b..=e].iter().sum();
     let sr: f64 = gr[b..=e].iter().sum();
-    Ok(ss < sr)
+    // r_out < r_in (1 − tol)  ⇔  Σg_s < Σg_r (1 − tol)
+    Ok(ss < sr * (1.0 - rel_tol))
 }

@@ -155,7 +155,7 @@ pub struct BassReport {
     /// Spike-removal passes run (single-pass: 1).
     pub passes: usize,
     /// First index and last index (inclusive) covered by complete events of the first
-    /// pass, if any.
+    /// pass (a spike, its dips, closed by the next spike), if any.
     pub complete_span: Option<(usize, usize)>,
 }
 
@@ -321,18 +321,17 @@ fn spike_removal(
     }
     match variant {
         BassVariant::Corrected => {
+            // Closed by the stream end, not by a next spike: averaged (notes §3.5
+            // proposal) but not *complete*, so it stays out of the span (its spike
+            // carries a whole interrupt interval for only part of the batch).
             if state == State::Valid && average(gs, gr, begin, n - 1) {
                 events.push((begin, n - 1));
-                note(begin, n - 1, &mut span);
             }
         }
         BassVariant::Literal => {
             // Line 44: average whatever [spike_begin, spike_end] is, if non-empty.
             if average(gs, gr, begin, end) {
                 events.push((begin, end));
-                if state == State::Valid {
-                    note(begin, end, &mut span);
-                }
             }
         }
     }

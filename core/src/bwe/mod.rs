@@ -83,11 +83,12 @@ pub fn estimate_multi_rate(
 
 /// Single-rate decision with single-pass BASS (001 §5.3.2): true when the probing rate
 /// exceeds the available bandwidth. Uses only complete buffering events when BASS
-/// found any, else the whole stream.
+/// found any, else the whole stream. `rel_tol`: see [`rate_exceeds_avail_bw`] (0 = thesis).
 pub fn decide_single_rate(
     send_gap_ns: &[f64],
     recv_gap_ns: &[f64],
     bass_cfg: &BassConfig,
+    rel_tol: f64,
     ws: &mut EstimatorWorkspace,
 ) -> Result<bool> {
     let n = send_gap_ns.len();
@@ -103,5 +104,5 @@ pub fn decide_single_rate(
     gs.copy_from_slice(send_gap_ns);
     gr.copy_from_slice(recv_gap_ns);
     let rep = bass::single_pass(gs, gr, bass_cfg, &mut ws.bass)?;
-    rate_exceeds_avail_bw(gs, gr, rep.complete_span)
+    rate_exceeds_avail_bw(gs, gr, rep.complete_span, rel_tol)
 }
