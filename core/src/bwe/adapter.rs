@@ -9,9 +9,11 @@
 //! The thesis writes (τ, η) two ways (notes §1.5 Interp.), so both are offered:
 //! - [`EtaParam::Formula`] (Ch 2 formula): `g_up = l/τ`, `g_down = 1/η`, η a number of
 //!   p-streams (the text's "(τ, η) = (50, 4)").
+//!
 //! - [`EtaParam::Tabulated`] (Tables 8.1–8.6): η is the per-update decrease *fraction*
 //!   (`g_down = η`, e.g. 1/4) and, since throughput there depends only on τ×η, the
 //!   effective increase time constant is τ·η: `g_up = l/(τ·η)`.
+//!
 //! `l` is the duration of the γ p-streams of the update. Gains are clamped to [0, 1].
 
 use crate::error::{Error, Result};
@@ -78,7 +80,8 @@ impl RateAdapter {
         let ok = |v: f64| v.is_finite() && v > 0.0;
         if !ok(cfg.init_bps)
             || !ok(cfg.min_bps)
-            || !(cfg.max_bps > 0.0)
+            || cfg.max_bps.is_nan()
+            || cfg.max_bps <= 0.0
             || cfg.min_bps > cfg.max_bps
         {
             return Err(Error::invalid(format!(

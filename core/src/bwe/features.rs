@@ -143,7 +143,7 @@ pub fn features(
     crate::error::check_finite("send gaps (ns)", send_gap_ns)?;
     crate::error::check_finite("receive gaps (ns)", recv_gap_ns)?;
     let mean_gs = send_gap_ns.iter().sum::<f64>() / n as f64;
-    if !(mean_gs > 0.0) {
+    if mean_gs.is_nan() || mean_gs <= 0.0 {
         return Err(Error::invalid(format!(
             "mean send gap {mean_gs} ns must be > 0 to normalise the features"
         )));
@@ -176,6 +176,7 @@ pub fn features(
         }
     }
     let scale = 1.0 / m as f64;
+    #[allow(clippy::needless_range_loop)] // bins index three arrays in lock-step
     match kind {
         FeatureKind::Magnitude => {
             for k in 0..=n {

@@ -392,8 +392,8 @@ impl Ensemble {
                 out.iter_mut().for_each(|o| *o = 0.0);
                 for &r in &self.roots {
                     let l = self.leaf(r, x);
-                    for c in 0..k {
-                        out[c] += self.values[l * k + c];
+                    for (o, v) in out.iter_mut().zip(&self.values[l * k..(l + 1) * k]) {
+                        *o += v;
                     }
                 }
                 let n = self.roots.len() as f64;
