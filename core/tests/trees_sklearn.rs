@@ -43,6 +43,10 @@ fn check(name: &str, kind: Kind) {
         let got = model.predict(row).unwrap();
         max = max.max((got - w).abs());
     }
+    eprintln!(
+        "{name}: max |rust - sklearn| = {max:e} over {} rows",
+        want.len()
+    );
     assert!(max <= 1e-9, "{name}: max |rust - sklearn| = {max:e}");
     // Batch API agrees with per-row calls.
     let flat: Vec<f64> = x.iter().flatten().copied().collect();
