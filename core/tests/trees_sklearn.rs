@@ -186,6 +186,12 @@ fn hand_built_model_golden() {
     assert_eq!(m.predict(&[9.0, 0.6]).unwrap(), 1.0 + 2.0);
     // float32 rounding as scikit-learn: 0.50000001 rounds to 0.5f32 → left.
     assert_eq!(m.predict(&[0.0, 0.500_000_01]).unwrap(), 0.0);
+    // Threshold 0.1 (f64): float32(0.1) = 0.10000000149 > 0.1, so scikit-learn goes right.
+    let mut v = tiny();
+    v["trees"][0]["threshold"][0] = 0.1.into();
+    let m01 = Ensemble::from_json(&v.to_string()).unwrap();
+    assert_eq!(m01.predict(&[0.0, 0.1]).unwrap(), 3.0);
+    assert_eq!(m01.predict(&[0.0, 0.099_999_99]).unwrap(), 0.0);
     assert!(m.predict(&[0.0]).is_err());
     assert!(m.predict(&[0.0, f64::NAN]).is_err());
     assert!(m.predict_proba(&[0.0, 0.0], &mut [0.0; 2]).is_err());

@@ -212,8 +212,9 @@ fn check_pair(gs: &[f64], gr: &[f64], ws: &BassWorkspace) -> Result<()> {
 }
 
 /// AVERAGEPROBESTREAM (Fig 5.5 lines 1–9): replace gaps in `[b, e]` by their mean.
+/// Returns false for an empty range; sets `*changed` when some value moved.
 #[inline]
-fn average(gs: &mut [f64], gr: &mut [f64], b: usize, e: usize) -> bool {
+fn average_tracked(gs: &mut [f64], gr: &mut [f64], b: usize, e: usize, changed: &mut bool) -> bool {
     if b >= e {
         return false;
     }
@@ -225,6 +226,12 @@ fn average(gs: &mut [f64], gr: &mut [f64], b: usize, e: usize) -> bool {
     let k = (e - b + 1) as f64;
     let (ms, mr) = (ss / k, sr / k);
     for i in b..=e {
+        // "Moved" beyond rounding: re-averaging an already flat event only jitters ulps.
+        if (gr[i] - mr).abs() > 1e-9 * mr.abs().max(1.0)
+            || (gs[i] - ms).abs() > 1e-9 * ms.abs().max(1.0)
+        {
+            *changed = true;
+        }
         gs[i] = ms;
         gr[i] = mr;
     }
@@ -241,6 +248,7 @@ enum State {
 /// SPIKEREMOVAL (Fig 5.5 lines 10–44) with absolute thresholds in ns.
 /// Records averaged events in `events` (cleared first); returns the span of the
 /// complete (spike + dips, closed by the next spike or the stream end) events.
+#[allow(clippy::too_many_arguments)]
 fn spike_removal(
     gs: &mut [f64],
     gr: &mut [f64],
@@ -249,8 +257,11 @@ fn spike_removal(
     head: HeadSegment,
     variant: BassVariant,
     events: &mut Vec<(usize, usize)>,
+    changed: &mut bool,
 ) -> Option<(usize, usize)> {
     events.clear();
+    let mut average =
+        |gs: &mut [f64], gr: &mut [f64], b: usize, e: usize| average_tracked(gs, gr, b, e, changed);
     let n = gr.len();
     if n < 2 {
         return None;
@@ -371,7 +382,16 @@ pub fn single_pass(
     cfg.validate()?;
     check_pair(gs, gr, ws)?;
     let (up, down) = scaled(cfg, cfg.passes[0], gs);
-    let span = spike_removal(gs, gr, up, down, cfg.head, cfg.variant, &mut ws.events);
+    let span = spike_removal(
+        gs,
+        gr,
+        up,
+        down,
+        cfg.head,
+        cfg.variant,
+        &mut ws.events,
+        &mut false,
+    );
     Ok(BassReport {
         events: ws.events.len(),
         passes: 1,
@@ -380,7 +400,8 @@ pub fn single_pass(
 }
 
 /// Multi-pass BASS (Alg. 5): pass 1, pass 2, pass 3 repeated while a spike above its
-/// SPIKE_UP exists (at most `max_repeats` times), then the AVG_WINDOW sliding average.
+/// SPIKE_UP exists (at most `max_repeats` times, and only while a pass still changes
+/// something), then the AVG_WINDOW sliding average.
 /// Thresholds in relative mode are fixed from the *raw* mean send gap (averaging
 /// preserves it anyway).
 pub fn multi_pass(
@@ -396,37 +417,17 @@ pub fn multi_pass(
         scaled(cfg, cfg.passes[1], gs),
         scaled(cfg, cfg.passes[2], gs),
     ];
-    let span = spike_removal(
-        gs,
-        gr,
-        t[0].0,
-        t[0].1,
-        cfg.head,
-        cfg.variant,
-        &mut ws.events,
-    );
-    spike_removal(
-        gs,
-        gr,
-        t[1].0,
-        t[1].1,
-        cfg.head,
-        cfg.variant,
-        &mut ws.events,
-    );
+    let (h, v) = (cfg.head, cfg.variant);
+    let span = spike_removal(gs, gr, t[0].0, t[0].1, h, v, &mut ws.events, &mut false);
+    spike_removal(gs, gr, t[1].0, t[1].1, h, v, &mut ws.events, &mut false);
     let mut passes = 2;
     for _ in 0..cfg.max_repeats.max(1) {
-        spike_removal(
-            gs,
-            gr,
-            t[2].0,
-            t[2].1,
-            cfg.head,
-            cfg.variant,
-            &mut ws.events,
-        );
+        let mut changed = false;
+        spike_removal(gs, gr, t[2].0, t[2].1, h, v, &mut ws.events, &mut changed);
         passes += 1;
-        if !spike_exists(gr, t[2].0) {
+        // Stop when no spike is left (Alg. 5) — or when the pass changed nothing, since
+        // a spike that cannot be closed (no dip after it) would otherwise loop forever.
+        if !changed || !spike_exists(gr, t[2].0) {
             break;
         }
     }

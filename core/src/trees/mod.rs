@@ -96,13 +96,35 @@ fn one_f() -> f64 {
     1.0
 }
 
+/// 16-byte node: the child is picked by index (`child[(x > t) as usize]`), which
+/// compiles without a data-dependent branch.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Node {
+    /// Largest f32 not above the f64 threshold: for any f32 `x`,
+    /// `x <= t_f64  ⇔  x <= t_f32` (exact, so scikit-learn's float32 rule is kept).
+    threshold: f32,
     feature: u32,
-    left: u32,
-    right: u32,
-    threshold: f64,
+    child: [u32; 2],
 }
+
+/// Round an f64 threshold down to the largest f32 that is <= it.
+fn f32_floor(t: f64) -> f32 {
+    let r = t as f32;
+    if (r as f64) <= t {
+        return r;
+    }
+    // Next f32 below r (r is finite or +inf here, and > t).
+    if r == 0.0 {
+        -f32::from_bits(1)
+    } else if r > 0.0 {
+        f32::from_bits(r.to_bits() - 1)
+    } else {
+        f32::from_bits(r.to_bits() + 1)
+    }
+}
+
+/// Features rounded to f32 once per prediction; stack buffer for up to this many.
+const STACK_FEATURES: usize = 512;
 
 /// A validated, flattened ensemble.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,8 +250,7 @@ impl Ensemble {
                 if f < 0 {
                     nodes.push(Node {
                         feature: LEAF,
-                        left: LEAF,
-                        right: LEAF,
+                        child: [LEAF, LEAF],
                         threshold: 0.0,
                     });
                 } else {
@@ -253,9 +274,8 @@ impl Ensemble {
                     }
                     nodes.push(Node {
                         feature: f as u32,
-                        left: (off as i64 + l) as u32,
-                        right: (off as i64 + r) as u32,
-                        threshold: th,
+                        child: [(off as i64 + l) as u32, (off as i64 + r) as u32],
+                        threshold: f32_floor(th),
                     });
                 }
             }
@@ -305,16 +325,31 @@ impl Ensemble {
     }
 
     #[inline]
-    fn leaf(&self, root: u32, x: &[f64]) -> usize {
+    fn leaf(&self, root: u32, x: &[f32]) -> usize {
         let mut i = root as usize;
         loop {
             let n = &self.nodes[i];
             if n.feature == LEAF {
                 return i;
             }
-            // scikit-learn compares float32(x) <= float64 threshold.
-            let v = x[n.feature as usize] as f32 as f64;
-            i = if v <= n.threshold { n.left } else { n.right } as usize;
+            // scikit-learn: float32(x) <= threshold goes left.
+            i = n.child[(x[n.feature as usize] > n.threshold) as usize] as usize;
+        }
+    }
+
+    /// Run `f` with the features rounded to f32 (on the stack when they fit).
+    #[inline]
+    fn with_f32<R>(&self, x: &[f64], f: impl FnOnce(&[f32]) -> R) -> R {
+        if x.len() <= STACK_FEATURES {
+            let mut buf = [0f32; STACK_FEATURES];
+            for (b, v) in buf.iter_mut().zip(x) {
+                *b = *v as f32;
+            }
+            f(&buf[..x.len()])
+        } else {
+            // Wide models (> 512 features) pay one allocation per call.
+            let v: Vec<f32> = x.iter().map(|v| *v as f32).collect();
+            f(&v)
         }
     }
 
@@ -333,7 +368,11 @@ impl Ensemble {
     /// For rf-classifier: probability of the last class. Allocation-free.
     pub fn predict_raw(&self, x: &[f64]) -> Result<f64> {
         self.check_x(x)?;
-        Ok(match self.kind {
+        Ok(self.with_f32(x, |x| self.raw_f32(x)))
+    }
+
+    fn raw_f32(&self, x: &[f32]) -> f64 {
+        match self.kind {
             Kind::GbtRegressor | Kind::GbtClassifier => {
                 let mut raw = self.base_score;
                 for &r in &self.roots {
@@ -356,7 +395,7 @@ impl Ensemble {
                 }
                 s / self.roots.len() as f64
             }
-        })
+        }
     }
 
     /// Regression output, or for classifiers the probability of the positive (last)
@@ -390,12 +429,15 @@ impl Ensemble {
             Kind::RfClassifier => {
                 let k = self.n_outputs;
                 out.iter_mut().for_each(|o| *o = 0.0);
-                for &r in &self.roots {
-                    let l = self.leaf(r, x);
-                    for (o, v) in out.iter_mut().zip(&self.values[l * k..(l + 1) * k]) {
-                        *o += v;
+                let leaves = |x: &[f32], out: &mut [f64]| {
+                    for &r in &self.roots {
+                        let l = self.leaf(r, x);
+                        for (o, v) in out.iter_mut().zip(&self.values[l * k..(l + 1) * k]) {
+                            *o += v;
+                        }
                     }
-                }
+                };
+                self.with_f32(x, |x| leaves(x, out));
                 let n = self.roots.len() as f64;
                 out.iter_mut().for_each(|o| *o /= n);
             }
