@@ -41,4 +41,6 @@ bwe-eval: $(BWE_DIR)/mr_gbt.json
 bwe-bench: $(BWE_DIR)/mr_gbt.json
 	$(CARGO) bench -p opsel --bench bwe
 	$(CARGO) bench -p opsel --bench trees
-	$(BWE_TRAIN) bench $(BWE_DIR) --criterion target/criterion
+	$(CARGO) run --release -p opsel --example bwe_cputime -- $(BWE_DIR)/mr_gbt.json | tee $(BWE_DIR)/cputime.txt
+	$(BWE_TRAIN) bench $(BWE_DIR) --criterion target/criterion \
+	  --rust-cpu-ns $$(awk '/GBT predict/ {for (i = 1; i < NF; i++) if ($$(i+1) == "ns") {print $$i; exit}}' $(BWE_DIR)/cputime.txt)

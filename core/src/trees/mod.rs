@@ -248,9 +248,16 @@ impl Ensemble {
             for i in 0..m {
                 let f = tree.feature[i];
                 if f < 0 {
+                    // Single-output leaves carry their value inline (one cache line
+                    // less per tree); multi-output values stay in `values`.
+                    let bits = if n_out == 1 {
+                        tree.value[i].to_bits()
+                    } else {
+                        0
+                    };
                     nodes.push(Node {
                         feature: LEAF,
-                        child: [LEAF, LEAF],
+                        child: [bits as u32, (bits >> 32) as u32],
                         threshold: 0.0,
                     });
                 } else {
@@ -337,6 +344,13 @@ impl Ensemble {
         }
     }
 
+    /// Inline value of single-output leaf `i`.
+    #[inline]
+    fn leaf_value(&self, i: usize) -> f64 {
+        let c = self.nodes[i].child;
+        f64::from_bits((c[1] as u64) << 32 | c[0] as u64)
+    }
+
     /// Run `f` with the features rounded to f32 (on the stack when they fit).
     #[inline]
     fn with_f32<R>(&self, x: &[f64], f: impl FnOnce(&[f32]) -> R) -> R {
@@ -376,14 +390,14 @@ impl Ensemble {
             Kind::GbtRegressor | Kind::GbtClassifier => {
                 let mut raw = self.base_score;
                 for &r in &self.roots {
-                    raw += self.learning_rate * self.values[self.leaf(r, x)];
+                    raw += self.learning_rate * self.leaf_value(self.leaf(r, x));
                 }
                 raw
             }
             Kind::RfRegressor => {
                 let mut s = 0.0;
                 for &r in &self.roots {
-                    s += self.values[self.leaf(r, x)];
+                    s += self.leaf_value(self.leaf(r, x));
                 }
                 s / self.roots.len() as f64
             }
