@@ -286,7 +286,7 @@ proptest! {
             let (r0, r1): (f64, f64) = (gr0[b..=e].iter().sum(), gr[b..=e].iter().sum());
             prop_assert!((s0 - s1).abs() <= 1e-9 * s0.abs().max(1.0));
             prop_assert!((r0 - r1).abs() <= 1e-9 * r0.abs().max(1.0));
-            for i in b..=e { prop_assert!(!covered[i]); covered[i] = true; }
+            for c in &mut covered[b..=e] { prop_assert!(!*c); *c = true; }
         }
         for i in 0..gs.len() {
             if !covered[i] { prop_assert_eq!(gs[i], gs0[i]); prop_assert_eq!(gr[i], gr0[i]); }

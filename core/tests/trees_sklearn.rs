@@ -153,6 +153,7 @@ fn features_golden_and_dft_fallback() {
     let (gs, gr) = ([1.0, 3.0, 2.0, 2.0], [4.0, 0.5, 0.5, 1.0]);
     features(&gs, &gr, FeatureKind::ReIm, &mut ws, &mut f).unwrap();
     let x: Vec<f64> = gs.iter().chain(&gr).map(|v| v / 2.0).collect();
+    #[allow(clippy::needless_range_loop)]
     for k in 0..=4 {
         let re: f64 = x
             .iter()
