@@ -29,7 +29,11 @@ fn multi_rate_bass(
     bass_cfg: BassConfig,
 ) {
     let cfg = bct(TEST_SEED ^ 0x51, rx_usecs);
-    let (mut e_multi, mut e_single, mut e_raw) = (vec![], vec![], vec![]);
+    let (mut e_multi, mut e_single, mut e_raw, mut e_tail) = (vec![], vec![], vec![], vec![]);
+    let keep_tail = BassConfig {
+        tail: opsel::bwe::TailSegment::Keep,
+        ..bass_cfg
+    };
     let mut skipped = 0;
     for k in 0..count {
         let spec = spec_of(r_avg(k, 1));
@@ -50,6 +54,16 @@ fn multi_rate_bass(
         )
         .unwrap();
         e_multi.push((a.abest_bps - t.avail_bw_bps) / t.avail_bw_bps);
+        let a = estimate_multi_rate(
+            &t.send_gap_ns,
+            &t.recv_gap_ns,
+            &spec,
+            &keep_tail,
+            &AbestConfig::default(),
+            &mut ws,
+        )
+        .unwrap();
+        e_tail.push((a.abest_bps - t.avail_bw_bps) / t.avail_bw_bps);
         let (mut gs, mut gr) = (t.send_gap_ns.clone(), t.recv_gap_ns.clone());
         let mut bw = BassWorkspace::new(n);
         bass::single_pass(&mut gs, &mut gr, &bass_cfg, &mut bw).unwrap();
@@ -66,6 +80,7 @@ fn multi_rate_bass(
     }
     println!("## {label} (rx-usecs {rx_usecs} µs; {skipped} of {count} streams not covering B_g or lossy)");
     println!("multi-pass BASS + AVG_WINDOW : {}", summary(&e_multi));
+    println!("multi-pass BASS, tail kept raw: {}", summary(&e_tail));
     println!("single-pass BASS             : {}", summary(&e_single));
     println!("no denoising                 : {}", summary(&e_raw));
     println!();

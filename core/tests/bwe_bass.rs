@@ -52,6 +52,13 @@ fn literal_variant_and_head_option_differ_where_documented() {
     bass::single_pass(&mut gs, &mut gr, &c, &mut ws).unwrap();
     assert_eq!(&gr[..2], &[11_000.0, 11_000.0]);
     assert_eq!(&gr[6..10], &[12_500.0; 4]);
+    // Tail Keep: the event [6, 9] closed only by the stream end stays raw.
+    let mut c = cfg();
+    c.tail = opsel::bwe::TailSegment::Keep;
+    let (mut gs, mut gr) = (vec![10_000.0; 10], base.clone());
+    bass::single_pass(&mut gs, &mut gr, &c, &mut ws).unwrap();
+    assert_eq!(&gr[6..10], &base[6..10]);
+    assert_eq!(&gr[2..6], &[14_000.0; 4]);
     // A trailing spike without dip stays raw in both variants.
     let mut gr = vec![10_000.0, 10_000.0, 10_000.0, 50_000.0];
     let mut gs = vec![10_000.0; 4];

@@ -35,6 +35,15 @@ pub enum HeadSegment {
     Keep,
 }
 
+/// What to do with a valid event still open at the end of the stream (Corrected only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailSegment {
+    /// Close it at the last index and average it (notes §3.5 proposal).
+    Average,
+    /// Leave it raw: it is incomplete (the prose: incomplete events are not smoothed).
+    Keep,
+}
+
 /// Which reading of the pseudo-code's end conditions to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BassVariant {
@@ -70,6 +79,8 @@ pub struct BassConfig {
     pub scale: ThresholdScale,
     /// Head-segment policy.
     pub head: HeadSegment,
+    /// Tail-segment policy (Corrected variant).
+    pub tail: TailSegment,
     /// End-condition reading.
     pub variant: BassVariant,
 }
@@ -97,6 +108,7 @@ impl BassConfig {
             avg_window: 16,
             scale: ThresholdScale::Ns,
             head: HeadSegment::Average,
+            tail: TailSegment::Average,
             variant: BassVariant::Corrected,
         }
     }
@@ -255,6 +267,7 @@ fn spike_removal(
     up: f64,
     down: f64,
     head: HeadSegment,
+    tail: TailSegment,
     variant: BassVariant,
     events: &mut Vec<(usize, usize)>,
     changed: &mut bool,
@@ -335,7 +348,10 @@ fn spike_removal(
             // Closed by the stream end, not by a next spike: averaged (notes §3.5
             // proposal) but not *complete*, so it stays out of the span (its spike
             // carries a whole interrupt interval for only part of the batch).
-            if state == State::Valid && average(gs, gr, begin, n - 1) {
+            if state == State::Valid
+                && tail == TailSegment::Average
+                && average(gs, gr, begin, n - 1)
+            {
                 events.push((begin, n - 1));
             }
         }
@@ -388,6 +404,7 @@ pub fn single_pass(
         up,
         down,
         cfg.head,
+        cfg.tail,
         cfg.variant,
         &mut ws.events,
         &mut false,
@@ -417,13 +434,23 @@ pub fn multi_pass(
         scaled(cfg, cfg.passes[1], gs),
         scaled(cfg, cfg.passes[2], gs),
     ];
-    let (h, v) = (cfg.head, cfg.variant);
-    let span = spike_removal(gs, gr, t[0].0, t[0].1, h, v, &mut ws.events, &mut false);
-    spike_removal(gs, gr, t[1].0, t[1].1, h, v, &mut ws.events, &mut false);
+    let (h, tl, v) = (cfg.head, cfg.tail, cfg.variant);
+    let span = spike_removal(gs, gr, t[0].0, t[0].1, h, tl, v, &mut ws.events, &mut false);
+    spike_removal(gs, gr, t[1].0, t[1].1, h, tl, v, &mut ws.events, &mut false);
     let mut passes = 2;
     for _ in 0..cfg.max_repeats.max(1) {
         let mut changed = false;
-        spike_removal(gs, gr, t[2].0, t[2].1, h, v, &mut ws.events, &mut changed);
+        spike_removal(
+            gs,
+            gr,
+            t[2].0,
+            t[2].1,
+            h,
+            tl,
+            v,
+            &mut ws.events,
+            &mut changed,
+        );
         passes += 1;
         // Stop when no spike is left (Alg. 5) — or when the pass changed nothing, since
         // a spike that cannot be closed (no dip after it) would otherwise loop forever.

@@ -24,7 +24,9 @@ pub mod pstream;
 pub mod sim;
 
 pub use abest::{abest, rate_exceeds_avail_bw, Abest, AbestConfig, AbestVariant, GAP_NS_EPSILON};
-pub use bass::{BassConfig, BassReport, BassVariant, BassWorkspace, HeadSegment, ThresholdScale};
+pub use bass::{
+    BassConfig, BassReport, BassVariant, BassWorkspace, HeadSegment, TailSegment, ThresholdScale,
+};
 pub use pstream::PStreamSpec;
 
 use crate::error::Result;
