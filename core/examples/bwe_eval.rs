@@ -29,6 +29,17 @@ fn multi_rate_bass(
     bass_cfg: BassConfig,
 ) {
     let cfg = bct(TEST_SEED ^ 0x51, rx_usecs);
+    multi_rate_bass_cfg(label, spec_of, count, cfg, rx_usecs, bass_cfg)
+}
+
+fn multi_rate_bass_cfg(
+    label: &str,
+    spec_of: impl Fn(f64) -> PStreamSpec,
+    count: u64,
+    cfg: opsel::bwe::sim::SimConfig,
+    rx_usecs: f64,
+    bass_cfg: BassConfig,
+) {
     let (mut e_multi, mut e_single, mut e_raw, mut e_tail) = (vec![], vec![], vec![], vec![]);
     let keep_tail = BassConfig {
         tail: opsel::bwe::TailSegment::Keep,
@@ -151,6 +162,19 @@ fn main() {
         "Adopted Rapid stream: N_r=4, N_p=16, range 50%, BCT, AVG_WINDOW=16",
         mr_spec,
         scale,
+        120.0,
+        BassConfig::thesis(),
+    );
+
+    // Fig 5.14: delayed ACKs (one per two packets) normalised with Alg. 6 (corrected).
+    multi_rate_bass_cfg(
+        "Adopted stream with delayed ACKs, Alg. 6 corrected normalisation (same streams as above)",
+        mr_spec,
+        scale,
+        opsel::bwe::sim::SimConfig {
+            delayed_ack: true,
+            ..bct(TEST_SEED ^ 0x51, 120.0)
+        },
         120.0,
         BassConfig::thesis(),
     );
