@@ -5,6 +5,7 @@
 //! decide a congestion control (OPS, DPS) and act on Linux sockets.
 //! See `DESIGN.md` in the repository for the architecture.
 
+pub mod bwe;
 pub mod dtw;
 pub mod error;
 pub mod fair;
@@ -15,6 +16,7 @@ pub mod ops;
 pub mod probe;
 pub mod series;
 pub mod sys;
+pub mod trees;
 
 pub use error::{Error, ErrorKind, Result};
 

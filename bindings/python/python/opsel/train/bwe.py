@@ -1,0 +1,340 @@
+"""Train the ML bandwidth estimators of 001 Ch 6 and export flat opsel models.
+
+The features are computed by the Rust reference (``opsel::bwe::features``) and read
+from the CSV files written by ``cargo run --release --example bwe_dataset -- DIR``;
+this script never recomputes them, so training and Rust inference see identical
+numbers (it only cross-checks them against numpy's FFT).
+
+Usage::
+
+    python bwe.py train DIR [--fixtures FIXDIR] [--cv]
+    python bwe.py bench DIR [--criterion CRITERION_DIR]
+
+``train`` fits scikit-learn GradientBoostingRegressor (multi-rate, target B_g/R_avg)
+and GradientBoostingClassifier (single-rate N=32, target "rate > B_g"), writes
+``DIR/mr_gbt.json`` and ``DIR/sr32_gbt.json`` and, with ``--fixtures``, small fixture
+files (model + features + scikit-learn predictions) for the Rust equality tests.
+``bench`` times scikit-learn's predict per sample and prints the ratio to the Rust
+criterion estimate of ``trees_predict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import sys
+import time
+
+import numpy as np
+
+FORMAT = "opsel-model"
+VERSION = 1
+
+
+def load_csv(path):
+    """Return (header, data) of a dataset CSV written by bwe_dataset."""
+    with open(path) as f:
+        header = f.readline().strip().split(",")
+    data = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2)
+    return header, data
+
+
+def split(header, data):
+    fcols = [i for i, h in enumerate(header) if h.startswith("f")]
+    gs = [i for i, h in enumerate(header) if h.startswith("gs")]
+    gr = [i for i, h in enumerate(header) if h.startswith("gr")]
+    return {
+        "y": data[:, 0],
+        "r_avg": data[:, 1],
+        "bg": data[:, 2],
+        "rx": data[:, 3],
+        "X": np.ascontiguousarray(data[:, fcols]),
+        "gs": data[:, gs] if gs else None,
+        "gr": data[:, gr] if gr else None,
+    }
+
+
+def numpy_features(gs, gr):
+    """FFT magnitudes as documented in opsel::bwe::features (cross-check only)."""
+    m = gs.mean()
+    x = np.concatenate([gs, gr]) / m
+    n = len(gs)
+    spec = np.fft.rfft(x)[: n + 1]
+    return np.concatenate([np.abs(spec) / (2 * n), [np.log(m)]])
+
+
+def tree_dict(t, n_outputs, normalise):
+    tr = t.tree_
+    value = tr.value[:, 0, :] if tr.value.ndim == 3 else tr.value
+    value = np.array(value, dtype=np.float64)
+    if normalise:
+        s = value.sum(axis=1, keepdims=True)
+        s[s == 0] = 1.0
+        value = value / s
+    value = value[:, :n_outputs]
+    feature = [int(f) if f >= 0 else -1 for f in tr.feature]
+    left = [int(c) for c in tr.children_left]
+    right = [int(c) for c in tr.children_right]
+    return {
+        "feature": feature,
+        "threshold": [float(v) for v in tr.threshold],
+        "left": left,
+        "right": right,
+        "value": [float(v) for v in value.reshape(-1)],
+    }
+
+
+def export(est, n_features, training):
+    """Flatten a fitted scikit-learn ensemble into the opsel-model JSON dict."""
+    from sklearn.ensemble import (
+        GradientBoostingClassifier,
+        GradientBoostingRegressor,
+        RandomForestClassifier,
+        RandomForestRegressor,
+    )
+
+    d = {"format": FORMAT, "version": VERSION, "n_features": int(n_features), "training": training}
+    if isinstance(est, (GradientBoostingRegressor, GradientBoostingClassifier)):
+        if isinstance(est, GradientBoostingClassifier) and len(est.classes_) != 2:
+            raise ValueError("only binary gradient-boosting classifiers are exported")
+        d["kind"] = "gbt-regressor" if isinstance(est, GradientBoostingRegressor) else "gbt-classifier"
+        d["n_outputs"] = 1
+        zero = np.zeros((1, n_features), dtype=np.float64)
+        d["base_score"] = [float(est._raw_predict_init(zero)[0, 0])]
+        d["learning_rate"] = float(est.learning_rate)
+        d["trees"] = [tree_dict(t[0], 1, False) for t in est.estimators_]
+    elif isinstance(est, RandomForestRegressor):
+        d["kind"] = "rf-regressor"
+        d["n_outputs"] = 1
+        d["trees"] = [tree_dict(t, 1, False) for t in est.estimators_]
+    elif isinstance(est, RandomForestClassifier):
+        d["kind"] = "rf-classifier"
+        d["n_outputs"] = int(len(est.classes_))
+        d["trees"] = [tree_dict(t, len(est.classes_), True) for t in est.estimators_]
+    else:
+        raise TypeError(f"cannot export {type(est).__name__}")
+    return d
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, separators=(",", ":"))
+    return os.path.getsize(path)
+
+
+def pct(v, q):
+    return float(np.percentile(v, q))
+
+
+def summary(err):
+    err = np.asarray(err)
+    return (
+        f"n={len(err)} median={100 * pct(err, 50):+.1f}% 10-90%=[{100 * pct(err, 10):+.1f}%, "
+        f"{100 * pct(err, 90):+.1f}%] 5-95%=[{100 * pct(err, 5):+.1f}%, {100 * pct(err, 95):+.1f}%] "
+        f"within10%={100 * np.mean(np.abs(err) <= 0.1):.1f}%"
+    )
+
+
+def fit_gbr(X, y, cv):
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    params = dict(n_estimators=400, max_depth=4, learning_rate=0.05, subsample=0.8, random_state=0)
+    if cv:
+        from sklearn.model_selection import GridSearchCV
+
+        g = GridSearchCV(
+            GradientBoostingRegressor(subsample=0.8, random_state=0),
+            {"n_estimators": [200, 400], "max_depth": [3, 4, 5], "learning_rate": [0.05, 0.1]},
+            cv=5,
+            n_jobs=1,
+        )
+        g.fit(X, y)
+        print("5-fold CV best:", g.best_params_, file=sys.stderr)
+        params.update(g.best_params_)
+    return GradientBoostingRegressor(**params).fit(X, y), params
+
+
+def fit_gbc(X, y, cv):
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    params = dict(n_estimators=300, max_depth=4, learning_rate=0.05, subsample=0.8, random_state=0)
+    if cv:
+        from sklearn.model_selection import GridSearchCV
+
+        g = GridSearchCV(
+            GradientBoostingClassifier(subsample=0.8, random_state=0),
+            {"n_estimators": [150, 300], "max_depth": [3, 4, 5]},
+            cv=5,
+            n_jobs=1,
+        )
+        g.fit(X, y)
+        print("5-fold CV best:", g.best_params_, file=sys.stderr)
+        params.update(g.best_params_)
+    return GradientBoostingClassifier(**params).fit(X, y), params
+
+
+def fixture(path, est, name, test, rows, predict):
+    import sklearn
+
+    X = test["X"][:rows]
+    d = {
+        "description": f"{name}: scikit-learn {sklearn.__version__} predictions on {rows} test rows of "
+        "bwe_dataset features; the Rust test requires equality to 1e-9",
+        "feature_kind": "fft-magnitude",
+        "model": export(est, X.shape[1], {"fixture": True}),
+        "X": X.tolist(),
+        "expected": [float(v) for v in predict(X)],
+    }
+    if test["gs"] is not None:
+        d["gaps"] = [{"gs": test["gs"][i].tolist(), "gr": test["gr"][i].tolist()} for i in range(4)]
+    size = write_json(path, d)
+    print(f"fixture {path}: {size / 1e6:.2f} MB", file=sys.stderr)
+    if size > 2e6:
+        raise SystemExit(f"fixture {path} is {size} bytes; keep fixtures under 2 MB")
+
+
+def train(args):
+    import sklearn
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    mr_tr = split(*load_csv(os.path.join(args.dir, "mr_train.csv")))
+    mr_te = split(*load_csv(os.path.join(args.dir, "mr_test.csv")))
+    sr_tr = split(*load_csv(os.path.join(args.dir, "sr32_train.csv")))
+    sr_te = split(*load_csv(os.path.join(args.dir, "sr32_test.csv")))
+
+    # The Rust features are the reference; numpy must agree (documented layout).
+    dmax = max(
+        float(np.max(np.abs(numpy_features(mr_te["gs"][i], mr_te["gr"][i]) - mr_te["X"][i])))
+        for i in range(min(50, len(mr_te["y"])))
+    )
+    print(f"max |numpy FFT features - Rust features| over 50 rows: {dmax:.3e}", file=sys.stderr)
+
+    t0 = time.time()
+    gbr, p_r = fit_gbr(mr_tr["X"], mr_tr["y"], args.cv)
+    print(f"GBR trained in {time.time() - t0:.1f}s on {len(mr_tr['y'])} rows", file=sys.stderr)
+    est = gbr.predict(mr_te["X"]) * mr_te["r_avg"]
+    print("sklearn GBR on mr_test:", summary((est - mr_te["bg"]) / mr_te["bg"]), file=sys.stderr)
+    meta = {
+        "trainer": f"scikit-learn {sklearn.__version__} GradientBoostingRegressor",
+        "params": p_r,
+        "target": "avail_bw_bps / r_avg_bps",
+        "features": "fft-magnitude of (g_s || g_r), N=64 (opsel::bwe::features)",
+        "data": "bwe::sim BCT, NIC1 rx-usecs {2,120,300} us (3sets), N_r=4 range 50%",
+        "rows": int(len(mr_tr["y"])),
+    }
+    write_json(os.path.join(args.dir, "mr_gbt.json"), export(gbr, mr_tr["X"].shape[1], meta))
+    with open(os.path.join(args.dir, "mr_gbt.pkl"), "wb") as f:
+        pickle.dump(gbr, f)  # for the peer benchmark (`bench`)
+
+    t0 = time.time()
+    gbc, p_c = fit_gbc(sr_tr["X"], sr_tr["y"], args.cv)
+    print(f"GBC trained in {time.time() - t0:.1f}s on {len(sr_tr['y'])} rows", file=sys.stderr)
+    err = np.mean((gbc.predict_proba(sr_te["X"])[:, 1] > 0.5) != (sr_te["y"] > 0.5))
+    print(f"sklearn GBC on sr32_test: decision error {100 * err:.1f}%", file=sys.stderr)
+    meta = {
+        "trainer": f"scikit-learn {sklearn.__version__} GradientBoostingClassifier",
+        "params": p_c,
+        "target": "1 if probing rate > avail_bw",
+        "features": "fft-magnitude of (g_s || g_r), N=32, + rate in Gbps",
+        "data": "bwe::sim BCT, NIC1 rx-usecs {2,120,300} us (3sets), single-rate 5-9 Gbps",
+        "rows": int(len(sr_tr["y"])),
+    }
+    write_json(os.path.join(args.dir, "sr32_gbt.json"), export(gbc, sr_tr["X"].shape[1], meta))
+
+    if args.fixtures:
+        os.makedirs(args.fixtures, exist_ok=True)
+        from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+
+        small_r = GradientBoostingRegressor(n_estimators=120, max_depth=4, learning_rate=0.1, subsample=0.8, random_state=1)
+        small_r.fit(mr_tr["X"][:5000], mr_tr["y"][:5000])
+        fixture(os.path.join(args.fixtures, "trees_gbt_regressor.json"), small_r, "gbt-regressor", mr_te, 60, small_r.predict)
+        small_c = GradientBoostingClassifier(n_estimators=100, max_depth=3, learning_rate=0.1, random_state=1)
+        small_c.fit(sr_tr["X"][:5000], sr_tr["y"][:5000])
+        fixture(
+            os.path.join(args.fixtures, "trees_gbt_classifier.json"),
+            small_c,
+            "gbt-classifier",
+            sr_te,
+            60,
+            lambda X: small_c.predict_proba(X)[:, 1],
+        )
+        rf_r = RandomForestRegressor(n_estimators=10, max_depth=7, random_state=2).fit(mr_tr["X"][:3000], mr_tr["y"][:3000])
+        fixture(os.path.join(args.fixtures, "trees_rf_regressor.json"), rf_r, "rf-regressor", mr_te, 40, rf_r.predict)
+        rf_c = RandomForestClassifier(n_estimators=10, max_depth=7, random_state=2).fit(sr_tr["X"][:3000], sr_tr["y"][:3000])
+        fixture(
+            os.path.join(args.fixtures, "trees_rf_classifier.json"),
+            rf_c,
+            "rf-classifier",
+            sr_te,
+            40,
+            lambda X: rf_c.predict_proba(X)[:, 1],
+        )
+
+
+def bench(args):
+    """Per-sample scikit-learn predict time vs the Rust criterion estimate."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    mr_tr = split(*load_csv(os.path.join(args.dir, "mr_train.csv")))
+    with open(os.path.join(args.dir, "mr_gbt.json")) as f:
+        params = json.load(f)["training"]["params"]
+    pkl = os.path.join(args.dir, "mr_gbt.pkl")
+    if os.path.exists(pkl):
+        with open(pkl, "rb") as f:
+            gbr = pickle.load(f)
+        print(f"scikit-learn model: {pkl}")
+    else:
+        # Same tree count, depth and learning rate as the exported model, fitted on a
+        # subset: predict cost depends on the trees' shape, not on how much data they saw.
+        gbr = GradientBoostingRegressor(**params).fit(mr_tr["X"][:3000], mr_tr["y"][:3000])
+        print(f"scikit-learn model: refitted with {params} on 3000 rows (no {pkl})")
+    X = mr_tr["X"][:2000]
+    # One sample per call (the estimator's use: one p-stream at a time). Wall time and
+    # thread CPU time: CPU time is robust to other processes on a shared machine.
+    reps = 300
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for i in range(reps):
+        gbr.predict(X[i : i + 1])
+    single_ns = (time.perf_counter() - t0) / reps * 1e9
+    single_cpu = (time.thread_time() - c0) / reps * 1e9
+    # Batched (scikit-learn's best case).
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for _ in range(5):
+        gbr.predict(X)
+    batch_ns = (time.perf_counter() - t0) / (5 * len(X)) * 1e9
+    batch_cpu = (time.thread_time() - c0) / (5 * len(X)) * 1e9
+    print(f"scikit-learn predict, 1 sample per call: wall {single_ns / 1e3:.1f} us, CPU {single_cpu / 1e3:.1f} us per sample")
+    print(f"scikit-learn predict, batch of {len(X)}:   wall {batch_ns:.0f} ns, CPU {batch_cpu:.0f} ns per sample")
+    est_path = os.path.join(args.criterion, "trees_predict", "gbt_regressor_mr64", "new", "estimates.json")
+    try:
+        with open(est_path) as f:
+            rust_ns = json.load(f)["median"]["point_estimate"]
+        print(f"opsel trees, criterion median wall:      {rust_ns:.0f} ns per sample")
+        print(f"  wall ratio vs 1-sample sklearn: {single_ns / rust_ns:.0f}x; vs batched sklearn: {batch_ns / rust_ns:.1f}x")
+    except OSError:
+        print(f"no criterion estimate at {est_path}; run `cargo bench -p opsel --bench trees` first")
+    if args.rust_cpu_ns:
+        r = float(args.rust_cpu_ns)
+        print(f"opsel trees, thread CPU (bwe_cputime):   {r:.0f} ns per sample")
+        print(f"  CPU ratio vs 1-sample sklearn: {single_cpu / r:.0f}x; vs batched sklearn: {batch_cpu / r:.1f}x")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("dir")
+    t.add_argument("--fixtures")
+    t.add_argument("--cv", action="store_true", help="5-fold grid search (slow)")
+    b = sub.add_parser("bench")
+    b.add_argument("dir")
+    b.add_argument("--criterion", default="target/criterion")
+    b.add_argument("--rust-cpu-ns", help="Rust CPU ns/sample from the bwe_cputime example")
+    args = ap.parse_args(argv)
+    {"train": train, "bench": bench}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+//! Counting global allocator: BASS + ABest, single-rate decision, Pathload/IMR baselines
+//! and the FFT features allocate nothing per call once the workspace exists.
+use opsel::bwe::{self, AbestConfig, BassConfig, EstimatorWorkspace, PStreamSpec};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::SeqCst);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::SeqCst);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+#[global_allocator]
+static A: Counting = Counting;
+
+#[test]
+fn hot_paths_do_not_allocate() {
+    let spec = PStreamSpec::thesis_default(7e9);
+    let n = spec.len();
+    let mut gs = vec![0.0; n];
+    spec.send_gaps_into(&mut gs).unwrap();
+    let gr: Vec<f64> = (0..n)
+        .map(|i| {
+            if i % 9 == 0 {
+                90_000.0
+            } else {
+                1_000.0 + i as f64 * 10.0
+            }
+        })
+        .collect();
+    let mut ws = EstimatorWorkspace::new(n);
+    let (bc, ac) = (BassConfig::thesis(), AbestConfig::default());
+    let _ = bwe::estimate_multi_rate(&gs, &gr, &spec, &bc, &ac, &mut ws).unwrap();
+    let before = ALLOCS.load(Ordering::SeqCst);
+    for _ in 0..100 {
+        let a = bwe::estimate_multi_rate(&gs, &gr, &spec, &bc, &ac, &mut ws).unwrap();
+        std::hint::black_box(a);
+        let d = bwe::decide_single_rate(&gs, &gr, &bc, 0.0, &mut ws).unwrap();
+        std::hint::black_box(d);
+    }
+    assert_eq!(
+        ALLOCS.load(Ordering::SeqCst) - before,
+        0,
+        "BASS + ABest allocated"
+    );
+}
