@@ -68,6 +68,11 @@ pub struct Model {
     refs: Vec<f64>,
     upper: Vec<f64>,
     lower: Vec<f64>,
+    /// The same envelopes interleaved by groups of four references
+    /// (`[group][sample][lane]`), so the per-query LB_Keogh pass over every
+    /// reference runs four references per SIMD operation.
+    upper4: Vec<dtw::lanes::Lanes>,
+    lower4: Vec<dtw::lanes::Lanes>,
     labels: Vec<u32>,
 }
 
@@ -143,6 +148,7 @@ impl Model {
         {
             dtw::envelope(s, r, u, l);
         }
+        let (upper4, lower4) = (interleave(&upper, window), interleave(&lower, window));
         Ok(Self {
             config,
             window,
@@ -151,6 +157,8 @@ impl Model {
             refs,
             upper,
             lower,
+            upper4,
+            lower4,
             labels: labels.to_vec(),
         })
     }
@@ -326,6 +334,21 @@ impl Model {
             .normalization
             .apply(&mut ws.query[..self.window])
     }
+}
+
+/// `[ref][sample]` → `[group of 4 refs][sample][lane]`; lanes past the last
+/// reference are zero (their bounds are never read).
+fn interleave(flat: &[f64], window: usize) -> Vec<dtw::lanes::Lanes> {
+    let n = flat.len() / window;
+    let groups = n.div_ceil(dtw::lanes::LANES);
+    let mut out = vec![[0.0; dtw::lanes::LANES]; groups * window];
+    for (i, row) in flat.chunks_exact(window).enumerate() {
+        let (g, lane) = (i / dtw::lanes::LANES, i % dtw::lanes::LANES);
+        for (j, &v) in row.iter().enumerate() {
+            out[g * window + j][lane] = v;
+        }
+    }
+    out
 }
 
 /// References with the smallest lower bounds evaluated first, beyond k.

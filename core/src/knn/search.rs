@@ -105,27 +105,38 @@ impl Model {
             let n_seeds = seeds.capacity().min(n).min(self.candidates(exclude));
             let by_bound =
                 |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
-            for i in 0..n {
-                if exclude == Some(self.labels[i]) {
-                    ws.lb[i] = f64::NEG_INFINITY; // never a candidate
-                    continue;
-                }
-                let (u, l) = self.envelope(i);
-                let b = dtw::lb_keogh(q, u, l, cost, f64::INFINITY, None).max(dtw::lb_kim(
-                    q,
-                    self.reference(i),
-                    cost,
-                ));
-                ws.lb[i] = b;
-                if seeds.len() < n_seeds {
-                    seeds.push((b, i));
-                    if seeds.len() == n_seeds {
-                        seeds.sort_unstable_by(by_bound);
+            let groups = n.div_ceil(LANES);
+            for g in 0..groups {
+                // LB_Keogh of the query against four reference envelopes at once.
+                let (u4, l4) = (
+                    &self.upper4[g * w..(g + 1) * w],
+                    &self.lower4[g * w..(g + 1) * w],
+                );
+                let acc = match cost {
+                    dtw::Cost::Abs => keogh4::<false>(q, u4, l4),
+                    dtw::Cost::Squared => keogh4::<true>(q, u4, l4),
+                };
+                for (lane, &keogh) in acc.iter().enumerate() {
+                    let i = g * LANES + lane;
+                    if i >= n {
+                        break;
                     }
-                } else if b < seeds[n_seeds - 1].0 {
-                    seeds.pop();
-                    let pos = seeds.iter().position(|s| b < s.0).unwrap_or(seeds.len());
-                    seeds.insert(pos, (b, i));
+                    if exclude == Some(self.labels[i]) {
+                        ws.lb[i] = f64::NEG_INFINITY; // never a candidate
+                        continue;
+                    }
+                    let b = keogh.max(dtw::lb_kim(q, self.reference(i), cost));
+                    ws.lb[i] = b;
+                    if seeds.len() < n_seeds {
+                        seeds.push((b, i));
+                        if seeds.len() == n_seeds {
+                            seeds.sort_unstable_by(by_bound);
+                        }
+                    } else if b < seeds[n_seeds - 1].0 {
+                        seeds.pop();
+                        let pos = seeds.iter().position(|s| b < s.0).unwrap_or(seeds.len());
+                        seeds.insert(pos, (b, i));
+                    }
                 }
             }
             if seeds.len() < n_seeds {
@@ -259,6 +270,33 @@ impl Model {
         let s = i * self.window..(i + 1) * self.window;
         (&self.upper[s.clone()], &self.lower[s])
     }
+}
+
+/// LB_Keogh of `q` against four interleaved envelopes: one vertical SIMD
+/// operation per sample for four references. Sums in sample order per lane,
+/// like [`dtw::lb_keogh`] up to rounding (covered by `CUTOFF_SLACK`).
+#[inline(always)]
+fn keogh4<const SQ: bool>(
+    q: &[f64],
+    upper4: &[dtw::lanes::Lanes],
+    lower4: &[dtw::lanes::Lanes],
+) -> dtw::lanes::Lanes {
+    #[inline(always)]
+    fn pos(x: f64) -> f64 {
+        if x > 0.0 {
+            x
+        } else {
+            0.0
+        }
+    }
+    let mut acc = [0.0; LANES];
+    for ((&qj, u), l) in q.iter().zip(upper4).zip(lower4) {
+        for t in 0..LANES {
+            let d = pos(qj - u[t]) + pos(l[t] - qj);
+            acc[t] += if SQ { d * d } else { d };
+        }
+    }
+    acc
 }
 
 /// Insert (acc, i) into the ascending top-k list if it belongs there; ties on
