@@ -5,12 +5,12 @@
 //! decide a congestion control (OPS, DPS) and act on Linux sockets.
 //! See `DESIGN.md` in the repository for the architecture.
 
-pub mod error;
-pub mod series;
 pub mod dtw;
+pub mod error;
 pub mod knn;
 pub mod mix;
 pub mod model;
+pub mod series;
 
 pub use error::{Error, ErrorKind, Result};
 

@@ -40,7 +40,9 @@ impl Mix {
     pub fn parse(label: &str) -> Result<Self> {
         let s = label.trim();
         if s.is_empty() {
-            return Err(Error::invalid("empty mix label; expected e.g. \"B1-C1\" or \"bbr:1-cubic:1\""));
+            return Err(Error::invalid(
+                "empty mix label; expected e.g. \"B1-C1\" or \"bbr:1-cubic:1\"",
+            ));
         }
         let mut m = Mix::empty();
         for seg in split_segments(s) {
@@ -58,7 +60,10 @@ impl Mix {
 
     /// Number of flows using `cca` (case-insensitive).
     pub fn count(&self, cca: &str) -> u32 {
-        self.counts.get(&cca.to_ascii_lowercase()).copied().unwrap_or(0)
+        self.counts
+            .get(&cca.to_ascii_lowercase())
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Total number of background flows.
@@ -87,7 +92,11 @@ impl Mix {
         if self.counts.is_empty() {
             return "none".to_string();
         }
-        self.counts.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join("-")
+        self.counts
+            .iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect::<Vec<_>>()
+            .join("-")
     }
 }
 
@@ -160,16 +169,25 @@ mod tests {
 
     #[test]
     fn derived_views() {
-        let bbr: Vec<bool> = SIX_CLASSES.iter().map(|l| Mix::parse(l).unwrap().bbr_present()).collect();
+        let bbr: Vec<bool> = SIX_CLASSES
+            .iter()
+            .map(|l| Mix::parse(l).unwrap().bbr_present())
+            .collect();
         assert_eq!(bbr, [false, false, true, true, true, false]);
-        let het: Vec<bool> = SIX_CLASSES.iter().map(|l| Mix::parse(l).unwrap().heterogeneous()).collect();
+        let het: Vec<bool> = SIX_CLASSES
+            .iter()
+            .map(|l| Mix::parse(l).unwrap().heterogeneous())
+            .collect();
         assert_eq!(het, [false, false, false, true, false, false]);
     }
 
     #[test]
     fn general_and_compact_forms() {
         assert_eq!(Mix::parse("b1c0").unwrap(), Mix::parse("B1-C0").unwrap());
-        assert_eq!(Mix::parse("bbr:2-cubic:1").unwrap().canonical(), "bbr:2-cubic:1");
+        assert_eq!(
+            Mix::parse("bbr:2-cubic:1").unwrap().canonical(),
+            "bbr:2-cubic:1"
+        );
         assert_eq!(Mix::parse("B0-C0").unwrap().canonical(), "none");
         assert_eq!(Mix::parse("R1-C1").unwrap().count("reno"), 1);
     }
@@ -178,7 +196,10 @@ mod tests {
     fn bad_labels_are_errors() {
         for bad in ["", "X1", "B", "B-1", "bbr:x", ":2", "B1--C1"] {
             let e = Mix::parse(bad).unwrap_err();
-            assert!(e.to_string().contains("label") || e.to_string().contains("segment"), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("label") || e.to_string().contains("segment"),
+                "{bad}: {e}"
+            );
         }
     }
 }
