@@ -468,6 +468,10 @@ pub fn run_tun_pipe(fd: i32, mut pipe: Pipe, stats: Arc<PipeStats>, stop: Arc<At
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
+    // Dummynet runs in the kernel; a user-space pipe woken late by a busy
+    // machine delivers bursts, which inflates BBR's delivery-rate samples.
+    // A real-time priority keeps the wake-up latency in the µs range.
+    crate::sys::set_realtime_priority();
     let mut scratch = vec![0u8; pipe.config().max_packet_bytes.max(65_535)];
     let mut pfd = libc::pollfd {
         fd,

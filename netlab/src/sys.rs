@@ -256,3 +256,11 @@ pub fn install_interrupt_handler() {
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::Relaxed)
 }
+
+/// Best effort: SCHED_FIFO priority 10 for the calling thread (the pipe
+/// threads; they always block in ppoll, so they cannot starve the machine).
+/// Returns false when the kernel refuses (no CAP_SYS_NICE, RT throttling).
+pub fn set_realtime_priority() -> bool {
+    let p = libc::sched_param { sched_priority: 10 };
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
