@@ -12,7 +12,7 @@ test-netlab:
 bench-netlab:
 	$(CARGO) build --release -p opsel-cli
 	mkdir -p docs/results
-	./target/release/opsel lab bench --rates 200,400,800 --mtus 1500,9000 --seconds 20 --markdown docs/results/netlab-bench.md
+	./target/release/opsel lab bench --rates 200,400,800,1600 --mtus 1500,9000 --seconds 20 --markdown docs/results/netlab-bench.md
 
 # 000 Table 6.3 fixed strategies at the default scenario (4 cells x 3 runs x 90 s).
 netlab-table:

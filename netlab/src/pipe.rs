@@ -631,7 +631,7 @@ mod tests {
             let mut last_deliver = 0u64;
             let mut accepted_bytes = 0u64;
             let mut delivered_bytes = 0u64;
-            let mut drain = |p: &mut Pipe, now: u64, expect: &mut std::collections::VecDeque<(u64, usize)>, last: &mut u64, out: &mut u64| {
+            let drain = |p: &mut Pipe, now: u64, expect: &mut std::collections::VecDeque<(u64, usize)>, last: &mut u64, out: &mut u64| {
                 while let Some(d) = p.next_deliver_ns().filter(|d| *d <= now) {
                     let pkt = p.peek_due(now).unwrap();
                     let (s, l) = expect.pop_front().unwrap();

@@ -136,6 +136,11 @@ pub fn run_in_lab(
         .collect();
 
     // Stop and join every thread on every exit path.
+    type Finished = (
+        Vec<Result<u64>>,
+        Vec<Result<u64>>,
+        Option<Result<Vec<RttSample>>>,
+    );
     struct Joiner {
         stop: Arc<AtomicBool>,
         rx: Vec<std::thread::JoinHandle<Result<u64>>>,

@@ -291,7 +291,16 @@ pub fn spawn_sender(
             Traffic::Tcp { cca, on_off_s } => {
                 let mut sent = 0;
                 for (a, b) in on_periods(plan.start_ns, plan.stop_ns, *on_off_s) {
-                    sent += tcp_period(&plan, t0_ns, a, b, &[cca.clone()], None, &stop, &events)?;
+                    sent += tcp_period(
+                        &plan,
+                        t0_ns,
+                        a,
+                        b,
+                        std::slice::from_ref(cca),
+                        None,
+                        &stop,
+                        &events,
+                    )?;
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
