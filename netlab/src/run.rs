@@ -149,13 +149,7 @@ pub fn run_in_lab(
         prober: Option<std::thread::JoinHandle<Result<Vec<RttSample>>>>,
     }
     impl Joiner {
-        fn finish(
-            &mut self,
-        ) -> (
-            Vec<Result<u64>>,
-            Vec<Result<u64>>,
-            Option<Result<Vec<RttSample>>>,
-        ) {
+        fn finish(&mut self) -> Finished {
             self.stop.store(true, Ordering::SeqCst);
             let j = |h: std::thread::JoinHandle<Result<u64>>| {
                 h.join()
