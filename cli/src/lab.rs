@@ -56,6 +56,9 @@ enum LabCmd {
         seconds: f64,
         #[arg(long, default_value_t = 1)]
         runs: usize,
+        /// Drop-tail buffer in BDPs (the thesis: 1.5).
+        #[arg(long, default_value_t = 1.5)]
+        buffer_bdp: f64,
         #[arg(long)]
         markdown: Option<PathBuf>,
     },
@@ -147,9 +150,11 @@ pub fn main(a: LabArgs) -> Result<()> {
         LabCmd::Table {
             seconds,
             runs,
+            buffer_bdp,
             markdown,
         } => {
-            let md = experiments::table63(seconds, runs, &mut |msg| eprintln!("{msg}"))?;
+            let md =
+                experiments::table63(seconds, runs, buffer_bdp, &mut |msg| eprintln!("{msg}"))?;
             println!("{md}");
             if let Some(p) = markdown {
                 std::fs::write(&p, &md)

@@ -78,7 +78,7 @@ pub fn bench(
 /// The Table 6.3 scenario: a static background on pair 0 from t = 0, a
 /// foreground on pair 1 from t = 10 s (000 §2.2: the FG starts after the BG),
 /// measured from t = 20 s to the end. Default pipe: 100 Mbit/s, 65 ms, 1.5 BDP.
-pub fn table63_scenario(bg: &str, fg: &str, seconds: f64) -> Result<Scenario> {
+pub fn table63_scenario(bg: &str, fg: &str, seconds: f64, buffer_bdp: f64) -> Result<Scenario> {
     Scenario::from_toml(&format!(
         r#"
 name = "table63-bg-{bg}-fg-{fg}"
@@ -86,6 +86,8 @@ duration_s = {seconds}
 measure_from_s = 20.0
 [topology]
 pairs = 2
+[pipe]
+buffer_bdp = {buffer_bdp}
 [[flows]]
 name = "bg"
 pair = 0
@@ -101,7 +103,13 @@ start_s = 10.0
 
 /// Runs the four fixed-strategy cells `runs` times; returns a markdown table
 /// with the thesis values beside ours.
-pub fn table63(seconds: f64, runs: usize, log: &mut dyn FnMut(String)) -> Result<String> {
+/// `buffer_bdp` is the drop-tail buffer in BDPs (1.5 in the thesis).
+pub fn table63(
+    seconds: f64,
+    runs: usize,
+    buffer_bdp: f64,
+    log: &mut dyn FnMut(String),
+) -> Result<String> {
     // 000 Table 6.3 (500 Mbit/s): BG, FG Mbit/s and Jain.
     let thesis = [
         ("cubic", "cubic", 265.0, 254.0, 0.99),
@@ -112,12 +120,19 @@ pub fn table63(seconds: f64, runs: usize, log: &mut dyn FnMut(String)) -> Result
     let mut md = String::new();
     let _ = writeln!(
         md,
+        "100 Mbit/s, RTT 65 ms, buffer {buffer_bdp} × BDP; BG from 0 s, FG from 10 s, means over [20, {seconds}] s.\n"
+    );
+    let _ = writeln!(
+        md,
         "| BG | FG strategy | run | BG (Mbit/s) | FG (Mbit/s) | Jain | mean RTT (ms) | queue mean (KB) | thesis BG, FG (Mbit/s) | thesis Jain |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     for (bg, fg, tb, tf, tj) in thesis {
         let mut js = Vec::new();
         for k in 0..runs.max(1) {
-            let res: RunResult = run(&table63_scenario(bg, fg, seconds)?, &mut |_, _| {})?;
+            let res: RunResult = run(
+                &table63_scenario(bg, fg, seconds, buffer_bdp)?,
+                &mut |_, _| {},
+            )?;
             let s = &res.summary;
             let (b, f) = (s.flows[0].mean_mbps, s.flows[1].mean_mbps);
             let j = jain(&[b, f]);
