@@ -451,6 +451,18 @@ fn pid_alive(pid: u64) -> bool {
     if pid == 0 || pid > i32::MAX as u64 {
         return false;
     }
+    // A killed process is a zombie until reaped; kill(pid, 0) still succeeds then.
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        if let Some(state) = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+        {
+            if state == "Z" || state == "X" {
+                return false;
+            }
+        }
+    }
     let r = unsafe { libc::kill(pid as i32, 0) };
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
