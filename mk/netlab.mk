@@ -2,7 +2,7 @@
 CARGO ?= cargo
 NETLAB_OUT ?= target/netlab
 
-.PHONY: test-netlab bench-netlab netlab-table netlab-down netlab-demo
+.PHONY: test-netlab bench-netlab netlab-table netlab-table-halfbdp netlab-down netlab-demo
 
 # Validation scenario (<= 60 s): base RTT, bottleneck rate, CUBIC vs BBR queue, CUBIC fairness.
 test-netlab:
@@ -29,3 +29,9 @@ netlab-demo:
 netlab-down:
 	$(CARGO) build --release -p opsel-cli
 	./target/release/opsel lab down
+
+# The same at a 0.5 x BDP buffer, where the thesis's unfair pairs appear (see docs/results/netlab.md).
+netlab-table-halfbdp:
+	$(CARGO) build --release -p opsel-cli
+	mkdir -p docs/results
+	./target/release/opsel lab table --seconds 90 --runs 3 --buffer-bdp 0.5 --markdown docs/results/netlab-table63-halfbdp.md

@@ -94,6 +94,19 @@ pub fn get_cca(fd: i32) -> Result<String> {
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
+/// SO_RCVBUFFORCE (root may exceed net.core.rmem_max); best effort.
+fn force_rcvbuf(fd: i32, bytes: i32) {
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&bytes as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        );
+    }
+}
+
 /// Total retransmitted segments of a TCP socket (tcp_info.tcpi_total_retrans).
 pub fn total_retrans(fd: i32) -> u64 {
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
@@ -186,6 +199,9 @@ pub fn spawn_receiver(
                     return Ok(0);
                 }
             };
+            // A receiver thread delayed by a busy machine must not lose
+            // datagrams in its own socket: 16 MB absorbs > 1 s at 100 Mbit/s.
+            force_rcvbuf(s.as_raw_fd(), 16 << 20);
             let _ = tx.send(Ok(()));
             s.set_read_timeout(Some(Duration::from_millis(50)))
                 .map_err(|e| Error::io("SO_RCVTIMEO", e))?;
