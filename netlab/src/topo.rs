@@ -237,6 +237,31 @@ impl Lab {
         if self.pipe.kind != PipeKind::None {
             self.start_pipe()?;
         }
+        self.warm_up()
+    }
+
+    /// Resolves every neighbour (ARP) on both hops of every pair before any
+    /// measurement: otherwise the first probe echoes of a run also wait for
+    /// address resolution and read a few ms above the base RTT.
+    fn warm_up(&self) -> Result<()> {
+        for i in 0..self.topology.pairs {
+            for (ns, to) in [
+                (&self.sender_ns[i], receiver_ip(i)),
+                (&self.receiver_ns[i], sender_ip(i)),
+            ] {
+                sys::in_netns(ns, move || {
+                    let s = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+                        .map_err(|e| Error::io("bind warm-up socket", e))?;
+                    // Port 9 (discard): nobody listens; only the path matters.
+                    let _ = s.send_to(b"warm-up", (to, 9));
+                    Ok(())
+                })?;
+            }
+        }
+        // Wait one RTT plus margin so the datagrams have crossed the pipe.
+        std::thread::sleep(std::time::Duration::from_nanos(
+            2 * self.pipe.delay_ns + 100_000_000,
+        ));
         Ok(())
     }
 
