@@ -1,0 +1,624 @@
+//! Traffic generators (000 §2.2): bulk TCP with a chosen CCA (constant or
+//! square-wave ON x s / OFF y s), ALT-X (one live connection toggling its CCA
+//! every X s, 000 §5.6 / §7.6), UDP at a constant rate, constant or ON/OFF;
+//! and the passive RTT probe (000 §3.2: 10 echoes 1 ms apart → one 1 Hz
+//! sample; a UDP echo here instead of ICMP).
+//!
+//! Every generator is a thread that entered its namespace with setns; the
+//! receiver side counts bytes into 100 ms bins (goodput as the receiver sees it).
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opsel::{Error, Result};
+
+use crate::sys::{now_ns, sleep_until_ns};
+
+/// Width of a throughput bin (the issue: 100 ms bins).
+pub const BIN_NS: u64 = 100_000_000;
+
+/// Bytes received per 100 ms bin since the run's time zero. Preallocated for
+/// the whole run; the receive loop only does an atomic add.
+#[derive(Debug)]
+pub struct Bins {
+    t0_ns: u64,
+    bins: Vec<AtomicU64>,
+}
+
+impl Bins {
+    pub fn new(t0_ns: u64, duration_ns: u64) -> Self {
+        let n = (duration_ns / BIN_NS + 20) as usize;
+        Self {
+            t0_ns,
+            bins: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+    pub fn add(&self, now_ns: u64, bytes: u64) {
+        let i = (now_ns.saturating_sub(self.t0_ns) / BIN_NS) as usize;
+        if let Some(b) = self.bins.get(i).or(self.bins.last()) {
+            b.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+    pub fn values(&self) -> Vec<u64> {
+        self.bins
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
+/// Sets the congestion control of a TCP socket (setsockopt TCP_CONGESTION).
+pub fn set_cca(fd: i32, cca: &str) -> Result<()> {
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cca.as_ptr().cast(),
+            cca.len() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(Error::io(
+            format!("set TCP_CONGESTION {cca:?} (see /proc/sys/net/ipv4/tcp_available_congestion_control)"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the congestion control of a TCP socket.
+pub fn get_cca(fd: i32) -> Result<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(Error::io(
+            "get TCP_CONGESTION",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(len as usize);
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// SO_RCVBUFFORCE (root may exceed net.core.rmem_max); best effort.
+fn force_rcvbuf(fd: i32, bytes: i32) {
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&bytes as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Total retransmitted segments of a TCP socket (tcp_info.tcpi_total_retrans).
+pub fn total_retrans(fd: i32) -> u64 {
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        info.tcpi_total_retrans as u64
+    } else {
+        0
+    }
+}
+
+/// What a flow sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Traffic {
+    /// Bulk TCP; `on_off_s = Some((x, y))` is a square wave with a new
+    /// connection per ON period (like repeated iperf runs), else constant.
+    Tcp {
+        cca: String,
+        on_off_s: Option<(f64, f64)>,
+    },
+    /// ALT-X: one connection whose CCA alternates between `ccas` every `period_s`.
+    Alt { ccas: [String; 2], period_s: f64 },
+    /// UDP at `rate_bps` in datagrams of `packet_bytes`; optional ON/OFF.
+    Udp {
+        rate_bps: u64,
+        packet_bytes: usize,
+        on_off_s: Option<(f64, f64)>,
+    },
+}
+
+/// One flow of a run, resolved to addresses and times (ns since time zero).
+#[derive(Debug, Clone)]
+pub struct FlowPlan {
+    pub name: String,
+    pub traffic: Traffic,
+    pub src_ns: String,
+    pub dst_ns: String,
+    pub dst: SocketAddrV4,
+    pub start_ns: u64,
+    pub stop_ns: u64,
+}
+
+/// A time-stamped event line (connects, CCA switches, errors).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Event {
+    pub t_s: f64,
+    pub flow: String,
+    pub what: String,
+}
+
+pub type Events = Arc<Mutex<Vec<Event>>>;
+
+fn log_event(events: &Events, t0: u64, flow: &str, what: String) {
+    if let Ok(mut v) = events.lock() {
+        v.push(Event {
+            t_s: (now_ns().saturating_sub(t0)) as f64 / 1e9,
+            flow: flow.to_string(),
+            what,
+        });
+    }
+}
+
+/// Receiver of one flow: counts every byte into `bins` until `stop`.
+/// Binds before returning so the sender can connect.
+pub fn spawn_receiver(
+    plan: &FlowPlan,
+    bins: Arc<Bins>,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<Result<u64>>> {
+    let dst = plan.dst;
+    let udp = matches!(plan.traffic, Traffic::Udp { .. });
+    let (tx, rx) = std::sync::mpsc::channel::<Result<()>>();
+    let h = crate::sys::spawn_in_netns(&plan.dst_ns, &format!("rx-{}", plan.name), move || {
+        let mut buf = vec![0u8; 1 << 18];
+        let mut total = 0u64;
+        if udp {
+            let s = match UdpSocket::bind(dst) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(Error::io(format!("bind UDP {dst}"), e)));
+                    return Ok(0);
+                }
+            };
+            // A receiver thread delayed by a busy machine must not lose
+            // datagrams in its own socket: 16 MB absorbs > 1 s at 100 Mbit/s.
+            force_rcvbuf(s.as_raw_fd(), 16 << 20);
+            let _ = tx.send(Ok(()));
+            s.set_read_timeout(Some(Duration::from_millis(50)))
+                .map_err(|e| Error::io("SO_RCVTIMEO", e))?;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(n) = s.recv(&mut buf) {
+                    bins.add(now_ns(), n as u64);
+                    total += n as u64;
+                }
+            }
+            return Ok(total);
+        }
+        let l = match TcpListener::bind(dst) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = tx.send(Err(Error::io(format!("listen on TCP {dst}"), e)));
+                return Ok(0);
+            }
+        };
+        let _ = tx.send(Ok(()));
+        l.set_nonblocking(true)
+            .map_err(|e| Error::io("nonblocking listener", e))?;
+        while !stop.load(Ordering::Relaxed) {
+            let mut c = match l.accept() {
+                Ok((c, _)) => c,
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+            };
+            let _ = c.set_nonblocking(false);
+            let _ = c.set_read_timeout(Some(Duration::from_millis(50)));
+            while !stop.load(Ordering::Relaxed) {
+                match c.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        bins.add(now_ns(), n as u64);
+                        total += n as u64;
+                    }
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.kind() == std::io::ErrorKind::TimedOut
+                            || e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        Ok(total)
+    })?;
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => Ok(h),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::invalid(format!(
+            "receiver of flow {} did not start within 5 s",
+            plan.name
+        ))),
+    }
+}
+
+/// The ON periods of a flow as (start, end) ns since time zero.
+pub fn on_periods(start_ns: u64, stop_ns: u64, on_off_s: Option<(f64, f64)>) -> Vec<(u64, u64)> {
+    match on_off_s {
+        None => vec![(start_ns, stop_ns)],
+        Some((on, off)) => {
+            let on_ns = (on * 1e9) as u64;
+            let off_ns = (off * 1e9) as u64;
+            let mut v = Vec::new();
+            let mut t = start_ns;
+            while t < stop_ns && on_ns > 0 {
+                v.push((t, (t + on_ns).min(stop_ns)));
+                t += on_ns + off_ns;
+            }
+            v
+        }
+    }
+}
+
+fn connect_retry(dst: SocketAddrV4, deadline_ns: u64, stop: &AtomicBool) -> Result<TcpStream> {
+    loop {
+        match TcpStream::connect_timeout(&SocketAddr::V4(dst), Duration::from_millis(1000)) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                if now_ns() > deadline_ns || stop.load(Ordering::Relaxed) {
+                    return Err(Error::io(format!("connect to {dst}"), e));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Sender of one flow; returns bytes handed to the socket.
+pub fn spawn_sender(
+    plan: FlowPlan,
+    t0_ns: u64,
+    stop: Arc<AtomicBool>,
+    events: Events,
+) -> Result<std::thread::JoinHandle<Result<u64>>> {
+    let ns = plan.src_ns.clone();
+    let name = format!("tx-{}", plan.name);
+    crate::sys::spawn_in_netns(&ns, &name, move || {
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        let r = match &plan.traffic {
+            Traffic::Tcp { cca, on_off_s } => {
+                let mut sent = 0;
+                for (a, b) in on_periods(plan.start_ns, plan.stop_ns, *on_off_s) {
+                    sent += tcp_period(
+                        &plan,
+                        t0_ns,
+                        a,
+                        b,
+                        std::slice::from_ref(cca),
+                        None,
+                        &stop,
+                        &events,
+                    )?;
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+                Ok(sent)
+            }
+            Traffic::Alt { ccas, period_s } => tcp_period(
+                &plan,
+                t0_ns,
+                plan.start_ns,
+                plan.stop_ns,
+                ccas,
+                Some((*period_s * 1e9) as u64),
+                &stop,
+                &events,
+            ),
+            Traffic::Udp {
+                rate_bps,
+                packet_bytes,
+                on_off_s,
+            } => {
+                let mut sent = 0;
+                for (a, b) in on_periods(plan.start_ns, plan.stop_ns, *on_off_s) {
+                    sent += udp_period(&plan, t0_ns, a, b, *rate_bps, *packet_bytes, &stop)?;
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+                Ok(sent)
+            }
+        };
+        if let Err(e) = &r {
+            log_event(&events, t0_ns, &plan.name, format!("error: {e}"));
+        }
+        r
+    })
+}
+
+/// Sleeps until `t_ns` in 50 ms steps so `stop` is honoured; false if stopped.
+fn wait_until(t_ns: u64, stop: &AtomicBool) -> bool {
+    while now_ns() < t_ns {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        sleep_until_ns(t_ns.min(now_ns() + 50_000_000));
+    }
+    !stop.load(Ordering::Relaxed)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tcp_period(
+    plan: &FlowPlan,
+    t0: u64,
+    a: u64,
+    b: u64,
+    ccas: &[String],
+    switch_ns: Option<u64>,
+    stop: &AtomicBool,
+    events: &Events,
+) -> Result<u64> {
+    if !wait_until(t0 + a, stop) {
+        return Ok(0);
+    }
+    let mut s = connect_retry(plan.dst, t0 + a + 3_000_000_000, stop)?;
+    let fd = s.as_raw_fd();
+    let mut cur = 0usize;
+    set_cca(fd, &ccas[cur])?;
+    log_event(
+        events,
+        t0,
+        &plan.name,
+        format!("connect cca={}", get_cca(fd)?),
+    );
+    s.set_write_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| Error::io("SO_SNDTIMEO", e))?;
+    let _ = s.set_nodelay(true);
+    // Pattern bytes: incompressible content is irrelevant here, zeros are fine.
+    let buf = vec![0x5au8; 1 << 17];
+    let mut sent = 0u64;
+    let mut next_switch = switch_ns.map(|p| t0 + a + p);
+    loop {
+        let now = now_ns();
+        if now >= t0 + b || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if let (Some(t), Some(p)) = (next_switch, switch_ns) {
+            if now >= t {
+                // 000 §5.2: TCP_CONGESTION on the live socket switches the CCA.
+                cur = (cur + 1) % ccas.len();
+                set_cca(fd, &ccas[cur])?;
+                log_event(events, t0, &plan.name, format!("switch cca={}", ccas[cur]));
+                next_switch = Some(t + p);
+            }
+        }
+        match s.write(&buf) {
+            Ok(n) => sent += n as u64,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut
+                    || e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(format!("send on flow {}", plan.name), e)),
+        }
+    }
+    let retrans = total_retrans(fd);
+    log_event(
+        events,
+        t0,
+        &plan.name,
+        format!("close sent={sent} retrans={retrans}"),
+    );
+    Ok(sent)
+}
+
+fn udp_period(
+    plan: &FlowPlan,
+    t0: u64,
+    a: u64,
+    b: u64,
+    rate_bps: u64,
+    packet_bytes: usize,
+    stop: &AtomicBool,
+) -> Result<u64> {
+    if !wait_until(t0 + a, stop) {
+        return Ok(0);
+    }
+    let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| Error::io("bind UDP", e))?;
+    s.connect(plan.dst)
+        .map_err(|e| Error::io(format!("connect UDP {}", plan.dst), e))?;
+    let buf = vec![0x33u8; packet_bytes];
+    let gap_ns = (packet_bytes as u128 * 8 * 1_000_000_000 / rate_bps.max(1) as u128) as u64;
+    let mut next = now_ns();
+    let end = t0 + b;
+    let mut sent = 0u64;
+    while next < end && !stop.load(Ordering::Relaxed) {
+        sleep_until_ns(next);
+        let now = now_ns();
+        // Send every datagram that is due (catch up after a late wake-up, at
+        // most 32 at once so a stall does not become a huge burst).
+        let mut k = 0;
+        while next <= now && k < 32 {
+            if s.send(&buf).is_ok() {
+                sent += packet_bytes as u64;
+            }
+            next += gap_ns;
+            k += 1;
+        }
+        if next + 100 * gap_ns < now {
+            next = now;
+        }
+    }
+    Ok(sent)
+}
+
+/// UDP echo server for the RTT probe.
+pub fn spawn_echo(
+    ns: &str,
+    addr: SocketAddrV4,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<Result<()>>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Result<()>>();
+    let h = crate::sys::spawn_in_netns(ns, "echo", move || {
+        let s = match UdpSocket::bind(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.send(Err(Error::io(format!("bind echo {addr}"), e)));
+                return Ok(());
+            }
+        };
+        let _ = tx.send(Ok(()));
+        s.set_read_timeout(Some(Duration::from_millis(50)))
+            .map_err(|e| Error::io("SO_RCVTIMEO", e))?;
+        let mut buf = [0u8; 64];
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                let _ = s.send_to(&buf[..n], from);
+            }
+        }
+        Ok(())
+    })?;
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => Ok(h),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::invalid("echo server did not start within 5 s")),
+    }
+}
+
+/// One 1 Hz RTT sample: the mean of the echoes of one burst.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct RttSample {
+    pub t_s: f64,
+    pub rtt_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// Echoes answered out of `ECHOES`.
+    pub answered: u32,
+}
+
+/// 000 §3.2: each sample is the mean of 10 echoes sent 1 ms apart, one sample per second.
+pub const ECHOES: u32 = 10;
+
+/// The passive RTT prober: every second from `start_ns` sends 10 echoes 1 ms
+/// apart and averages the answers that arrive before the next second.
+pub fn spawn_prober(
+    ns: &str,
+    dst: SocketAddrV4,
+    t0_ns: u64,
+    start_ns: u64,
+    stop_ns: u64,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<Result<Vec<RttSample>>>> {
+    crate::sys::spawn_in_netns(ns, "prober", move || {
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        let s =
+            UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| Error::io("bind prober", e))?;
+        s.connect(dst)
+            .map_err(|e| Error::io(format!("connect prober to {dst}"), e))?;
+        s.set_nonblocking(true)
+            .map_err(|e| Error::io("nonblocking prober", e))?;
+        let mut out = Vec::new();
+        let mut k: u64 = 0;
+        let mut buf = [0u8; 64];
+        loop {
+            let tick = t0_ns + start_ns + k * 1_000_000_000;
+            if tick >= t0_ns + stop_ns || !wait_until(tick, &stop) {
+                break;
+            }
+            let mut rtts: [f64; ECHOES as usize] = [0.0; ECHOES as usize];
+            let mut n = 0usize;
+            let next_tick = tick + 1_000_000_000;
+            let mut j = 0u32;
+            loop {
+                let now = now_ns();
+                if j < ECHOES && now >= tick + j as u64 * 1_000_000 {
+                    let mut p = [0u8; 24];
+                    p[..8].copy_from_slice(&k.to_le_bytes());
+                    p[8..16].copy_from_slice(&(j as u64).to_le_bytes());
+                    p[16..24].copy_from_slice(&now.to_le_bytes());
+                    let _ = s.send(&p);
+                    j += 1;
+                    continue;
+                }
+                while let Ok(len) = s.recv(&mut buf) {
+                    if len >= 24 && u64::from_le_bytes(buf[..8].try_into().unwrap_or([0; 8])) == k {
+                        let sent = u64::from_le_bytes(buf[16..24].try_into().unwrap_or([0; 8]));
+                        if n < rtts.len() {
+                            rtts[n] = (now_ns().saturating_sub(sent)) as f64 / 1e6;
+                            n += 1;
+                        }
+                    }
+                }
+                if (j == ECHOES && n == ECHOES as usize)
+                    || now >= next_tick - 2_000_000
+                    || stop.load(Ordering::Relaxed)
+                {
+                    break;
+                }
+                // Poll the socket every 100 µs while echoes are outstanding.
+                sleep_until_ns(now + 100_000);
+            }
+            if n > 0 {
+                let v = &rtts[..n];
+                out.push(RttSample {
+                    t_s: (tick - t0_ns) as f64 / 1e9,
+                    rtt_ms: v.iter().sum::<f64>() / n as f64,
+                    min_ms: v.iter().cloned().fold(f64::INFINITY, f64::min),
+                    max_ms: v.iter().cloned().fold(0.0, f64::max),
+                    answered: n as u32,
+                });
+            }
+            k += 1;
+        }
+        Ok(out)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn square_wave_periods() {
+        let s = 1_000_000_000u64;
+        assert_eq!(
+            on_periods(0, 30 * s, Some((10.0, 10.0))),
+            vec![(0, 10 * s), (20 * s, 30 * s)]
+        );
+        assert_eq!(on_periods(2 * s, 5 * s, None), vec![(2 * s, 5 * s)]);
+        assert_eq!(
+            on_periods(0, 25 * s, Some((10.0, 10.0))).last(),
+            Some(&(20 * s, 25 * s))
+        );
+    }
+
+    #[test]
+    fn bins_count_into_100ms_slots() {
+        let b = Bins::new(1_000, 1_000_000_000);
+        b.add(1_000, 5);
+        b.add(1_000 + 150_000_000, 7);
+        b.add(u64::MAX, 1); // beyond the end: last bin, never a panic
+        let v = b.values();
+        assert_eq!(v[0], 5);
+        assert_eq!(v[1], 7);
+        assert_eq!(*v.last().unwrap(), 1);
+    }
+}
