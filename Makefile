@@ -42,8 +42,9 @@ test-python: python
 
 include $(wildcard mk/*.mk)
 
-# C (make + CMake, ASan, valgrind) and Node (node:test) suites come from mk/bind.mk.
-test: test-rust test-python test-bind
+# C (make + CMake, ASan, valgrind) and Node (node:test) suites come from mk/bind.mk;
+# the netlab validation scenario (root, ~60 s) from mk/netlab.mk.
+test: test-rust test-python test-bind test-netlab
 	@echo "make test: all suites passed"
 
 # The main job. Until the OPS transfer lands, the demo trains a DTW K-NN on
