@@ -16,8 +16,8 @@ pub fn envelope(s: &[f64], radius: usize, upper: &mut [f64], lower: &mut [f64]) 
         let mut u = f64::NEG_INFINITY;
         let mut l = f64::INFINITY;
         for &v in &s[lo..=hi] {
-            u = u.max(v);
-            l = l.min(v);
+            u = if v > u { v } else { u };
+            l = if v < l { v } else { l };
         }
         upper[i] = u;
         lower[i] = l;

@@ -1,7 +1,7 @@
-//! Four DTW programmes in lockstep, one candidate per lane.
+//! Eight DTW programmes in lockstep, one candidate per lane.
 //!
 //! The row recurrence `v[j] = cost + min(diag, up, v[j−1])` is a serial chain
-//! (add + min latency per cell), so one DTW cannot use a modern core. Four
+//! (add + min latency per cell), so one DTW cannot use a modern core. Eight
 //! independent candidates against the same query fill that latency (and SIMD
 //! lanes where available). Each lane performs exactly the scalar operations in
 //! the scalar order, so a lane's distance is bit-identical to
@@ -11,7 +11,7 @@ use super::core_dp::{AbsCost, Local, SqCost};
 use super::Cost;
 
 /// Candidates per lockstep group.
-pub const LANES: usize = 4;
+pub const LANES: usize = 8;
 /// One value per lane.
 pub type Lanes = [f64; LANES];
 
@@ -98,12 +98,11 @@ fn min(a: f64, b: f64) -> f64 {
 
 #[inline(always)]
 fn vmin(a: Lanes, b: Lanes) -> Lanes {
-    [
-        min(a[0], b[0]),
-        min(a[1], b[1]),
-        min(a[2], b[2]),
-        min(a[3], b[3]),
-    ]
+    let mut out = a;
+    for l in 0..LANES {
+        out[l] = min(a[l], b[l]);
+    }
+    out
 }
 
 const INF: Lanes = [f64::INFINITY; LANES];
@@ -134,12 +133,10 @@ fn dp4<C: Local>(
         for j in lo..=hi {
             let bj = b4[j];
             let m = vmin(vmin(prev[j], prev[j + 1]), left);
-            let v = [
-                C::local(ai, bj[0]) + m[0],
-                C::local(ai, bj[1]) + m[1],
-                C::local(ai, bj[2]) + m[2],
-                C::local(ai, bj[3]) + m[3],
-            ];
+            let mut v = m;
+            for l in 0..LANES {
+                v[l] = C::local(ai, bj[l]) + m[l];
+            }
             curr[j + 1] = v;
             left = v;
             rmin = vmin(rmin, v);
@@ -181,7 +178,7 @@ mod tests {
             let mut rnd = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; (s % 10_000) as f64 / 37.0 };
             let a: Vec<f64> = (0..n).map(|_| rnd()).collect();
             let bs: Vec<Vec<f64>> = (0..LANES).map(|_| (0..n).map(|_| rnd()).collect()).collect();
-            let b4: Vec<Lanes> = (0..n).map(|j| [bs[0][j], bs[1][j], bs[2][j], bs[3][j]]).collect();
+            let b4: Vec<Lanes> = (0..n).map(|j| std::array::from_fn(|l| bs[l][j])).collect();
             let cb4 = vec![[0.0; LANES]; n + 1];
             let mut lw = LaneWorkspace::default();
             let got = accumulated4(&a, &b4, r, cost, f64::INFINITY, &cb4, &mut lw);
