@@ -32,7 +32,7 @@ impl LaneWorkspace {
     }
 }
 
-/// Accumulated banded DTW of `a` against four equal-length candidates given
+/// Accumulated banded DTW of `a` against `LANES` (8) equal-length candidates given
 /// interleaved (`b4[j][lane]`). A lane whose row minimum plus its remaining
 /// bound `cb4[i + 1][lane]` exceeds `cutoff` is dead and reports infinity; the
 /// programme stops when every lane is dead. `cb4` has `a.len() + 1` entries.

@@ -68,9 +68,9 @@ pub struct Model {
     refs: Vec<f64>,
     upper: Vec<f64>,
     lower: Vec<f64>,
-    /// The same envelopes interleaved by groups of four references
+    /// The same envelopes interleaved by groups of `LANES` (8) references
     /// (`[group][sample][lane]`), so the per-query LB_Keogh pass over every
-    /// reference runs four references per SIMD operation.
+    /// reference runs several references per SIMD operation.
     upper4: Vec<dtw::lanes::Lanes>,
     lower4: Vec<dtw::lanes::Lanes>,
     labels: Vec<u32>,

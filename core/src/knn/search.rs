@@ -8,7 +8,7 @@
 //!    become seeds, evaluated first so the cut-off is tight early.
 //! 2. For each reference whose bound is below the cut-off: LB_Keogh of the
 //!    reference against the query's envelope, then LB_Enhanced; survivors are
-//!    queued four at a time into the lockstep DTW (`dtw::lanes`), which
+//!    queued `LANES` (8) at a time into the lockstep DTW (`dtw::lanes`), which
 //!    abandons a lane once its row minimum plus the remaining LB_Keogh exceeds
 //!    the cut-off.
 
@@ -107,7 +107,7 @@ impl Model {
                 |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
             let groups = n.div_ceil(LANES);
             for g in 0..groups {
-                // LB_Keogh of the query against four reference envelopes at once.
+                // LB_Keogh of the query against `LANES` reference envelopes at once.
                 let (u4, l4) = (
                     &self.upper4[g * w..(g + 1) * w],
                     &self.lower4[g * w..(g + 1) * w],
@@ -272,8 +272,8 @@ impl Model {
     }
 }
 
-/// LB_Keogh of `q` against four interleaved envelopes: one vertical SIMD
-/// operation per sample for four references. Sums in sample order per lane,
+/// LB_Keogh of `q` against `LANES` interleaved envelopes: one vertical SIMD
+/// operation per sample for `LANES` references. Sums in sample order per lane,
 /// like [`dtw::lb_keogh`] up to rounding (covered by `CUTOFF_SLACK`).
 #[inline(always)]
 fn keogh4<const SQ: bool>(
