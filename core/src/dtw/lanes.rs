@@ -15,7 +15,7 @@ pub const LANES: usize = 8;
 /// One value per lane.
 pub type Lanes = [f64; LANES];
 
-/// Rows for [`accumulated4`]; grows once, then never allocates.
+/// Rows for [`accumulated_lanes`]; grows once, then never allocates.
 #[derive(Debug, Clone, Default)]
 pub struct LaneWorkspace {
     prev: Vec<Lanes>,
@@ -33,57 +33,59 @@ impl LaneWorkspace {
 }
 
 /// Accumulated banded DTW of `a` against `LANES` (8) equal-length candidates given
-/// interleaved (`b4[j][lane]`). A lane whose row minimum plus its remaining
-/// bound `cb4[i + 1][lane]` exceeds `cutoff` is dead and reports infinity; the
-/// programme stops when every lane is dead. `cb4` has `a.len() + 1` entries.
-pub fn accumulated4(
+/// interleaved (`b_lanes[j][lane]`). A lane whose row minimum plus its remaining
+/// bound `cb_lanes[i + 1][lane]` exceeds `cutoff` is dead and reports infinity; the
+/// programme stops when every lane is dead. `cb_lanes` has `a.len() + 1` entries.
+pub fn accumulated_lanes(
     a: &[f64],
-    b4: &[Lanes],
+    b_lanes: &[Lanes],
     radius: usize,
     cost: Cost,
     cutoff: f64,
-    cb4: &[Lanes],
+    cb_lanes: &[Lanes],
     ws: &mut LaneWorkspace,
 ) -> Lanes {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { accumulated4_avx2(a, b4, radius, cost, cutoff, cb4, ws) };
+            return unsafe {
+                accumulated_lanes_avx2(a, b_lanes, radius, cost, cutoff, cb_lanes, ws)
+            };
         }
     }
-    accumulated4_inline(a, b4, radius, cost, cutoff, cb4, ws)
+    accumulated_lanes_inline(a, b_lanes, radius, cost, cutoff, cb_lanes, ws)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn accumulated4_avx2(
+unsafe fn accumulated_lanes_avx2(
     a: &[f64],
-    b4: &[Lanes],
+    b_lanes: &[Lanes],
     radius: usize,
     cost: Cost,
     cutoff: f64,
-    cb4: &[Lanes],
+    cb_lanes: &[Lanes],
     ws: &mut LaneWorkspace,
 ) -> Lanes {
-    accumulated4_inline(a, b4, radius, cost, cutoff, cb4, ws)
+    accumulated_lanes_inline(a, b_lanes, radius, cost, cutoff, cb_lanes, ws)
 }
 
-/// [`accumulated4`] without the CPU-feature dispatch, for callers that are
+/// [`accumulated_lanes`] without the CPU-feature dispatch, for callers that are
 /// themselves compiled for a target feature and want it inlined.
 #[inline(always)]
-pub fn accumulated4_inline(
+pub fn accumulated_lanes_inline(
     a: &[f64],
-    b4: &[Lanes],
+    b_lanes: &[Lanes],
     radius: usize,
     cost: Cost,
     cutoff: f64,
-    cb4: &[Lanes],
+    cb_lanes: &[Lanes],
     ws: &mut LaneWorkspace,
 ) -> Lanes {
     match cost {
-        Cost::Abs => dp4::<AbsCost>(a, b4, radius, cutoff, cb4, ws),
-        Cost::Squared => dp4::<SqCost>(a, b4, radius, cutoff, cb4, ws),
+        Cost::Abs => dp_lanes::<AbsCost>(a, b_lanes, radius, cutoff, cb_lanes, ws),
+        Cost::Squared => dp_lanes::<SqCost>(a, b_lanes, radius, cutoff, cb_lanes, ws),
     }
 }
 
@@ -108,17 +110,17 @@ fn vmin(a: Lanes, b: Lanes) -> Lanes {
 const INF: Lanes = [f64::INFINITY; LANES];
 
 #[inline(always)]
-fn dp4<C: Local>(
+fn dp_lanes<C: Local>(
     a: &[f64],
-    b4: &[Lanes],
+    b_lanes: &[Lanes],
     radius: usize,
     cutoff: f64,
-    cb4: &[Lanes],
+    cb_lanes: &[Lanes],
     ws: &mut LaneWorkspace,
 ) -> Lanes {
     let n = a.len();
-    debug_assert_eq!(b4.len(), n);
-    debug_assert!(cb4.len() > n);
+    debug_assert_eq!(b_lanes.len(), n);
+    debug_assert!(cb_lanes.len() > n);
     ws.ensure(n);
     let (mut prev, mut curr) = (&mut ws.prev[..=n], &mut ws.curr[..=n]);
     prev.fill(INF);
@@ -131,7 +133,7 @@ fn dp4<C: Local>(
         let mut left = INF;
         let mut rmin = INF;
         for j in lo..=hi {
-            let bj = b4[j];
+            let bj = b_lanes[j];
             let m = vmin(vmin(prev[j], prev[j + 1]), left);
             let mut v = m;
             for l in 0..LANES {
@@ -145,7 +147,7 @@ fn dp4<C: Local>(
         if hi + 2 <= n {
             curr[hi + 2] = INF;
         }
-        let rest = cb4[i + 1];
+        let rest = cb_lanes[i + 1];
         let mut all_dead = true;
         for l in 0..LANES {
             dead[l] |= rmin[l] + rest[l] > cutoff;
@@ -178,10 +180,10 @@ mod tests {
             let mut rnd = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; (s % 10_000) as f64 / 37.0 };
             let a: Vec<f64> = (0..n).map(|_| rnd()).collect();
             let bs: Vec<Vec<f64>> = (0..LANES).map(|_| (0..n).map(|_| rnd()).collect()).collect();
-            let b4: Vec<Lanes> = (0..n).map(|j| std::array::from_fn(|l| bs[l][j])).collect();
-            let cb4 = vec![[0.0; LANES]; n + 1];
+            let b_lanes: Vec<Lanes> = (0..n).map(|j| std::array::from_fn(|l| bs[l][j])).collect();
+            let cb_lanes = vec![[0.0; LANES]; n + 1];
             let mut lw = LaneWorkspace::default();
-            let got = accumulated4(&a, &b4, r, cost, f64::INFINITY, &cb4, &mut lw);
+            let got = accumulated_lanes(&a, &b_lanes, r, cost, f64::INFINITY, &cb_lanes, &mut lw);
             let mut ws = super::super::Workspace::default();
             for l in 0..LANES {
                 let want = super::super::accumulated(&a, &bs[l], r, cost, f64::INFINITY, None, &mut ws);
@@ -189,7 +191,7 @@ mod tests {
             }
             // A cut-off below a lane's distance kills exactly the lanes above it.
             let cut = got[1];
-            let again = accumulated4(&a, &b4, r, cost, cut, &cb4, &mut lw);
+            let again = accumulated_lanes(&a, &b_lanes, r, cost, cut, &cb_lanes, &mut lw);
             for l in 0..LANES {
                 if got[l] <= cut { prop_assert_eq!(again[l], got[l]); }
             }

@@ -71,8 +71,8 @@ pub struct Model {
     /// The same envelopes interleaved by groups of `LANES` (8) references
     /// (`[group][sample][lane]`), so the per-query LB_Keogh pass over every
     /// reference runs several references per SIMD operation.
-    upper4: Vec<dtw::lanes::Lanes>,
-    lower4: Vec<dtw::lanes::Lanes>,
+    upper_lanes: Vec<dtw::lanes::Lanes>,
+    lower_lanes: Vec<dtw::lanes::Lanes>,
     labels: Vec<u32>,
 }
 
@@ -148,7 +148,7 @@ impl Model {
         {
             dtw::envelope(s, r, u, l);
         }
-        let (upper4, lower4) = (interleave(&upper, window), interleave(&lower, window));
+        let (upper_lanes, lower_lanes) = (interleave(&upper, window), interleave(&lower, window));
         Ok(Self {
             config,
             window,
@@ -157,8 +157,8 @@ impl Model {
             refs,
             upper,
             lower,
-            upper4,
-            lower4,
+            upper_lanes,
+            lower_lanes,
             labels: labels.to_vec(),
         })
     }
@@ -368,8 +368,8 @@ pub struct Workspace {
     neighbors: Vec<(f64, usize)>,
     seeds: Vec<(f64, usize)>,
     /// Candidates and their cumulative bounds, interleaved for `dtw::lanes`.
-    b4: Vec<dtw::lanes::Lanes>,
-    cb4: Vec<dtw::lanes::Lanes>,
+    b_lanes: Vec<dtw::lanes::Lanes>,
+    cb_lanes: Vec<dtw::lanes::Lanes>,
     lanes: dtw::lanes::LaneWorkspace,
     votes: Vec<u32>,
     /// Counters for the last query: (references, pruned by a bound, DTW abandoned).
@@ -402,8 +402,8 @@ impl Workspace {
             self.q_upper.resize(window, 0.0);
             self.q_lower.resize(window, 0.0);
             self.cb.resize(window + 1, 0.0);
-            self.b4.resize(window, [0.0; dtw::lanes::LANES]);
-            self.cb4.resize(window + 1, [0.0; dtw::lanes::LANES]);
+            self.b_lanes.resize(window, [0.0; dtw::lanes::LANES]);
+            self.cb_lanes.resize(window + 1, [0.0; dtw::lanes::LANES]);
             self.lanes.ensure(window);
             self.dtw.ensure(window);
         }

@@ -108,13 +108,13 @@ impl Model {
             let groups = n.div_ceil(LANES);
             for g in 0..groups {
                 // LB_Keogh of the query against `LANES` reference envelopes at once.
-                let (u4, l4) = (
-                    &self.upper4[g * w..(g + 1) * w],
-                    &self.lower4[g * w..(g + 1) * w],
+                let (u_lanes, l_lanes) = (
+                    &self.upper_lanes[g * w..(g + 1) * w],
+                    &self.lower_lanes[g * w..(g + 1) * w],
                 );
                 let acc = match cost {
-                    dtw::Cost::Abs => keogh4::<false>(q, u4, l4),
-                    dtw::Cost::Squared => keogh4::<true>(q, u4, l4),
+                    dtw::Cost::Abs => keogh_lanes::<false>(q, u_lanes, l_lanes),
+                    dtw::Cost::Squared => keogh_lanes::<true>(q, u_lanes, l_lanes),
                 };
                 for (lane, &keogh) in acc.iter().enumerate() {
                     let i = g * LANES + lane;
@@ -193,10 +193,10 @@ impl Model {
         let slot = batch.len;
         dtw::lb_keogh(q, u, l, cost, f64::INFINITY, Some(&mut ws.cb[..=w]));
         for j in 0..w {
-            ws.b4[j][slot] = s[j];
-            ws.cb4[j][slot] = ws.cb[j];
+            ws.b_lanes[j][slot] = s[j];
+            ws.cb_lanes[j][slot] = ws.cb[j];
         }
-        ws.cb4[w][slot] = 0.0;
+        ws.cb_lanes[w][slot] = 0.0;
         batch.ids[slot] = i;
         batch.len += 1;
         if batch.len == LANES {
@@ -221,20 +221,20 @@ impl Model {
         // Unused lanes repeat lane 0; their results are ignored.
         for slot in used..LANES {
             for j in 0..w {
-                ws.b4[j][slot] = ws.b4[j][0];
-                ws.cb4[j][slot] = ws.cb4[j][0];
+                ws.b_lanes[j][slot] = ws.b_lanes[j][0];
+                ws.cb_lanes[j][slot] = ws.cb_lanes[j][0];
             }
-            ws.cb4[w][slot] = 0.0;
+            ws.cb_lanes[w][slot] = 0.0;
         }
         let cost = self.config.dtw.cost;
         let r = self.config.dtw.radius_or_max();
-        let acc = dtw::lanes::accumulated4_inline(
+        let acc = dtw::lanes::accumulated_lanes_inline(
             &ws.query[..w],
-            &ws.b4[..w],
+            &ws.b_lanes[..w],
             r,
             cost,
             *cutoff,
-            &ws.cb4[..=w],
+            &ws.cb_lanes[..=w],
             &mut ws.lanes,
         );
         let k = self.config.k;
@@ -276,10 +276,10 @@ impl Model {
 /// operation per sample for `LANES` references. Sums in sample order per lane,
 /// like [`dtw::lb_keogh`] up to rounding (covered by `CUTOFF_SLACK`).
 #[inline(always)]
-fn keogh4<const SQ: bool>(
+fn keogh_lanes<const SQ: bool>(
     q: &[f64],
-    upper4: &[dtw::lanes::Lanes],
-    lower4: &[dtw::lanes::Lanes],
+    upper_lanes: &[dtw::lanes::Lanes],
+    lower_lanes: &[dtw::lanes::Lanes],
 ) -> dtw::lanes::Lanes {
     #[inline(always)]
     fn pos(x: f64) -> f64 {
@@ -290,7 +290,7 @@ fn keogh4<const SQ: bool>(
         }
     }
     let mut acc = [0.0; LANES];
-    for ((&qj, u), l) in q.iter().zip(upper4).zip(lower4) {
+    for ((&qj, u), l) in q.iter().zip(upper_lanes).zip(lower_lanes) {
         for t in 0..LANES {
             let d = pos(qj - u[t]) + pos(l[t] - qj);
             acc[t] += if SQ { d * d } else { d };
