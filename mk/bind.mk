@@ -88,7 +88,7 @@ test-node: node-build
 	cd $(BIND_ROOT) && node examples/node/fit_predict.js
 
 # --- bench ------------------------------------------------------------------
-bench-bindings: bind-deps-c ffi-release node-build
+bench-bindings: bind-deps-c ffi-release node-build python
 	cd $(BIND_ROOT) && $(CARGO) build --release -p opsel-ffi --example bench_core
 	$(MAKE) -C $(BIND_C) OPSEL_PC_DIR=$(BIND_PC_DIR) all
-	$(BIND_ROOT)/benches/bindings/run.sh
+	PYTHON=$(VPY) $(BIND_ROOT)/benches/bindings/run.sh
