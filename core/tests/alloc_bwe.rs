@@ -1,26 +1,10 @@
 //! Counting global allocator: BASS + ABest, single-rate decision, Pathload/IMR baselines
 //! and the FFT features allocate nothing per call once the workspace exists.
 use opsel::bwe::{self, AbestConfig, BassConfig, EstimatorWorkspace, PStreamSpec};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::SeqCst);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::SeqCst);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-#[global_allocator]
-static A: Counting = Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::count;
 
 #[test]
 fn hot_paths_do_not_allocate() {
@@ -40,16 +24,13 @@ fn hot_paths_do_not_allocate() {
     let mut ws = EstimatorWorkspace::new(n);
     let (bc, ac) = (BassConfig::thesis(), AbestConfig::default());
     let _ = bwe::estimate_multi_rate(&gs, &gr, &spec, &bc, &ac, &mut ws).unwrap();
-    let before = ALLOCS.load(Ordering::SeqCst);
-    for _ in 0..100 {
-        let a = bwe::estimate_multi_rate(&gs, &gr, &spec, &bc, &ac, &mut ws).unwrap();
-        std::hint::black_box(a);
-        let d = bwe::decide_single_rate(&gs, &gr, &bc, 0.0, &mut ws).unwrap();
-        std::hint::black_box(d);
-    }
-    assert_eq!(
-        ALLOCS.load(Ordering::SeqCst) - before,
-        0,
-        "BASS + ABest allocated"
-    );
+    let ((), n) = count(|| {
+        for _ in 0..100 {
+            let a = bwe::estimate_multi_rate(&gs, &gr, &spec, &bc, &ac, &mut ws).unwrap();
+            std::hint::black_box(a);
+            let d = bwe::decide_single_rate(&gs, &gr, &bc, 0.0, &mut ws).unwrap();
+            std::hint::black_box(d);
+        }
+    });
+    assert_eq!(n, 0, "BASS + ABest allocated");
 }

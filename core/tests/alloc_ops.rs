@@ -5,34 +5,12 @@
 use opsel::ops::doubles::ScriptedClassifier;
 use opsel::ops::{Config, Controller, Phase, Stump};
 use opsel::probe::Pattern;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::count;
 
 const S: u64 = 1_000_000_000;
-
-fn allocs() -> u64 {
-    ALLOCS.load(Ordering::Relaxed)
-}
 
 #[test]
 fn steady_and_probe_paths_do_not_allocate() {
@@ -44,13 +22,14 @@ fn steady_and_probe_paths_do_not_allocate() {
     c.start(0).unwrap();
 
     // Probe: segment changes and 19 samples that do not complete the window.
-    let before = allocs();
-    for t in 1..20u64 {
-        c.handle_timeout(t * S).unwrap();
-        c.handle_sample(t * S, 80.0 + t as f64).unwrap();
-        while c.poll().is_some() {}
-    }
-    assert_eq!(allocs() - before, 0, "probe path allocated");
+    let ((), n) = count(|| {
+        for t in 1..20u64 {
+            c.handle_timeout(t * S).unwrap();
+            c.handle_sample(t * S, 80.0 + t as f64).unwrap();
+            while c.poll().is_some() {}
+        }
+    });
+    assert_eq!(n, 0, "probe path allocated");
     assert_eq!(c.phase(), Phase::Probe);
 
     // The 20th sample classifies (allowed to allocate: not the steady path).
@@ -59,15 +38,16 @@ fn steady_and_probe_paths_do_not_allocate() {
     assert_eq!(c.phase(), Phase::Steady);
 
     // Steady: 900 samples, timeouts and byte reports, zero allocations.
-    let before = allocs();
-    for t in 21..921u64 {
-        c.handle_timeout(t * S).unwrap();
-        c.handle_sample(t * S, 120.0).unwrap();
-        c.handle_bytes(t * S, 62_500_000).unwrap();
-        while c.poll().is_some() {}
-        let _ = c.poll_timeout();
-        let _ = c.stats();
-    }
-    assert_eq!(allocs() - before, 0, "steady path allocated");
+    let ((), n) = count(|| {
+        for t in 21..921u64 {
+            c.handle_timeout(t * S).unwrap();
+            c.handle_sample(t * S, 120.0).unwrap();
+            c.handle_bytes(t * S, 62_500_000).unwrap();
+            while c.poll().is_some() {}
+            let _ = c.poll_timeout();
+            let _ = c.stats();
+        }
+    });
+    assert_eq!(n, 0, "steady path allocated");
     assert_eq!(c.phase(), Phase::Steady);
 }

@@ -3,9 +3,7 @@
 //! `recv_batch` (output with capacity), on loopback.
 #![cfg(target_os = "linux")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use opsel::sys::linux::receiver::{ProbeReceiver, RxRecord};
@@ -13,43 +11,10 @@ use opsel::sys::linux::sender::{constant_gap_schedule, PacedSender, SenderConfig
 use opsel::sys::linux::tcp_info::TcpInfo;
 use opsel::sys::linux::wire::ProbeHeader;
 
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-static COUNTING: AtomicBool = AtomicBool::new(false);
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::count;
 
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarding the caller's layout.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarding.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarding.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
-
-fn count<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    let r = f();
-    COUNTING.store(false, Ordering::SeqCst);
-    (r, ALLOCS.load(Ordering::SeqCst))
-}
-
-// One test function: the counter is global, parallel tests would disturb it.
 #[test]
 fn hot_paths_do_not_allocate() {
     let rxs = UdpSocket::bind("127.0.0.1:0").unwrap();

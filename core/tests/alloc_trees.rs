@@ -2,26 +2,10 @@
 use opsel::bwe::features::{feature_len, features, FeatureKind, FeatureWorkspace};
 use opsel::bwe::pathload::{imr_avg, imr_wavelet, ImrWorkspace};
 use opsel::trees::Ensemble;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::SeqCst);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::SeqCst);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-#[global_allocator]
-static A: Counting = Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::count;
 
 #[test]
 fn inference_features_and_imr_do_not_allocate() {
@@ -42,12 +26,13 @@ fn inference_features_and_imr_do_not_allocate() {
         (0..320).map(|_| 10_000.0).collect(),
         (0..320).map(|i| 9_000.0 + (i % 7) as f64 * 400.0).collect(),
     );
-    let before = ALLOCS.load(Ordering::SeqCst);
-    for _ in 0..50 {
-        features(&gs, &gr, FeatureKind::Magnitude, &mut fw, &mut x).unwrap();
-        std::hint::black_box(model.predict(&x).unwrap());
-        std::hint::black_box(imr_avg(&gs3, &gr3, &mut iw).unwrap());
-        std::hint::black_box(imr_wavelet(&gs3, &gr3, 3, &mut iw).unwrap());
-    }
-    assert_eq!(ALLOCS.load(Ordering::SeqCst) - before, 0);
+    let ((), n) = count(|| {
+        for _ in 0..50 {
+            features(&gs, &gr, FeatureKind::Magnitude, &mut fw, &mut x).unwrap();
+            std::hint::black_box(model.predict(&x).unwrap());
+            std::hint::black_box(imr_avg(&gs3, &gr3, &mut iw).unwrap());
+            std::hint::black_box(imr_wavelet(&gs3, &gr3, 3, &mut iw).unwrap());
+        }
+    });
+    assert_eq!(n, 0);
 }
