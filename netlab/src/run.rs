@@ -18,17 +18,11 @@ use crate::sys::{self, now_ns, sleep_until_ns};
 use crate::topo::{self, Lab, PipeKind};
 use crate::traffic::{self, Bins, Event, RttSample, BIN_NS};
 
-/// Jain's fairness index (000 Eq. 2.1): (Σx)² / (n Σx²). 1 for an empty or
-/// all-zero input (nothing is unfairly shared). The OPS engineer's
-/// `opsel::fair` will own the general version; this is the one function
-/// netlab needs for its tables.
+/// Jain's fairness index (000 Eq. 2.1), `opsel::fair::jain` made total for
+/// netlab's tables: 1 for an empty input (nothing is unfairly shared) or any
+/// input the core rejects.
 pub fn jain(x: &[f64]) -> f64 {
-    let s: f64 = x.iter().sum();
-    let s2: f64 = x.iter().map(|v| v * v).sum();
-    if x.is_empty() || s2 == 0.0 {
-        return 1.0;
-    }
-    s * s / (x.len() as f64 * s2)
+    opsel::fair::jain(x).unwrap_or(1.0)
 }
 
 /// One sample of the pipe (both directions) every 100 ms.

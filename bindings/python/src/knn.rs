@@ -81,6 +81,19 @@ impl Model {
         Self { file, ws }
     }
 
+    /// Classify the rows of `windows` on `threads` threads with the GIL released.
+    fn batch(
+        &self,
+        py: Python<'_>,
+        windows: &PyReadonlyArray2<'_, f64>,
+        threads: usize,
+    ) -> PyResult<Vec<knn::Prediction>> {
+        let (flat, _, w) = flat_windows(windows);
+        let m = &self.file.model;
+        check_width(m, w)?;
+        py.detach(|| m.classify_batch(&flat, threads)).py_err()
+    }
+
     fn with_ws<R>(&self, f: impl FnOnce(&mut Workspace) -> R) -> R {
         match self.ws.try_lock() {
             Ok(mut ws) => f(&mut ws),
@@ -223,11 +236,12 @@ impl Model {
         windows: PyReadonlyArray2<'_, f64>,
         threads: usize,
     ) -> PyResult<Vec<Prediction>> {
-        let (flat, _, w) = flat_windows(&windows);
         let m = &self.file.model;
-        check_width(m, w)?;
-        let preds = py.detach(|| m.classify_batch(&flat, threads)).py_err()?;
-        Ok(preds.into_iter().map(|p| wrap(m, p)).collect())
+        Ok(self
+            .batch(py, &windows, threads)?
+            .into_iter()
+            .map(|p| wrap(m, p))
+            .collect())
     }
 
     /// Predicted class indices for many windows (GIL released), as int64 array.
