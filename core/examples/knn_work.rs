@@ -1,6 +1,7 @@
 //! Runs 200 classifications of one benchmark configuration, for counting
 //! instructions under callgrind (timing is unreliable on a shared machine):
 //! `valgrind --tool=callgrind target/release/examples/knn_work A pruned`.
+//! Same data, seeds and squared cost as `knn_bench_core` (`make bench-peers`).
 use opsel::knn::{KnnConfig, Model};
 use opsel::mix::SIX_CLASSES;
 use opsel::series::synth;
@@ -14,9 +15,16 @@ fn main() {
     };
     let exhaustive = args.get(2).map(|s| s.as_str()) == Some("exhaustive");
     let classes: Vec<String> = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
-    let (x, y) = synth::dataset(&SIX_CLASSES, per_class, w, 11).unwrap();
-    let (q, _) = synth::dataset(&SIX_CLASSES, 34, w, 12).unwrap();
-    let m = Model::fit(&x, w, &y, classes, KnnConfig::default()).unwrap();
+    let (x, y) = synth::dataset(&SIX_CLASSES, per_class, w, 1).unwrap();
+    let (q, _) = synth::dataset(&SIX_CLASSES, 34, w, 2).unwrap();
+    let cfg = KnnConfig {
+        dtw: opsel::dtw::DtwParams {
+            radius: Some(10),
+            cost: opsel::dtw::Cost::Squared,
+        },
+        ..KnnConfig::default()
+    };
+    let m = Model::fit(&x, w, &y, classes, cfg).unwrap();
     let mut ws = m.workspace();
     let mut s = 0;
     let n_q = if args.get(2).map(|s| s.as_str()) == Some("setup") {

@@ -1,15 +1,32 @@
-//! Prints how much of the reference set the K-NN cascade prunes on the
-//! benchmark configurations (a tuning aid): `cargo run --release -p opsel --example prune_stats`.
+//! Prints how much of the reference set the K-NN cascade prunes, and the
+//! per-query time, on the benchmark configurations of `make bench-peers`
+//! (same data, seeds and squared cost as `knn_bench_core`; a tuning aid):
+//! `cargo run --release -p opsel --example prune_stats [abs|squared] [exhaustive]`.
+use opsel::dtw::{Cost, DtwParams};
 use opsel::knn::{KnnConfig, Model};
 use opsel::mix::SIX_CLASSES;
 use opsel::series::synth;
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cost = if args.iter().any(|a| a == "abs") {
+        Cost::Abs
+    } else {
+        Cost::Squared
+    };
+    let with_exhaustive = args.iter().any(|a| a == "exhaustive");
     let classes: Vec<String> = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
+    let cfg = KnnConfig {
+        dtw: DtwParams {
+            radius: Some(10),
+            cost,
+        },
+        ..KnnConfig::default()
+    };
     for (name, w, per_class) in [("A", 20usize, 180usize), ("B", 50, 72)] {
-        let (x, y) = synth::dataset(&SIX_CLASSES, per_class, w, 11).unwrap();
-        let (q, _) = synth::dataset(&SIX_CLASSES, 34, w, 12).unwrap();
-        let m = Model::fit(&x, w, &y, classes.clone(), KnnConfig::default()).unwrap();
+        let (x, y) = synth::dataset(&SIX_CLASSES, per_class, w, 1).unwrap();
+        let (q, _) = synth::dataset(&SIX_CLASSES, 34, w, 2).unwrap();
+        let m = Model::fit(&x, w, &y, classes.clone(), cfg).unwrap();
         let mut ws = m.workspace();
         let (mut pr, mut ab, mut full, mut n) = (0, 0, 0, 0);
         for qw in q.chunks_exact(w).take(200) {
@@ -21,9 +38,9 @@ fn main() {
             n += 1;
         }
         let refs = m.len() as f64;
-        // Best of 7 rounds: the minimum is the least disturbed by other load.
+        // Median and minimum of 15 rounds: the minimum is the least disturbed by other load.
         let time = |exh: bool, ws: &mut opsel::knn::Workspace| {
-            (0..7)
+            let mut t_us: Vec<f64> = (0..15)
                 .map(|_| {
                     let t = std::time::Instant::now();
                     for qw in q.chunks_exact(w).take(200) {
@@ -33,17 +50,25 @@ fn main() {
                             m.classify(qw, ws).unwrap();
                         }
                     }
-                    t.elapsed().as_secs_f64() / 200.0
+                    t.elapsed().as_secs_f64() / 200.0 * 1e6
                 })
-                .fold(f64::INFINITY, f64::min)
+                .collect();
+            t_us.sort_by(f64::total_cmp);
+            (t_us[t_us.len() / 2], t_us[0])
         };
-        let (tp, te) = (time(false, &mut ws), time(true, &mut ws));
-        println!(
-            "config {name}: pruned {:.1} us/query, exhaustive {:.1} us/query, speed-up {:.1}x",
-            tp * 1e6,
-            te * 1e6,
-            te / tp
+        let (med, min) = time(false, &mut ws);
+        print!(
+            "config {name} ({}): pruned {med:.1} us/query (min {min:.1})",
+            cost.name()
         );
+        if with_exhaustive {
+            let (emed, _) = time(true, &mut ws);
+            print!(
+                ", exhaustive {emed:.1} us/query, speed-up {:.1}x",
+                emed / med
+            );
+        }
+        println!();
         println!(
             "config {name}: {} refs; per query: pruned by bounds {:.1}%, DTW abandoned {:.1}%, DTW completed {:.1}%",
             m.len(),
