@@ -100,9 +100,10 @@ fn min(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Distance from `v` to the interval [l, u] under `cost`, branch-free.
+/// Distance from `v` to the interval [l, u] under `cost`, branch-free: one
+/// row's LB_Keogh term.
 #[inline(always)]
-fn gap(v: f64, u: f64, l: f64, cost: Cost) -> f64 {
+pub fn gap(v: f64, u: f64, l: f64, cost: Cost) -> f64 {
     let (x, y) = (v - u, l - v);
     let d = if x > 0.0 { x } else { 0.0 } + if y > 0.0 { y } else { 0.0 };
     match cost {

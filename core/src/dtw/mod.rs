@@ -12,7 +12,7 @@ mod bounds;
 mod core_dp;
 pub mod lanes;
 
-pub use bounds::{envelope, lb_enhanced, lb_keogh, lb_kim};
+pub use bounds::{envelope, gap, lb_enhanced, lb_keogh, lb_kim};
 pub use core_dp::accumulated;
 
 use crate::error::{check_finite, Error, Result};

@@ -6,8 +6,9 @@
 //! 1. LB_Keogh (query against each reference's envelope, precomputed at fit)
 //!    and LB_Kim for every reference; the references with the smallest bounds
 //!    become seeds, evaluated first so the cut-off is tight early.
-//! 2. For each reference whose bound is below the cut-off: LB_Keogh of the
-//!    reference against the query's envelope, then LB_Enhanced; survivors are
+//! 2. For each reference whose bound is below the cut-off: LB_Enhanced
+//!    (LB_Keogh of the reference against the query's envelope pruned under 2%
+//!    of the candidates it saw on the bench data, so it is not run); survivors are
 //!    queued `LANES` (8) at a time into the lockstep DTW (`dtw::lanes`), which
 //!    abandons a lane once its row minimum plus the remaining LB_Keogh exceeds
 //!    the cut-off.
@@ -95,10 +96,8 @@ impl Model {
         let w = self.window;
         let n = self.labels.len();
         let cost = self.config.dtw.cost;
-        let r = self.config.dtw.radius_or_max();
         {
             let q = &ws.query[..w];
-            dtw::envelope(q, r, &mut ws.q_upper, &mut ws.q_lower);
             // Pass 1: a bound for every reference; keep the smallest as seeds.
             let seeds = &mut ws.seeds;
             seeds.clear();
@@ -180,23 +179,19 @@ impl Model {
         let r = self.config.dtw.radius_or_max();
         let q = &ws.query[..w];
         let s = self.reference(i);
-        if dtw::lb_keogh(s, &ws.q_upper, &ws.q_lower, cost, *cutoff, None) > *cutoff {
-            stats.pruned_by_bounds += 1;
-            return;
-        }
         let (u, l) = self.envelope(i);
         if dtw::lb_enhanced(q, s, r, ENHANCED_BANDS, u, l, cost, *cutoff) > *cutoff {
             stats.pruned_by_bounds += 1;
             return;
         }
-        // Queue it: the reference and its cumulative LB_Keogh go into lane `slot`.
+        // Queue it: the reference and its per-row LB_Keogh terms go into lane
+        // `slot`; `run_batch` turns the terms into suffix sums for all lanes at
+        // once (one vector chain per batch instead of a serial chain per candidate).
         let slot = batch.len;
-        dtw::lb_keogh(q, u, l, cost, f64::INFINITY, Some(&mut ws.cb[..=w]));
         for j in 0..w {
             ws.b_lanes[j][slot] = s[j];
-            ws.cb_lanes[j][slot] = ws.cb[j];
+            ws.cb_lanes[j][slot] = dtw::gap(q[j], u[j], l[j], cost);
         }
-        ws.cb_lanes[w][slot] = 0.0;
         batch.ids[slot] = i;
         batch.len += 1;
         if batch.len == LANES {
@@ -224,7 +219,15 @@ impl Model {
                 ws.b_lanes[j][slot] = ws.b_lanes[j][0];
                 ws.cb_lanes[j][slot] = ws.cb_lanes[j][0];
             }
-            ws.cb_lanes[w][slot] = 0.0;
+        }
+        // UCR Suite cumulative LB_Keogh: cb[j] bounds the cost of rows j..w.
+        let mut acc = [0.0; LANES];
+        ws.cb_lanes[w] = acc;
+        for j in (0..w).rev() {
+            for (a, c) in acc.iter_mut().zip(ws.cb_lanes[j].iter_mut()) {
+                *a += *c;
+                *c = *a;
+            }
         }
         let cost = self.config.dtw.cost;
         let r = self.config.dtw.radius_or_max();
