@@ -3,7 +3,7 @@
 //!
 //! The reference set is stored flat (`n × w` contiguous f64) with each
 //! reference's band envelope precomputed at fit time, so a query runs the UCR
-//! Suite cascade (LB_Kim, LB_Keogh both ways, early-abandoned DTW with the
+//! Suite cascade (LB_Enhanced over every reference in SIMD lanes, early-abandoned DTW with the
 //! cumulative bound) without allocating.
 
 mod batch;
@@ -69,10 +69,12 @@ pub struct Model {
     upper: Vec<f64>,
     lower: Vec<f64>,
     /// The same envelopes interleaved by groups of `LANES` (8) references
-    /// (`[group][sample][lane]`), so the per-query LB_Keogh pass over every
+    /// (`[group][sample][lane]`), so the per-query bound pass over every
     /// reference runs several references per SIMD operation.
     upper_lanes: Vec<dtw::lanes::Lanes>,
     lower_lanes: Vec<dtw::lanes::Lanes>,
+    /// The references interleaved the same way (LB_Enhanced's end bands).
+    refs_lanes: Vec<dtw::lanes::Lanes>,
     labels: Vec<u32>,
 }
 
@@ -149,6 +151,7 @@ impl Model {
             dtw::envelope(s, r, u, l);
         }
         let (upper_lanes, lower_lanes) = (interleave(&upper, window), interleave(&lower, window));
+        let refs_lanes = interleave(&refs, window);
         Ok(Self {
             config,
             window,
@@ -159,6 +162,7 @@ impl Model {
             lower,
             upper_lanes,
             lower_lanes,
+            refs_lanes,
             labels: labels.to_vec(),
         })
     }
@@ -336,7 +340,7 @@ impl Model {
     }
 }
 
-/// `[ref][sample]` → `[group of 4 refs][sample][lane]`; lanes past the last
+/// `[ref][sample]` → `[group of LANES refs][sample][lane]`; lanes past the last
 /// reference are zero (their bounds are never read).
 fn interleave(flat: &[f64], window: usize) -> Vec<dtw::lanes::Lanes> {
     let n = flat.len() / window;

@@ -3,18 +3,23 @@
 //! lower bound proves its distance exceeds the current k-th best.
 //!
 //! Order of work per query:
-//! 1. LB_Keogh (query against each reference's envelope, precomputed at fit)
-//!    and LB_Kim for every reference; the references with the smallest bounds
-//!    become seeds, evaluated first so the cut-off is tight early.
-//! 2. For each reference whose bound is below the cut-off: LB_Enhanced
-//!    (LB_Keogh of the reference against the query's envelope pruned under 2%
-//!    of the candidates it saw on the bench data, so it is not run); survivors are
-//!    queued `LANES` (8) at a time into the lockstep DTW (`dtw::lanes`), which
-//!    abandons a lane once its row minimum plus the remaining LB_Keogh exceeds
-//!    the cut-off.
+//! 1. LB_Enhanced^V (Tan, Petitjean & Webb 2019: exact L-shaped bands at both
+//!    ends, LB_Keogh rows between; it is at least LB_Kim and usually above
+//!    LB_Keogh) of the query against every reference, `LANES` (8) references
+//!    per SIMD operation from the interleaved copies made at fit; the
+//!    references with the smallest bounds become seeds, evaluated first so the
+//!    cut-off is tight early.
+//! 2. Every other reference whose bound is not above the cut-off is queued
+//!    `LANES` at a time into the lockstep DTW (`dtw::lanes`), which abandons a
+//!    lane once its row minimum plus the remaining LB_Keogh exceeds the
+//!    cut-off. (LB_Keogh of the reference against the query's envelope pruned
+//!    under 2% of the candidates it saw on the bench data, so it is not run.)
 
 use super::{Model, SearchStats, Workspace};
-use crate::dtw::{self, lanes::LANES};
+use crate::dtw::{
+    self,
+    lanes::{Lanes, LANES},
+};
 
 /// Relative slack on cut-offs so floating-point rounding in a bound can never
 /// prune a reference whose true distance ties the k-th best.
@@ -105,27 +110,40 @@ impl Model {
             let by_bound =
                 |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
             let groups = n.div_ceil(LANES);
+            let r = self.config.dtw.radius_or_max();
             for g in 0..groups {
-                // LB_Keogh of the query against `LANES` reference envelopes at once.
-                let (u_lanes, l_lanes) = (
-                    &self.upper_lanes[g * w..(g + 1) * w],
-                    &self.lower_lanes[g * w..(g + 1) * w],
+                // LB_Enhanced of the query against `LANES` references at once.
+                let rows = g * w..(g + 1) * w;
+                let (s_lanes, u_lanes, l_lanes) = (
+                    &self.refs_lanes[rows.clone()],
+                    &self.upper_lanes[rows.clone()],
+                    &self.lower_lanes[rows],
                 );
                 let acc = match cost {
-                    dtw::Cost::Abs => keogh_lanes::<false>(q, u_lanes, l_lanes),
-                    dtw::Cost::Squared => keogh_lanes::<true>(q, u_lanes, l_lanes),
-                };
-                for (lane, &keogh) in acc.iter().enumerate() {
-                    let i = g * LANES + lane;
-                    if i >= n {
-                        break;
+                    dtw::Cost::Abs => {
+                        enhanced_lanes::<false>(q, s_lanes, u_lanes, l_lanes, r, ENHANCED_BANDS)
                     }
+                    dtw::Cost::Squared => {
+                        enhanced_lanes::<true>(q, s_lanes, u_lanes, l_lanes, r, ENHANCED_BANDS)
+                    }
+                };
+                let used = LANES.min(n - g * LANES);
+                ws.lb[g * LANES..g * LANES + used].copy_from_slice(&acc[..used]);
+                // Only bounds below the current worst seed can become seeds.
+                let worst = if seeds.len() < n_seeds {
+                    f64::INFINITY
+                } else {
+                    seeds[n_seeds - 1].0
+                };
+                if exclude.is_none() && acc[..used].iter().all(|&b| b >= worst) {
+                    continue;
+                }
+                for (lane, &b) in acc[..used].iter().enumerate() {
+                    let i = g * LANES + lane;
                     if exclude == Some(self.labels[i]) {
                         ws.lb[i] = f64::NEG_INFINITY; // never a candidate
                         continue;
                     }
-                    let b = keogh.max(dtw::lb_kim(q, self.reference(i), cost));
-                    ws.lb[i] = b;
                     if seeds.len() < n_seeds {
                         seeds.push((b, i));
                         if seeds.len() == n_seeds {
@@ -176,14 +194,9 @@ impl Model {
     ) {
         let w = self.window;
         let cost = self.config.dtw.cost;
-        let r = self.config.dtw.radius_or_max();
         let q = &ws.query[..w];
         let s = self.reference(i);
         let (u, l) = self.envelope(i);
-        if dtw::lb_enhanced(q, s, r, ENHANCED_BANDS, u, l, cost, *cutoff) > *cutoff {
-            stats.pruned_by_bounds += 1;
-            return;
-        }
         // Queue it: the reference and its per-row LB_Keogh terms go into lane
         // `slot`; `run_batch` turns the terms into suffix sums for all lanes at
         // once (one vector chain per batch instead of a serial chain per candidate).
@@ -275,15 +288,33 @@ impl Model {
     }
 }
 
-/// LB_Keogh of `q` against `LANES` interleaved envelopes: one vertical SIMD
-/// operation per sample for `LANES` references. Sums in sample order per lane,
-/// like [`dtw::lb_keogh`] up to rounding (covered by `CUTOFF_SLACK`).
+/// [`dtw::lb_enhanced`] of `q` against `LANES` interleaved references (values
+/// `s_lanes`, envelopes `u_lanes`/`l_lanes`): the same bands and rows in the
+/// same order per lane, one vertical SIMD operation for `LANES` references.
 #[inline(always)]
-fn keogh_lanes<const SQ: bool>(
+pub(super) fn enhanced_lanes<const SQ: bool>(
     q: &[f64],
-    upper_lanes: &[dtw::lanes::Lanes],
-    lower_lanes: &[dtw::lanes::Lanes],
-) -> dtw::lanes::Lanes {
+    s_lanes: &[Lanes],
+    u_lanes: &[Lanes],
+    l_lanes: &[Lanes],
+    radius: usize,
+    v: usize,
+) -> Lanes {
+    #[inline(always)]
+    fn local<const SQ: bool>(a: f64, b: &Lanes) -> Lanes {
+        std::array::from_fn(|t| {
+            let d = a - b[t];
+            if SQ {
+                d * d
+            } else {
+                d.abs()
+            }
+        })
+    }
+    #[inline(always)]
+    fn vmin(a: Lanes, b: Lanes) -> Lanes {
+        std::array::from_fn(|t| if a[t] < b[t] { a[t] } else { b[t] })
+    }
     #[inline(always)]
     fn pos(x: f64) -> f64 {
         if x > 0.0 {
@@ -292,14 +323,47 @@ fn keogh_lanes<const SQ: bool>(
             0.0
         }
     }
-    let mut acc = [0.0; LANES];
-    for ((&qj, u), l) in q.iter().zip(upper_lanes).zip(lower_lanes) {
-        for t in 0..LANES {
-            let d = pos(qj - u[t]) + pos(l[t] - qj);
-            acc[t] += if SQ { d * d } else { d };
+    let n = q.len();
+    let (s_lanes, u_lanes, l_lanes) = (&s_lanes[..n], &u_lanes[..n], &l_lanes[..n]);
+    if n == 1 {
+        return local::<SQ>(q[0], &s_lanes[0]);
+    }
+    let v = v.min(n / 2).max(1);
+    let (first, last) = (
+        local::<SQ>(q[0], &s_lanes[0]),
+        local::<SQ>(q[n - 1], &s_lanes[n - 1]),
+    );
+    let mut sum: Lanes = std::array::from_fn(|t| first[t] + last[t]);
+    for t in 1..v {
+        let lo = t.saturating_sub(radius);
+        let mut left = local::<SQ>(q[t], &s_lanes[t]);
+        for j in lo..t {
+            left = vmin(
+                vmin(left, local::<SQ>(q[t], &s_lanes[j])),
+                local::<SQ>(q[j], &s_lanes[t]),
+            );
+        }
+        let e = n - 1 - t;
+        let hi = e.saturating_add(radius).min(n - 1);
+        let mut right = local::<SQ>(q[e], &s_lanes[e]);
+        for j in e + 1..=hi {
+            right = vmin(
+                vmin(right, local::<SQ>(q[e], &s_lanes[j])),
+                local::<SQ>(q[j], &s_lanes[e]),
+            );
+        }
+        for l in 0..LANES {
+            sum[l] += left[l] + right[l];
         }
     }
-    acc
+    for i in v..n - v {
+        let (qi, u, l) = (q[i], &u_lanes[i], &l_lanes[i]);
+        for t in 0..LANES {
+            let d = pos(qi - u[t]) + pos(l[t] - qi);
+            sum[t] += if SQ { d * d } else { d };
+        }
+    }
+    sum
 }
 
 /// Insert (acc, i) into the ascending top-k list if it belongs there; ties on

@@ -180,6 +180,35 @@ fn confusion_metrics_and_grouping() {
 }
 
 proptest! {
+    /// The lane version of LB_Enhanced is the scalar bound, bit for bit, in every lane.
+    #[test]
+    fn enhanced_lanes_equal_scalar(seed in any::<u64>(), w in 1usize..40, r in 0usize..12, v in 1usize..6, sq in any::<bool>()) {
+        use crate::dtw::lanes::{Lanes, LANES};
+        let mut st = seed | 1;
+        let mut rnd = || { st ^= st << 13; st ^= st >> 7; st ^= st << 17; (st % 10_000) as f64 / 37.0 };
+        let q: Vec<f64> = (0..w).map(|_| rnd()).collect();
+        let refs: Vec<Vec<f64>> = (0..LANES).map(|_| (0..w).map(|_| rnd()).collect()).collect();
+        let envs: Vec<(Vec<f64>, Vec<f64>)> = refs.iter().map(|s| {
+            let (mut u, mut l) = (vec![0.0; w], vec![0.0; w]);
+            crate::dtw::envelope(s, r, &mut u, &mut l);
+            (u, l)
+        }).collect();
+        let lanes = |f: &dyn Fn(usize, usize) -> f64| -> Vec<Lanes> { (0..w).map(|j| std::array::from_fn(|l| f(l, j))).collect() };
+        let (s_l, u_l, l_l) = (lanes(&|l, j| refs[l][j]), lanes(&|l, j| envs[l].0[j]), lanes(&|l, j| envs[l].1[j]));
+        let cost = if sq { Cost::Squared } else { Cost::Abs };
+        let got = if sq {
+            search::enhanced_lanes::<true>(&q, &s_l, &u_l, &l_l, r, v)
+        } else {
+            search::enhanced_lanes::<false>(&q, &s_l, &u_l, &l_l, r, v)
+        };
+        for l in 0..LANES {
+            let want = crate::dtw::lb_enhanced(&q, &refs[l], r, v, &envs[l].0, &envs[l].1, cost, f64::INFINITY);
+            prop_assert_eq!(got[l].to_bits(), want.to_bits());
+        }
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     /// Pruning never changes a result: same neighbours, same distances, same vote.
     #[test]
