@@ -94,12 +94,22 @@ fn trace() -> Vec<f64> {
     t.iter().map(|v| (v * 1e6).round() / 1e6).collect()
 }
 
+#[allow(dead_code)] // also compiled into ffi/tests/ops_golden.rs, which has its own main
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = std::env::args()
         .nth(1)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("tests/fixtures"));
-    let file = KnnModelFile::load(out_dir.join("knn_golden.model.json"))?;
+    let doc = build(&out_dir)?;
+    let path = out_dir.join("ops_golden.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+/// The whole fixture document, from the model in `dir` and the core controller.
+pub fn build(dir: &std::path::Path) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    let file = KnnModelFile::load(dir.join("knn_golden.model.json"))?;
     let classes: Vec<String> = file.model.classes().to_vec();
     let rtt = trace();
 
@@ -179,8 +189,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "trace_source": "opsel::series::synth::rtt_series B1-C0 (seed 4000), C1-C1 (4001), B1-B1 (4002), 60 s each (synthetic, NOT measured)",
         "scenarios": out,
     });
-    let path = out_dir.join("ops_golden.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
-    eprintln!("wrote {}", path.display());
-    Ok(())
+    Ok(doc)
 }

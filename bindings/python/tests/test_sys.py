@@ -111,7 +111,8 @@ def test_tcp_info_after_a_transfer_and_sampler(tcp_pair):
     assert info["state"] == 1 and info["ca_state"] == "open"
     assert info["rtt_us"] > 0 and info["min_rtt_us"] > 0 and info["snd_cwnd"] > 0 and info["snd_mss"] > 0
     assert info["bytes_sent"] >= len(data) and info["bytes_acked"] >= len(data)
-    assert info["bytes_retrans"] == 0 and info["lost"] == 0
+    # Retransmissions can happen even on loopback on a loaded machine (TLP/RTO).
+    assert 0 <= info["bytes_retrans"] < len(data)
     assert opsel.tcp_info(peer)["bytes_received"] >= len(data)
     iv = sampler.sample()
     assert iv is not None and iv["interval_ns"] > 0 and iv["rtt_ns"] > 0
