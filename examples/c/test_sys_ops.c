@@ -345,7 +345,8 @@ static void test_rtt(void) {
     CHECK(opsel_rtt_prober_udp(dst, &p) == OPSEL_OK, "udp prober");
     CHECK(opsel_rtt_prober_burst(p, 0, 0, 0, rtts, 10, &mean) == OPSEL_OK, "burst");
     for (i = 0; i < 10; i++) answered += !isnan(rtts[i]);
-    CHECK(answered == 10 && mean >= 2.0 && mean < 50.0, "10 echoes 1 ms apart -> mean %.3f ms", mean);
+    /* >= the 2 ms delay line; the upper bound only excludes nonsense (valgrind is slow). */
+    CHECK(answered == 10 && mean >= 2.0 && mean < 1000.0, "10 echoes 1 ms apart -> mean %.3f ms", mean);
     CHECK(opsel_rtt_prober_burst(p, 10, 0, 0, rtts, 3, &mean) == OPSEL_INVALID_INPUT, "small rtts buffer");
     CHECK(opsel_udp_echo_responder_stop(r, &echoed) == OPSEL_OK && echoed >= 10, "echoed %llu",
           (unsigned long long)echoed);
@@ -358,7 +359,7 @@ static void test_rtt(void) {
     case OPSEL_OK:
         CHECK(opsel_rtt_prober_burst(p, 0, 0, 0, rtts, 10, &mean) == OPSEL_OK, "icmp burst");
         for (answered = 0, i = 0; i < 10; i++) answered += !isnan(rtts[i]);
-        CHECK(answered == 10 && mean > 0.0 && mean < 50.0, "ICMP mean %.4f ms over %d replies", mean, answered);
+        CHECK(answered == 10 && mean > 0.0 && mean < 1000.0, "ICMP mean %.4f ms over %d replies", mean, answered);
         opsel_rtt_prober_free(p);
         break;
     case OPSEL_PERMISSION:

@@ -359,7 +359,9 @@ fn secs(v: f64, what: &str) -> napi::Result<u64, Code> {
 /// ```
 #[napi(custom_finalize)]
 pub struct Controller {
-    inner: Core<Box<dyn Classifier + Send>, AnyPolicy>,
+    /// Borrowed per call: a policy function that calls back into its own
+    /// controller gets an error instead of aliasing the state.
+    inner: RefCell<Core<Box<dyn Classifier + Send>, AnyPolicy>>,
     classes: Vec<String>,
     env: Rc<Cell<sys::napi_env>>,
     func: Rc<RefCell<Option<Ref<()>>>>,
@@ -588,7 +590,7 @@ impl Controller {
                 }
             };
             Ok(Self {
-                inner,
+                inner: RefCell::new(inner),
                 classes,
                 env: env_cell,
                 func,
@@ -597,16 +599,26 @@ impl Controller {
         })
     }
 
+    fn core(
+        &self,
+    ) -> napi::Result<std::cell::RefMut<'_, Core<Box<dyn Classifier + Send>, AnyPolicy>>, Code>
+    {
+        self.inner.try_borrow_mut().map_err(|_| {
+            invalid("the controller is busy: a policy function must not call back into its own controller")
+        })
+    }
+
     /// Run a core call with the env published for a policy function, then
     /// turn a thrown policy exception into a coded error.
     fn call<T>(
-        &mut self,
+        &self,
         env: Env,
         f: impl FnOnce(&mut Core<Box<dyn Classifier + Send>, AnyPolicy>) -> opsel::Result<T>,
     ) -> napi::Result<T, Code> {
         guard(|| {
+            let mut core = self.core()?;
             self.env.set(env.raw());
-            let r = f(&mut self.inner);
+            let r = f(&mut core);
             self.env.set(std::ptr::null_mut());
             if let Some(text) = self.thrown.borrow_mut().take() {
                 return Err(invalid(format!(
@@ -619,28 +631,28 @@ impl Controller {
 
     /// Begin the first probe at `nowNs`.
     #[napi]
-    pub fn start(&mut self, env: Env, now_ns: f64) -> napi::Result<(), Code> {
+    pub fn start(&self, env: Env, now_ns: f64) -> napi::Result<(), Code> {
         let t = ns(now_ns, "nowNs")?;
         self.call(env, |c| c.start(t))
     }
 
     /// Feed one aggregated RTT sample (mean `rttMs` over the period ending at `nowNs`).
     #[napi]
-    pub fn handle_sample(&mut self, env: Env, now_ns: f64, rtt_ms: f64) -> napi::Result<(), Code> {
+    pub fn handle_sample(&self, env: Env, now_ns: f64, rtt_ms: f64) -> napi::Result<(), Code> {
         let t = ns(now_ns, "nowNs")?;
         self.call(env, |c| c.handle_sample(t, rtt_ms))
     }
 
     /// Let time pass: pattern segment changes, probe deadlines, end of steady.
     #[napi]
-    pub fn handle_timeout(&mut self, env: Env, now_ns: f64) -> napi::Result<(), Code> {
+    pub fn handle_timeout(&self, env: Env, now_ns: f64) -> napi::Result<(), Code> {
         let t = ns(now_ns, "nowNs")?;
         self.call(env, |c| c.handle_timeout(t))
     }
 
     /// Account bytes sent to the current phase.
     #[napi]
-    pub fn handle_bytes(&mut self, env: Env, now_ns: f64, bytes: f64) -> napi::Result<(), Code> {
+    pub fn handle_bytes(&self, env: Env, now_ns: f64, bytes: f64) -> napi::Result<(), Code> {
         let t = ns(now_ns, "nowNs")?;
         let b = ns(bytes, "bytes")?;
         self.call(env, |c| c.handle_bytes(t, b))
@@ -648,50 +660,51 @@ impl Controller {
 
     /// When `handleTimeout` should next be called (ns), or null.
     #[napi]
-    pub fn poll_timeout(&self) -> Option<f64> {
-        self.inner.poll_timeout().map(|v| v as f64)
+    pub fn poll_timeout(&self) -> napi::Result<Option<f64>, Code> {
+        Ok(self.core()?.poll_timeout().map(|v| v as f64))
     }
 
     /// The next output (oldest first), or null.
     #[napi]
-    pub fn poll(&mut self) -> Option<OpsOutput> {
-        self.inner.poll().map(|o| output(o, &self.classes))
+    pub fn poll(&self) -> napi::Result<Option<OpsOutput>, Code> {
+        Ok(self.core()?.poll().map(|o| output(o, &self.classes)))
     }
 
     /// Every pending output, oldest first.
     #[napi]
-    pub fn drain(&mut self) -> Vec<OpsOutput> {
+    pub fn drain(&self) -> napi::Result<Vec<OpsOutput>, Code> {
+        let mut core = self.core()?;
         let mut v = Vec::new();
-        while let Some(o) = self.inner.poll() {
+        while let Some(o) = core.poll() {
             v.push(output(o, &self.classes));
         }
-        v
+        Ok(v)
     }
 
     /// "idle", "probe", "classify", "select" or "steady".
     #[napi(getter)]
-    pub fn phase(&self) -> String {
-        phase_name(self.inner.phase()).into()
+    pub fn phase(&self) -> napi::Result<String, Code> {
+        Ok(phase_name(self.core()?.phase()).into())
     }
     /// Current OPS cycle (0-based).
     #[napi(getter)]
-    pub fn cycle(&self) -> f64 {
-        self.inner.cycle() as f64
+    pub fn cycle(&self) -> napi::Result<f64, Code> {
+        Ok(self.core()?.cycle() as f64)
     }
     /// The CCA the socket is (to be) set to.
     #[napi(getter)]
-    pub fn socket_cca(&self) -> String {
-        self.inner.socket_cca().as_str().into()
+    pub fn socket_cca(&self) -> napi::Result<String, Code> {
+        Ok(self.core()?.socket_cca().as_str().into())
     }
     /// Current base steady time Y (ns) after adaptation.
     #[napi(getter)]
-    pub fn steady_ns(&self) -> f64 {
-        self.inner.steady_ns() as f64
+    pub fn steady_ns(&self) -> napi::Result<f64, Code> {
+        Ok(self.core()?.steady_ns() as f64)
     }
     /// Window length w in samples.
     #[napi(getter)]
-    pub fn window_len(&self) -> u32 {
-        self.inner.window_len() as u32
+    pub fn window_len(&self) -> napi::Result<u32, Code> {
+        Ok(self.core()?.window_len() as u32)
     }
     /// The model's class names.
     #[napi(getter)]
@@ -702,9 +715,10 @@ impl Controller {
     /// Counters, with the running phase accounted up to `nowNs` when given.
     #[napi]
     pub fn stats(&self, now_ns: Option<f64>) -> napi::Result<OpsStats, Code> {
+        let core = self.core()?;
         let s = match now_ns {
-            Some(t) => self.inner.stats_at(ns(t, "nowNs")?),
-            None => self.inner.stats(),
+            Some(t) => core.stats_at(ns(t, "nowNs")?),
+            None => core.stats(),
         };
         Ok(OpsStats {
             decisions: s.decisions as f64,

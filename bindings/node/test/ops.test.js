@@ -111,6 +111,18 @@ test('an exception in the policy becomes a coded error; the controller goes on',
   ctl.handleSample(41 * S, TRACE[40])
 })
 
+test('a policy that calls back into its own controller gets an error, not a crash', () => {
+  let ctl = null
+  ctl = new opsel.Controller(MODEL, { steadyS: 10, policy: () => ctl.phase })
+  ctl.start(0)
+  let err = null
+  for (let k = 0; k < 25 && !err; k++) {
+    ctl.handleTimeout((k + 1) * S)
+    try { ctl.handleSample((k + 1) * S, TRACE[k]) } catch (e) { err = e }
+  }
+  assert.ok(err && err.code === 'OPSEL_INVALID_INPUT' && /busy/.test(err.message), String(err))
+})
+
 test('configuration errors name the value', () => {
   const bad = [
     [{ mode: 'active', pattern: 'S5-X5' }, /X5/],

@@ -64,7 +64,7 @@ impl Policy for AnyPolicy {
                                 .map(|r| r.to_string())
                                 .unwrap_or_else(|_| "an exception".into())
                         });
-                        *p.raised.lock().unwrap() = Some(e);
+                        *p.raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                         Err(opsel::Error::invalid(format!(
                             "policy callback raised {msg} for class {label}"
                         )))
@@ -127,9 +127,23 @@ fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyR
 }
 
 impl Controller {
+    /// The controller, or an error when it is already in use: the GIL is held
+    /// throughout every method, so a busy lock means a policy callback called
+    /// back into its own controller (which would deadlock).
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Ctl>> {
+        match self.inner.try_lock() {
+            Ok(g) => Ok(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(invalid(
+                "the controller is busy: a policy callback must not call back into its own controller".into(),
+            )),
+        }
+    }
+
     fn call<T>(&self, f: impl FnOnce(&mut Ctl) -> opsel::Result<T>) -> PyResult<T> {
-        let r = f(&mut self.inner.lock().unwrap());
-        if let Some(e) = self.raised.lock().unwrap().take() {
+        let r = f(&mut *self.lock()?);
+        let raised = self.raised.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(e) = raised {
             // The controller already treated it as a failed decision; tell the caller why.
             return Python::attach(|py| {
                 let err = PyErr::from_type(
@@ -396,22 +410,22 @@ impl Controller {
     }
 
     /// When handle_timeout should next be called (ns), or None.
-    fn poll_timeout(&self) -> Option<u64> {
-        self.inner.lock().unwrap().poll_timeout()
+    fn poll_timeout(&self) -> PyResult<Option<u64>> {
+        Ok(self.lock()?.poll_timeout())
     }
 
     /// The next output as a dict (oldest first), or None. `kind` is one of
     /// set_cca, send_full_speed, silence, steady (actions) or phase,
     /// classified, selected, decision_failed, probe_incomplete (events).
     fn poll<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let o = self.inner.lock().unwrap().poll();
+        let o = self.lock()?.poll();
         o.map(|o| output_dict(py, o, &self.classes)).transpose()
     }
 
     /// Every pending output, oldest first.
     fn drain<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let mut v = Vec::new();
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock()?;
         while let Some(o) = g.poll() {
             v.push(output_dict(py, o, &self.classes)?);
         }
@@ -420,28 +434,28 @@ impl Controller {
 
     /// "idle", "probe", "classify", "select" or "steady".
     #[getter]
-    fn phase(&self) -> &'static str {
-        phase_name(self.inner.lock().unwrap().phase())
+    fn phase(&self) -> PyResult<&'static str> {
+        Ok(phase_name(self.lock()?.phase()))
     }
     /// Current OPS cycle (0-based).
     #[getter]
-    fn cycle(&self) -> u64 {
-        self.inner.lock().unwrap().cycle()
+    fn cycle(&self) -> PyResult<u64> {
+        Ok(self.lock()?.cycle())
     }
     /// The CCA the socket is (to be) set to.
     #[getter]
-    fn socket_cca(&self) -> String {
-        self.inner.lock().unwrap().socket_cca().as_str().to_string()
+    fn socket_cca(&self) -> PyResult<String> {
+        Ok(self.lock()?.socket_cca().as_str().to_string())
     }
     /// Current base steady time Y (ns) after adaptation.
     #[getter]
-    fn steady_ns(&self) -> u64 {
-        self.inner.lock().unwrap().steady_ns()
+    fn steady_ns(&self) -> PyResult<u64> {
+        Ok(self.lock()?.steady_ns())
     }
     /// Window length w in samples.
     #[getter]
-    fn window_len(&self) -> usize {
-        self.inner.lock().unwrap().window_len()
+    fn window_len(&self) -> PyResult<usize> {
+        Ok(self.lock()?.window_len())
     }
     /// The model's class names.
     #[getter]
@@ -454,7 +468,7 @@ impl Controller {
     /// running phase accounted up to `now_ns` when given.
     #[pyo3(signature = (now_ns = None))]
     fn stats<'py>(&self, py: Python<'py>, now_ns: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
-        let g = self.inner.lock().unwrap();
+        let g = self.lock()?;
         let s = match now_ns {
             Some(t) => g.stats_at(t),
             None => g.stats(),

@@ -253,13 +253,18 @@ impl TcpInfoSampler {
 
     /// The interval since the previous snapshot as a dict, or None.
     fn sample<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let r = self.inner.lock().unwrap().sample().py_err()?;
+        let r = self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sample()
+            .py_err()?;
         r.map(|i| interval_dict(py, &i)).transpose()
     }
 
     /// The last snapshot as a dict.
     fn last<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let i = *self.inner.lock().unwrap().last();
+        let i = *self.inner.lock().unwrap_or_else(|p| p.into_inner()).last();
         info_dict(py, &i)
     }
 }
@@ -330,7 +335,37 @@ fn u64s(values: Vec<i64>, what: &str) -> PyResult<Vec<u64>> {
 /// schedule after a stall (gaps kept), "burst" sends overdue packets at once.
 #[pyclass(module = "opsel")]
 struct PacedSender {
+    /// Locked only with the GIL released (inside `py.detach`), so a thread
+    /// holding the GIL never waits for a thread that needs it back.
     inner: Mutex<(CoreSender, TrainReport)>,
+    backend: &'static str,
+    txtime: Option<TxTimeSupport>,
+    detect_error: Option<String>,
+    tx_timestamping: bool,
+}
+
+/// A train's report copied out of the sender while the GIL is released.
+struct TrainOut {
+    backend: &'static str,
+    train_id: u32,
+    start_ns: u64,
+    rebases: u32,
+    max_lateness_ns: u64,
+    sched_fifo: bool,
+    tx_stamped: usize,
+    refused: u32,
+    seq: Vec<u32>,
+    scheduled: Vec<u64>,
+    departure: Vec<u64>,
+    sent: Vec<u64>,
+    stamped: Vec<bool>,
+}
+
+fn backend_name(b: Backend) -> &'static str {
+    match b {
+        Backend::TxTime { .. } => "txtime",
+        Backend::UserSpace => "userspace",
+    }
 }
 
 #[pymethods]
@@ -385,6 +420,10 @@ impl PacedSender {
             .detach(|| CoreSender::new(sock, dst, payload_max, cfg))
             .py_err()?;
         Ok(Self {
+            backend: backend_name(s.backend()),
+            txtime: s.txtime_support().cloned(),
+            detect_error: s.detection_error().map(str::to_owned),
+            tx_timestamping: s.tx_timestamping(),
             inner: Mutex::new((s, TrainReport::default())),
         })
     }
@@ -392,10 +431,7 @@ impl PacedSender {
     /// "txtime" or "userspace".
     #[getter]
     fn backend(&self) -> &'static str {
-        match self.inner.lock().unwrap().0.backend() {
-            Backend::TxTime { .. } => "txtime",
-            Backend::UserSpace => "userspace",
-        }
+        self.backend
     }
 
     /// Why this backend: the SO_TXTIME detection dict (enforced, device,
@@ -403,16 +439,13 @@ impl PacedSender {
     /// when detection itself failed.
     #[getter]
     fn txtime<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let g = self.inner.lock().unwrap();
-        match g.0.txtime_support() {
+        match &self.txtime {
             Some(t) => txtime_dict(py, t),
             None => {
                 let d = PyDict::new(py);
                 d.set_item("enforced", false)?;
-                d.set_item(
-                    "reason",
-                    g.0.detection_error().unwrap_or("detection failed"),
-                )?;
+                let why = self.detect_error.as_deref().unwrap_or("detection failed");
+                d.set_item("reason", why)?;
                 Ok(d)
             }
         }
@@ -421,7 +454,7 @@ impl PacedSender {
     /// Whether software TX timestamps are enabled.
     #[getter]
     fn tx_timestamping(&self) -> bool {
-        self.inner.lock().unwrap().0.tx_timestamping()
+        self.tx_timestamping
     }
 
     /// Send one train: packet i leaves at start + schedule_ns[i] (ns offsets,
@@ -440,48 +473,46 @@ impl PacedSender {
         train_id: u32,
     ) -> PyResult<Bound<'py, PyDict>> {
         let sched = u64s(schedule_ns, "schedule_ns")?;
-        let mut g = self.inner.lock().unwrap();
-        let (s, report) = &mut *g;
-        py.detach(|| s.send_train(&sched, payload_len, train_id, report))
+        let r = py
+            .detach(|| {
+                let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+                let (s, r) = &mut *g;
+                s.send_train(&sched, payload_len, train_id, r)?;
+                let p = &r.packets;
+                Ok::<_, opsel::Error>(TrainOut {
+                    backend: backend_name(r.backend.unwrap_or(Backend::UserSpace)),
+                    train_id: r.train_id,
+                    start_ns: r.start_mono_ns,
+                    rebases: r.rebases,
+                    max_lateness_ns: r.max_lateness_ns,
+                    sched_fifo: r.sched_fifo,
+                    tx_stamped: r.tx_stamped,
+                    refused: r.refused,
+                    seq: p.iter().map(|x| x.seq).collect(),
+                    scheduled: p.iter().map(|x| x.scheduled_mono_ns).collect(),
+                    departure: p.iter().map(|x| x.departure().0).collect(),
+                    sent: p.iter().map(|x| x.sent_mono_ns).collect(),
+                    stamped: p
+                        .iter()
+                        .map(|x| x.departure().1 == DepartureSource::TxSoftwareStamp)
+                        .collect(),
+                })
+            })
             .py_err()?;
-        let r = &*report;
         let d = PyDict::new(py);
-        d.set_item(
-            "backend",
-            match r.backend {
-                Some(Backend::TxTime { .. }) => "txtime",
-                _ => "userspace",
-            },
-        )?;
+        d.set_item("backend", r.backend)?;
         d.set_item("train_id", r.train_id)?;
-        d.set_item("start_ns", r.start_mono_ns)?;
+        d.set_item("start_ns", r.start_ns)?;
         d.set_item("rebases", r.rebases)?;
         d.set_item("max_lateness_ns", r.max_lateness_ns)?;
         d.set_item("sched_fifo", r.sched_fifo)?;
         d.set_item("tx_stamped", r.tx_stamped)?;
         d.set_item("refused", r.refused)?;
-        let p = &r.packets;
-        d.set_item("seq", PyArray1::from_iter(py, p.iter().map(|x| x.seq)))?;
-        d.set_item(
-            "scheduled_ns",
-            PyArray1::from_iter(py, p.iter().map(|x| x.scheduled_mono_ns)),
-        )?;
-        d.set_item(
-            "departure_ns",
-            PyArray1::from_iter(py, p.iter().map(|x| x.departure().0)),
-        )?;
-        d.set_item(
-            "sent_ns",
-            PyArray1::from_iter(py, p.iter().map(|x| x.sent_mono_ns)),
-        )?;
-        d.set_item(
-            "tx_stamped_mask",
-            PyArray1::from_iter(
-                py,
-                p.iter()
-                    .map(|x| x.departure().1 == DepartureSource::TxSoftwareStamp),
-            ),
-        )?;
+        d.set_item("seq", PyArray1::from_vec(py, r.seq))?;
+        d.set_item("scheduled_ns", PyArray1::from_vec(py, r.scheduled))?;
+        d.set_item("departure_ns", PyArray1::from_vec(py, r.departure))?;
+        d.set_item("sent_ns", PyArray1::from_vec(py, r.sent))?;
+        d.set_item("tx_stamped_mask", PyArray1::from_vec(py, r.stamped))?;
         Ok(d)
     }
 }
@@ -535,13 +566,17 @@ impl ProbeReceiver {
                 "idle_s {idle_s} must be a number of seconds in [0, 3600]"
             ))));
         }
-        let mut g = self.inner.lock().unwrap();
-        let (rx, recs) = &mut *g;
-        recs.clear();
-        py.detach(|| rx.recv_train(expected, Duration::from_secs_f64(idle_s), recs))
+        // Lock with the GIL released (see PacedSender.inner); copy the records out.
+        let r = py
+            .detach(|| {
+                let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+                let (rx, recs) = &mut *g;
+                recs.clear();
+                rx.recv_train(expected, Duration::from_secs_f64(idle_s), recs)?;
+                Ok::<_, opsel::Error>(recs.clone())
+            })
             .py_err()?;
         let d = PyDict::new(py);
-        let r = &*recs;
         d.set_item("seq", PyArray1::from_iter(py, r.iter().map(|x| x.seq)))?;
         d.set_item(
             "train_id",
@@ -573,10 +608,9 @@ impl ProbeReceiver {
 
 // -------------------------------------------------------------- RTT ---
 
-fn burst_dict<'py>(
+fn burst_dict<'py, P: EchoProbe + Send>(
     py: Python<'py>,
-    probe: &mut (impl EchoProbe + Send),
-    seq: &mut u16,
+    inner: &Mutex<(P, u16)>,
     count: u16,
     interval_ns: u64,
     timeout_ns: u64,
@@ -586,9 +620,16 @@ fn burst_dict<'py>(
         interval_ns,
         timeout_ns,
     };
-    let seq0 = *seq;
-    *seq = seq.wrapping_add(count);
-    let b = py.detach(|| rtt::echo_burst(probe, cfg, seq0)).py_err()?;
+    // Lock with the GIL released (see PacedSender.inner).
+    let b = py
+        .detach(|| {
+            let mut g = inner.lock().unwrap_or_else(|p| p.into_inner());
+            let (probe, seq) = &mut *g;
+            let seq0 = *seq;
+            *seq = seq.wrapping_add(count);
+            rtt::echo_burst(probe, cfg, seq0)
+        })
+        .py_err()?;
     let d = PyDict::new(py);
     d.set_item("start_ns", b.start_mono_ns)?;
     d.set_item(
@@ -611,6 +652,7 @@ fn burst_dict<'py>(
 #[pyclass(module = "opsel")]
 struct IcmpProber {
     inner: Mutex<(CoreIcmp, u16)>,
+    kind: &'static str,
 }
 
 #[pymethods]
@@ -622,18 +664,21 @@ impl IcmpProber {
                 "dst {dst:?} is not an IPv4 address; write e.g. \"10.0.0.2\""
             )))
         })?;
+        let p = CoreIcmp::new(ip).py_err()?;
+        let kind = match p.kind() {
+            rtt::IcmpSocketKind::Ping => "ping",
+            rtt::IcmpSocketKind::Raw => "raw",
+        };
         Ok(Self {
-            inner: Mutex::new((CoreIcmp::new(ip).py_err()?, 0)),
+            inner: Mutex::new((p, 0)),
+            kind,
         })
     }
 
     /// "ping" (unprivileged ping socket) or "raw".
     #[getter]
     fn kind(&self) -> &'static str {
-        match self.inner.lock().unwrap().0.kind() {
-            rtt::IcmpSocketKind::Ping => "ping",
-            rtt::IcmpSocketKind::Raw => "raw",
-        }
+        self.kind
     }
 
     /// Send `count` echoes `interval_ns` apart without waiting for replies,
@@ -648,9 +693,7 @@ impl IcmpProber {
         interval_ns: u64,
         timeout_ns: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let mut g = self.inner.lock().unwrap();
-        let (p, seq) = &mut *g;
-        burst_dict(py, p, seq, count, interval_ns, timeout_ns)
+        burst_dict(py, &self.inner, count, interval_ns, timeout_ns)
     }
 }
 
@@ -681,9 +724,7 @@ impl UdpEchoProber {
         interval_ns: u64,
         timeout_ns: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let mut g = self.inner.lock().unwrap();
-        let (p, seq) = &mut *g;
-        burst_dict(py, p, seq, count, interval_ns, timeout_ns)
+        burst_dict(py, &self.inner, count, interval_ns, timeout_ns)
     }
 }
 
@@ -743,7 +784,7 @@ impl UdpEchoResponder {
         _v: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if let Some(r) = self.inner.lock().unwrap().take() {
+        if let Some(r) = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take() {
             py.detach(|| r.stop()).py_err()?;
         }
         Ok(false)

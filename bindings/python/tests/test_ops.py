@@ -140,6 +140,18 @@ def test_callback_returning_a_bad_name_fails_the_decision():
     assert failed and "not a cca!" in failed[0]["message"]
 
 
+def test_policy_calling_back_into_its_controller_is_an_error_not_a_deadlock():
+    holder = {}
+    ctl = opsel.Controller(str(MODEL_PATH), steady_s=10, policy=lambda c: holder["ctl"].phase)
+    holder["ctl"] = ctl
+    ctl.start(0)
+    with pytest.raises(opsel.OpselError) as e:
+        for k, rtt in enumerate(TRACE[:25]):
+            ctl.handle_timeout((k + 1) * S)
+            ctl.handle_sample((k + 1) * S, rtt)
+    assert "busy" in str(e.value.__cause__)
+
+
 def test_configuration_errors_name_the_value():
     with pytest.raises(opsel.InvalidInputError, match="X5"):
         opsel.Controller(str(MODEL_PATH), mode="active", pattern="S5-X5")
