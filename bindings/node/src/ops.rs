@@ -654,7 +654,7 @@ impl Controller {
     #[napi]
     pub fn handle_bytes(&self, env: Env, now_ns: f64, bytes: f64) -> napi::Result<(), Code> {
         let t = ns(now_ns, "nowNs")?;
-        let b = ns(bytes, "bytes")?;
+        let b = crate::sys::whole(bytes, "bytes", "bytes")?;
         self.call(env, |c| c.handle_bytes(t, b))
     }
 

@@ -66,9 +66,14 @@ fn bind_udp(bind: Option<&str>, peer: Option<IpAddr>) -> R<UdpSocket> {
 
 /// A non-negative integer number of ns from a JS number.
 pub(crate) fn ns(v: f64, what: &str) -> R<u64> {
+    whole(v, what, "nanoseconds")
+}
+
+/// A non-negative integer (exact in a JS number) of `unit`.
+pub(crate) fn whole(v: f64, what: &str, unit: &str) -> R<u64> {
     if !(v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_992.0) {
         return Err(invalid(format!(
-            "{what} = {v} must be a whole number of nanoseconds in [0, 2^53]"
+            "{what} = {v} must be a whole number of {unit} in [0, 2^53]"
         )));
     }
     Ok(v as u64)
@@ -303,7 +308,7 @@ impl TcpInfoSampler {
 #[napi]
 pub fn set_max_pacing_rate(fd: i32, rate_bps: Option<f64>) -> napi::Result<(), Code> {
     guard(|| {
-        let r = rate_bps.map(|r| ns(r, "rateBps")).transpose()?;
+        let r = rate_bps.map(|r| whole(r, "rateBps", "bit/s")).transpose()?;
         with_fd(fd, |f| sys::set_max_pacing_rate(f, r))
     })
 }
