@@ -60,6 +60,268 @@ export interface KnnOptions {
 export declare function loadModel(path: string): Model
 /** Parse and validate model-file JSON text. */
 export declare function modelFromJson(json: string): Model
+/**
+ * Adaptive steady time (000 §6 future work): grow Y while the decision is
+ * stable, shrink it when it changes. All optional; defaults [Y/2, 8·Y], ×2, ×0.5.
+ */
+export interface AdaptiveOptions {
+  minS?: number
+  maxS?: number
+  grow?: number
+  shrink?: number
+  /** "decision" (default) or "class". */
+  key?: string
+}
+/**
+ * Progressive probing: end the probe once a prefix is classified with
+ * `minConfidence` (0.8) by `agree` (1) consecutive checks, checking at
+ * `minSamples` (5) then every `step` (5) samples.
+ */
+export interface ProgressiveOptions {
+  minSamples?: number
+  step?: number
+  minConfidence?: number
+  agree?: number
+  /** Prefix lengths that get a prefix model (default every `step` below w). */
+  prefixLens?: Array<number>
+}
+/** Controller options (all optional). */
+export interface ControllerOptions {
+  /** "passive" (default; Y = 60 s) or "active" (Y = 100 s). */
+  mode?: string
+  /** Active probing pattern (default "S5-C5-S5-B5"). */
+  pattern?: string
+  /** Steady time Y in seconds; 0 = probe once. */
+  steadyS?: number
+  /**
+   * "stump" (default), a table spec ("B1-C1=bbr, *=cubic") or a function
+   * `(classified) => ccaName`.
+   */
+  policy?: string | ((classified: Classified) => string)
+  /** CCA of the socket before the first decision (default "cubic"). */
+  initialCca?: string
+  adaptive?: boolean | AdaptiveOptions
+  progressive?: boolean | ProgressiveOptions
+  /** RTT sample period in seconds (default 1). */
+  samplePeriodS?: number
+  gracePeriods?: number
+  /** Randomise each steady time by ± this fraction (0..0.5). */
+  steadyJitter?: number
+  seed?: number
+}
+/** The classification passed to a policy function. */
+export interface Classified {
+  label: string
+  classIndex: number
+  confidence: number
+  distance: number
+  bbrPresent: boolean
+  heterogeneous: boolean
+  bbrFlows: number
+  totalFlows: number
+}
+/**
+ * One controller output. `kind` is an action ("setCca", "sendFullSpeed",
+ * "silence", "steady") or an event ("phase", "classified", "selected",
+ * "decisionFailed", "probeIncomplete"); the other fields depend on it.
+ */
+export interface OpsOutput {
+  kind: string
+  cca?: string
+  /** End of the action (ns); null for "steady until the end of the transfer". */
+  untilNs?: number
+  atNs?: number
+  phase?: string
+  cycle?: number
+  label?: string
+  classIndex?: number
+  confidence?: number
+  distance?: number
+  samples?: number
+  needed?: number
+  early?: boolean
+  /** Steady time Y chosen ("selected"), ns; null = until the end. */
+  steadyNs?: number
+  message?: string
+}
+/** Cumulative counters (ns and bytes as numbers). */
+export interface OpsStats {
+  decisions: number
+  earlyExits: number
+  failedDecisions: number
+  incompleteProbes: number
+  ccaSwitches: number
+  probeNs: number
+  steadyNs: number
+  probeBytes: number
+  steadyBytes: number
+}
+/** Jain's fairness index of per-stream throughputs (000 Eq. 2.1), in [1/n, 1]. */
+export declare function jain(rates: Array<number>): number
+/** Equal share of a bottleneck of `capacity` among `nStreams` (000 §4.2). */
+export declare function fairShare(capacity: number, nStreams: number): number
+/** CCAs registered in the kernel (`net.ipv4.tcp_available_congestion_control`). */
+export declare function availableCcas(): Array<string>
+/** CCAs an unprivileged process may select (`net.ipv4.tcp_allowed_congestion_control`). */
+export declare function allowedCcas(): Array<string>
+/** The CCA of the TCP socket `fd` (for a `net.Socket`: `socket._handle.fd`). */
+export declare function getCca(fd: number): string
+/**
+ * Switch the live TCP socket `fd` to the CCA `name`, read it back and return
+ * the read-back name. Throws with `code` `"OPSEL_INVALID_INPUT"` for an
+ * unknown CCA (ENOENT; the message lists the available ones) or a descriptor
+ * that is not a TCP socket, `"OPSEL_PERMISSION"` when the CCA is not in
+ * `net.ipv4.tcp_allowed_congestion_control` (EPERM).
+ */
+export declare function setCca(fd: number, name: string): string
+/**
+ * One `TCP_INFO` snapshot (times µs, rates bytes/s). Fields the kernel does
+ * not report are `null`.
+ */
+export interface TcpInfo {
+  len: number
+  state: number
+  /** "open", "disorder", "cwr", "recovery", "loss" or "other". */
+  caState: string
+  retransmits: number
+  rtoUs: number
+  sndMss: number
+  rcvMss: number
+  unacked: number
+  lost: number
+  retrans: number
+  totalRetrans: number
+  /** Smoothed RTT, µs. */
+  rttUs: number
+  rttvarUs: number
+  minRttUs?: number
+  /** Congestion window, segments. */
+  sndCwnd: number
+  sndSsthresh: number
+  pacingRateBytesPerS?: number
+  maxPacingRateBytesPerS?: number
+  deliveryRateBytesPerS?: number
+  bytesSent?: number
+  bytesAcked?: number
+  bytesReceived?: number
+  bytesRetrans?: number
+  segsOut?: number
+  segsIn?: number
+  delivered?: number
+  notsentBytes?: number
+  busyTimeUs?: number
+}
+/** `TCP_INFO` of the TCP socket `fd`. */
+export declare function tcpInfo(fd: number): TcpInfo
+/** Smoothed RTT of the live TCP connection `fd` from `TCP_INFO`, ns. */
+export declare function tcpRttNs(fd: number): number
+/** What happened on a connection between two sampler snapshots. */
+export interface TcpInterval {
+  /** CLOCK_MONOTONIC of the later snapshot, ns. */
+  atNs: number
+  intervalNs: number
+  /** Bytes acknowledged by the peer in the interval (sender side). */
+  ackedBytes?: number
+  /** Bytes received in the interval (receiver side). */
+  receivedBytes?: number
+  /** Goodput from `ackedBytes`, bit/s. */
+  ackedRateBps?: number
+  receivedRateBps?: number
+  rttNs: number
+  rttvarNs: number
+  minRttNs?: number
+  retransSegs: number
+  cwnd: number
+}
+/**
+ * Cap the pacing rate of socket `fd` at `rateBps` bit/s (`SO_MAX_PACING_RATE`;
+ * TCP paces internally without fq). `null` removes the cap.
+ */
+export declare function setMaxPacingRate(fd: number, rateBps?: number | undefined | null): void
+/** The pacing cap of `fd` in bit/s, `null` when uncapped. */
+export declare function getMaxPacingRate(fd: number): number | null
+/** Whether SO_TXTIME launch times are enforced on the egress device. */
+export interface TxTimeInfo {
+  /** True only when every packet passes an fq or etf qdisc. */
+  enforced: boolean
+  device: string
+  rootQdisc: string
+  /** Launch-time clock (CLOCK_MONOTONIC for fq), null when not enforced. */
+  clockid?: number
+  /** One-line explanation. */
+  reason: string
+}
+/**
+ * Whether SO_TXTIME launch times would be enforced for packets to the IP
+ * address `dst` (fq/etf on the egress device; the setsockopt return code
+ * alone proves nothing). One rtnetlink round trip: synchronous.
+ */
+export declare function detectTxtime(dst: string): TxTimeInfo
+/** Paced-sender options (all optional). */
+export interface SenderOptions {
+  /** Largest payload in bytes (32..65507; default 1472). */
+  payloadMax?: number
+  /** Local "ip:port" (default: ephemeral port on all addresses). */
+  bind?: string
+  /** "auto" (default: SO_TXTIME when enforced, else user space), "userspace" or "txtime". */
+  backend?: string
+  /** After a stall: "rebase" (default; shift the rest, gaps kept) or "burst". */
+  catchUp?: string
+  /** Try SCHED_FIFO while sending (ignored without permission). */
+  schedFifo?: boolean
+  /** User-space pacer: spin this long before each deadline (default 50 µs). */
+  spinNs?: number
+  /** Request software TX timestamps (default true). */
+  txTimestamps?: boolean
+}
+/** One train as sent. Arrays are indexed by packet; times CLOCK_MONOTONIC ns. */
+export interface TrainReport {
+  /** "userspace" or "txtime". */
+  backend: string
+  trainId: number
+  startNs: number
+  rebases: number
+  maxLatenessNs: number
+  schedFifo: boolean
+  txStamped: number
+  refused: number
+  seq: Array<number>
+  scheduledNs: Float64Array
+  /** Best achieved departure: software TX stamp, else the clock right after send. */
+  departureNs: Float64Array
+  sentNs: Float64Array
+  /** Whether each departure is a TX stamp. */
+  txStampedMask: Array<boolean>
+}
+/** Received probe packets in arrival order (CLOCK_MONOTONIC ns). */
+export interface RxTrain {
+  seq: Array<number>
+  trainId: Array<number>
+  schedOffsetNs: Float64Array
+  /** Sender's clock just before its send call. */
+  sendNs: Float64Array
+  /** Kernel RX timestamp when present, else the clock after recvmmsg. */
+  rxNs: Float64Array
+  /** Whether each `rxNs` is a kernel timestamp. */
+  rxKernelMask: Array<boolean>
+  len: Array<number>
+}
+/** Echo burst settings (defaults: 000 §3.2, 10 echoes 1 ms apart, 1 s wait). */
+export interface BurstOptions {
+  count?: number
+  intervalNs?: number
+  timeoutNs?: number
+}
+/**
+ * One burst: per-echo RTTs (NaN = no reply) and their mean, the 1 Hz sample
+ * of 000 §3.2 (`null` when every echo was lost).
+ */
+export interface Burst {
+  startNs: number
+  rttsMs: Float64Array
+  meanRttMs?: number
+  lost: number
+}
 /** Version of the opsel core this binding was built with. */
 export declare function version(): string
 /**
@@ -132,4 +394,125 @@ export declare class KnnDtw {
   save(path: string): void
   /** The fitted classifier as a `Model` (shares the references, no copy). */
   toModel(): Model
+}
+/**
+ * The OPS controller (000 Ch. 6–7): probe → classify the RTT window with the
+ * model → select a CCA with the policy → steady for Y → repeat.
+ *
+ * ```js
+ * const ctl = new Controller(loadModel('model.json'), { mode: 'active', steadyS: 100 })
+ * ctl.start(0)
+ * ctl.handleTimeout(t); ctl.handleSample(t, rttMs)
+ * for (const o of ctl.drain()) if (o.kind === 'setCca') setCca(fd, o.cca)
+ * ```
+ */
+export declare class Controller {
+  /** `model` is a `Model` (from `loadModel()`) or a model-file path. */
+  constructor(model: Model | string, options?: ControllerOptions | undefined | null)
+  /** Begin the first probe at `nowNs`. */
+  start(nowNs: number): void
+  /** Feed one aggregated RTT sample (mean `rttMs` over the period ending at `nowNs`). */
+  handleSample(nowNs: number, rttMs: number): void
+  /** Let time pass: pattern segment changes, probe deadlines, end of steady. */
+  handleTimeout(nowNs: number): void
+  /** Account bytes sent to the current phase. */
+  handleBytes(nowNs: number, bytes: number): void
+  /** When `handleTimeout` should next be called (ns), or null. */
+  pollTimeout(): number | null
+  /** The next output (oldest first), or null. */
+  poll(): OpsOutput | null
+  /** Every pending output, oldest first. */
+  drain(): Array<OpsOutput>
+  /** "idle", "probe", "classify", "select" or "steady". */
+  get phase(): string
+  /** Current OPS cycle (0-based). */
+  get cycle(): number
+  /** The CCA the socket is (to be) set to. */
+  get socketCca(): string
+  /** Current base steady time Y (ns) after adaptation. */
+  get steadyNs(): number
+  /** Window length w in samples. */
+  get windowLen(): number
+  /** The model's class names. */
+  get classes(): Array<string>
+  /** Counters, with the running phase accounted up to `nowNs` when given. */
+  stats(nowNs?: number | undefined | null): OpsStats
+}
+/**
+ * Polls `TCP_INFO` of one socket. `sample()` returns the interval since the
+ * previous call (throughput, RTT), or `null` when no time elapsed. Keep the
+ * socket open while sampling. Sampling is one `getsockopt`: synchronous.
+ */
+export declare class TcpInfoSampler {
+  constructor(fd: number)
+  /** The interval since the previous snapshot, or null. */
+  sample(): TcpInterval | null
+}
+/**
+ * A paced UDP sender toward `dst` ("ip:port") for probe trains and
+ * p-streams: SO_TXTIME when the egress qdisc enforces it, else a user-space
+ * pacer (absolute deadlines, sleep then spin). `sendTrain` runs off the
+ * event loop.
+ */
+export declare class PacedSender {
+  constructor(dst: string, options?: SenderOptions | undefined | null)
+  /** "txtime" or "userspace". */
+  get backend(): string
+  /**
+   * Why this backend: the SO_TXTIME detection (or `{enforced: false,
+   * reason: <detection error>}` when detection failed).
+   */
+  get txtime(): TxTimeInfo
+  /**
+   * Send one train: packet i leaves at start + `scheduleNs[i]` (ns offsets,
+   * non-decreasing) with `payloadLen` bytes (default 1472). Resolves to a
+   * `TrainReport` with every packet's achieved departure time.
+   */
+  sendTrain(scheduleNs: Float64Array, payloadLen?: number | undefined | null, trainId?: number | undefined | null): Promise<TrainReport>
+}
+/**
+ * A UDP socket receiving opsel probe packets with per-packet kernel RX
+ * timestamps (`SO_TIMESTAMPNS`) in `recvmmsg` batches.
+ */
+export declare class ProbeReceiver {
+  /** Bind to `bind` ("ip:port", default "127.0.0.1:0"); buffers of `bufLen` bytes (default 2048). */
+  constructor(bind?: string | undefined | null, bufLen?: number | undefined | null)
+  /** The local UDP port. */
+  get port(): number
+  /**
+   * Receive until `expected` probe packets arrived or nothing arrived for
+   * `idleMs` (default 200), off the event loop.
+   */
+  recvTrain(expected: number, idleMs?: number | undefined | null): Promise<RxTrain>
+}
+/**
+ * ICMP echo prober toward an IPv4 address: an unprivileged ping socket when
+ * `net.ipv4.ping_group_range` admits the process's group, else a raw socket
+ * (CAP_NET_RAW); otherwise the constructor throws `OPSEL_PERMISSION`.
+ */
+export declare class IcmpProber {
+  constructor(dst: string)
+  /** "ping" or "raw". */
+  get kind(): string
+  /** One 000 §3.2 sample, off the event loop. */
+  burst(options?: BurstOptions | undefined | null): Promise<Burst>
+}
+/** UDP echo prober toward a `UdpEchoResponder` (or any UDP echo service). */
+export declare class UdpEchoProber {
+  /** `dst` is "ip:port". */
+  constructor(dst: string)
+  /** One 000 §3.2 sample, off the event loop. */
+  burst(options?: BurstOptions | undefined | null): Promise<Burst>
+}
+/**
+ * Echoes every datagram back to its sender from a background thread after
+ * `delayMs` (a delay line for tests). Call `stop()` when done.
+ */
+export declare class UdpEchoResponder {
+  /** `bind` "ip:port" (default "127.0.0.1:0"), `delayMs` (default 0). */
+  constructor(bind?: string | undefined | null, delayMs?: number | undefined | null)
+  /** The UDP port it listens on. */
+  get port(): number
+  /** Stop the thread; returns how many datagrams were echoed. */
+  stop(): number
 }

@@ -310,11 +310,29 @@ if (!nativeBinding) {
   throw new Error(`Failed to load native binding`)
 }
 
-const { dtwDistance, Model, KnnDtw, loadModel, modelFromJson, version } = nativeBinding
+const { dtwDistance, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, version } = nativeBinding
 
 module.exports.dtwDistance = dtwDistance
 module.exports.Model = Model
 module.exports.KnnDtw = KnnDtw
 module.exports.loadModel = loadModel
 module.exports.modelFromJson = modelFromJson
+module.exports.Controller = Controller
+module.exports.jain = jain
+module.exports.fairShare = fairShare
+module.exports.availableCcas = availableCcas
+module.exports.allowedCcas = allowedCcas
+module.exports.getCca = getCca
+module.exports.setCca = setCca
+module.exports.tcpInfo = tcpInfo
+module.exports.tcpRttNs = tcpRttNs
+module.exports.TcpInfoSampler = TcpInfoSampler
+module.exports.setMaxPacingRate = setMaxPacingRate
+module.exports.getMaxPacingRate = getMaxPacingRate
+module.exports.detectTxtime = detectTxtime
+module.exports.PacedSender = PacedSender
+module.exports.ProbeReceiver = ProbeReceiver
+module.exports.IcmpProber = IcmpProber
+module.exports.UdpEchoProber = UdpEchoProber
+module.exports.UdpEchoResponder = UdpEchoResponder
 module.exports.version = version

@@ -84,6 +84,131 @@
 #define OPSEL_NORMALIZATION_Z_SCORE 3
 
 /**
+ * `opsel_ops_config.mode`: keep sending while the RTT window fills (000 §3.2).
+ */
+#define OPSEL_OPS_PASSIVE 0
+
+/**
+ * `opsel_ops_config.mode`: follow the probing `pattern` (bursts and silences).
+ */
+#define OPSEL_OPS_ACTIVE 1
+
+/**
+ * `opsel_ops_config.adaptive_key`: shrink Y when the selected CCA changes (default).
+ */
+#define OPSEL_OPS_KEY_DECISION 0
+
+/**
+ * `opsel_ops_config.adaptive_key`: shrink Y when the recognised class changes.
+ */
+#define OPSEL_OPS_KEY_CLASS 1
+
+/**
+ * `opsel_ops_output.kind`: `setsockopt(TCP_CONGESTION, cca)` on the live socket.
+ */
+#define OPSEL_OPS_SET_CCA 0
+
+/**
+ * Probe burst: send payload at full speed with `cca` until `until_ns`.
+ */
+#define OPSEL_OPS_SEND_FULL_SPEED 1
+
+/**
+ * Probe silence: send nothing until `until_ns`.
+ */
+#define OPSEL_OPS_SILENCE 2
+
+/**
+ * Steady transfer with `cca` until `until_ns` (`has_until` false = to the end).
+ */
+#define OPSEL_OPS_STEADY 3
+
+/**
+ * Event: entered `phase` of cycle `cycle` at `at_ns`.
+ */
+#define OPSEL_OPS_EVENT_PHASE 4
+
+/**
+ * Event: the window (`samples` long; `early` = progressive) was classified as `label`.
+ */
+#define OPSEL_OPS_EVENT_CLASSIFIED 5
+
+/**
+ * Event: the policy chose `cca` for `steady_ns` (`has_until` false = to the end).
+ */
+#define OPSEL_OPS_EVENT_SELECTED 6
+
+/**
+ * Event: the classifier or policy failed (`message`); the last CCA is kept.
+ */
+#define OPSEL_OPS_EVENT_DECISION_FAILED 7
+
+/**
+ * Event: only `samples` of `needed` RTT samples arrived; the probe was abandoned.
+ */
+#define OPSEL_OPS_EVENT_PROBE_INCOMPLETE 8
+
+/**
+ * `opsel_ops_output.phase` values.
+ */
+#define OPSEL_OPS_PHASE_IDLE 0
+
+#define OPSEL_OPS_PHASE_PROBE 1
+
+#define OPSEL_OPS_PHASE_CLASSIFY 2
+
+#define OPSEL_OPS_PHASE_SELECT 3
+
+#define OPSEL_OPS_PHASE_STEADY 4
+
+/**
+ * Bytes a buffer needs for any congestion-control name plus its NUL
+ * (`TCP_CA_NAME_MAX` in the kernel).
+ */
+#define OPSEL_CCA_NAME_CAP 16
+
+/**
+ * Marks an optional `opsel_tcp_info` / `opsel_tcp_interval` field the kernel
+ * did not report (its `struct tcp_info` is shorter than the field's end).
+ */
+#define OPSEL_NOT_AVAILABLE UINT64_MAX
+
+/**
+ * `opsel_sender_config.backend`: SO_TXTIME when enforced, else user space.
+ */
+#define OPSEL_BACKEND_AUTO 0
+
+/**
+ * `opsel_sender_config.backend`: always the user-space pacer.
+ */
+#define OPSEL_BACKEND_USERSPACE 1
+
+/**
+ * `opsel_sender_config.backend`: SO_TXTIME or an error saying why it would be ignored.
+ */
+#define OPSEL_BACKEND_TXTIME 2
+
+/**
+ * `opsel_sender_config.catch_up`: after a stall shift the rest of the schedule (gaps kept).
+ */
+#define OPSEL_CATCH_UP_REBASE 0
+
+/**
+ * `opsel_sender_config.catch_up`: after a stall send overdue packets at once.
+ */
+#define OPSEL_CATCH_UP_BURST 1
+
+/**
+ * `opsel_packet_report.source`: software TX timestamp from the driver.
+ */
+#define OPSEL_DEPARTURE_TX_STAMP 0
+
+/**
+ * `opsel_packet_report.source`: CLOCK_MONOTONIC right after the send call.
+ */
+#define OPSEL_DEPARTURE_CLOCK_AFTER_SEND 1
+
+/**
  * Result of every fallible opsel call. `OPSEL_OK` is zero; every other value
  * comes with a message from `opsel_last_error_message()` that names the
  * offending value and what to do. Codes 1..6 mirror the core error kinds
@@ -141,6 +266,55 @@ typedef enum {
 typedef struct opsel_model opsel_model;
 
 /**
+ * An OPS controller. Opaque: `opsel_ops_controller_new()` /
+ * `opsel_ops_controller_free()`. One thread at a time (it is a state
+ * machine; feed it from the thread that drives the socket).
+ */
+typedef struct opsel_ops_controller opsel_ops_controller;
+
+/**
+ * A decision policy. Opaque: `opsel_ops_policy_stump()`,
+ * `opsel_ops_policy_table()` or `opsel_ops_policy_callback()`, released with
+ * `opsel_ops_policy_free()`. `opsel_ops_controller_new()` copies it, so it
+ * may be freed or reused right after.
+ */
+typedef struct opsel_ops_policy opsel_ops_policy;
+
+/**
+ * A UDP socket connected to one destination plus the pacing machinery.
+ * Opaque: `opsel_paced_sender_new()` / `opsel_paced_sender_free()`.
+ * One thread at a time (a train blocks its thread while it is sent).
+ */
+typedef struct opsel_paced_sender opsel_paced_sender;
+
+/**
+ * A UDP socket receiving opsel probe packets with per-packet kernel RX
+ * timestamps (`SO_TIMESTAMPNS`) in `recvmmsg` batches.
+ * Opaque: `opsel_probe_receiver_new()` / `opsel_probe_receiver_free()`.
+ */
+typedef struct opsel_probe_receiver opsel_probe_receiver;
+
+/**
+ * An RTT prober toward one host: ICMP echo or UDP echo.
+ * Opaque: `opsel_rtt_prober_icmp()` / `opsel_rtt_prober_udp()`,
+ * `opsel_rtt_prober_free()`. One thread at a time.
+ */
+typedef struct opsel_rtt_prober opsel_rtt_prober;
+
+/**
+ * Polls `TCP_INFO` of one socket and yields per-interval throughput and RTT.
+ * Opaque: `opsel_tcp_sampler_new()` / `opsel_tcp_sampler_free()`.
+ * One thread at a time.
+ */
+typedef struct opsel_tcp_sampler opsel_tcp_sampler;
+
+/**
+ * A tiny UDP echo responder running on a background thread.
+ * Opaque: `opsel_udp_echo_responder_new()` / `opsel_udp_echo_responder_free()`.
+ */
+typedef struct opsel_udp_echo_responder opsel_udp_echo_responder;
+
+/**
  * Per-thread scratch memory for classification (query buffers, bounds,
  * neighbour list). Opaque: create with `opsel_workspace_new()`, release with
  * `opsel_workspace_free()`. Use one workspace per thread: it must never be
@@ -196,6 +370,510 @@ typedef struct {
    */
   double confidence;
 } opsel_prediction;
+
+/**
+ * Controller settings. Start from `opsel_ops_config_passive()` or
+ * `opsel_ops_config_active()` and change fields.
+ */
+typedef struct {
+  /**
+   * `OPSEL_OPS_PASSIVE` or `OPSEL_OPS_ACTIVE`.
+   */
+  uint32_t mode;
+  /**
+   * Active probing pattern, e.g. `"S5-C5-S5-B5"` or `"cubic:5-silence:5-bbr:5"`
+   * (NUL-terminated; read during `opsel_ops_controller_new()` only). Ignored when passive.
+   */
+  const char *pattern;
+  /**
+   * RTT sample period, ns (000 §3.2: 1 s).
+   */
+  uint64_t sample_period_ns;
+  /**
+   * Steady time Y, ns; 0 = probe once, then steady to the end (iPerfOPS `-S 0`).
+   */
+  uint64_t steady_ns;
+  /**
+   * CCA of the socket before the first decision (NUL-terminated; "cubic").
+   */
+  const char *initial_cca;
+  /**
+   * Adaptive Y (000 §6 future work): grow while stable, shrink on change.
+   */
+  bool adaptive;
+  /**
+   * Adaptive bounds, ns; both 0 = [Y/2, 8·Y].
+   */
+  uint64_t adaptive_min_ns;
+  uint64_t adaptive_max_ns;
+  /**
+   * Factors (>= 1 and in (0, 1]); both 0 = 2 and 0.5.
+   */
+  double adaptive_grow;
+  double adaptive_shrink;
+  /**
+   * `OPSEL_OPS_KEY_DECISION` or `OPSEL_OPS_KEY_CLASS`.
+   */
+  uint32_t adaptive_key;
+  /**
+   * Progressive probing: end the probe once a prefix is classified confidently.
+   */
+  bool progressive;
+  /**
+   * Prefix lengths that get a prefix model (the K-NN references truncated),
+   * e.g. {5, 10, 15} for w = 20; NULL/0 = every `progressive_step` from
+   * `progressive_min_samples` below w.
+   */
+  const size_t *prefix_lens;
+  size_t prefix_lens_len;
+  /**
+   * First check after this many samples (5), then every `step` (5).
+   */
+  size_t progressive_min_samples;
+  size_t progressive_step;
+  /**
+   * Confidence needed (0.8) by `agree` (1) consecutive checks.
+   */
+  double progressive_min_confidence;
+  size_t progressive_agree;
+  /**
+   * Extra sample periods before a probe without samples is abandoned (5).
+   */
+  uint32_t grace_periods;
+  /**
+   * Randomise each steady time by ± this fraction (0 = off, at most 0.5).
+   */
+  double steady_jitter;
+  /**
+   * Seed of the jitter PRNG.
+   */
+  uint64_t seed;
+} opsel_ops_config;
+
+/**
+ * The classification handed to a callback policy.
+ */
+typedef struct {
+  /**
+   * Class name (a 000 Table 6.1 label such as "B1-C1"), NUL-terminated;
+   * valid during the callback only.
+   */
+  const char *label;
+  /**
+   * Index into the model's classes.
+   */
+  size_t class_index;
+  /**
+   * Classifier confidence in [0, 1].
+   */
+  double confidence;
+  /**
+   * Distance to the nearest reference.
+   */
+  double distance;
+  /**
+   * BBR flows in the recognised mix.
+   */
+  uint32_t bbr_flows;
+  /**
+   * All background flows in the recognised mix.
+   */
+  uint32_t total_flows;
+  /**
+   * At least one BBR flow (000 §4.1 stump condition).
+   */
+  bool bbr_present;
+} opsel_ops_classified;
+
+/**
+ * A user policy: choose the CCA for the steady phase after `classified`.
+ * Write its NUL-terminated name (at most 15 characters) into `out_cca`
+ * (16 bytes) and return 0; any other return value fails the decision (the
+ * controller emits `OPSEL_OPS_EVENT_DECISION_FAILED`, keeps the last CCA and
+ * probes again next cycle). Called on the thread that feeds the controller,
+ * from `opsel_ops_controller_handle_sample()` / `_handle_timeout()`; it must
+ * not call back into the same controller.
+ */
+typedef int32_t (*opsel_ops_policy_fn)(void *user_data,
+                                       const opsel_ops_classified *classified,
+                                       char *out_cca);
+
+/**
+ * One controller output; which fields are meaningful depends on `kind`
+ * (see the `OPSEL_OPS_*` kinds); the others are zero.
+ */
+typedef struct {
+  uint32_t kind;
+  /**
+   * CCA name (SET_CCA, SEND_FULL_SPEED, STEADY, SELECTED), NUL-terminated.
+   */
+  char cca[16];
+  /**
+   * End time, ns (SEND_FULL_SPEED, SILENCE, STEADY) or steady time Y (SELECTED).
+   */
+  uint64_t until_ns;
+  /**
+   * False for "until the end of the transfer" (STEADY / SELECTED with Y = 0).
+   */
+  bool has_until;
+  /**
+   * Event time, ns.
+   */
+  uint64_t at_ns;
+  /**
+   * `OPSEL_OPS_PHASE_*` (EVENT_PHASE).
+   */
+  uint32_t phase;
+  uint64_t cycle;
+  /**
+   * Class name (CLASSIFIED): a pointer into the model's names, valid while the controller lives.
+   */
+  const char *label;
+  size_t class_index;
+  double confidence;
+  double distance;
+  /**
+   * Samples in the classified window (CLASSIFIED) or that arrived (PROBE_INCOMPLETE).
+   */
+  size_t samples;
+  /**
+   * Samples the window needed (PROBE_INCOMPLETE).
+   */
+  size_t needed;
+  /**
+   * The probe ended early (CLASSIFIED, progressive probing).
+   */
+  bool early;
+  /**
+   * Failure message (DECISION_FAILED), valid until the next poll; else "".
+   */
+  const char *message;
+} opsel_ops_output;
+
+/**
+ * Cumulative counters of a controller.
+ */
+typedef struct {
+  uint64_t decisions;
+  uint64_t early_exits;
+  uint64_t failed_decisions;
+  uint64_t incomplete_probes;
+  uint64_t cca_switches;
+  uint64_t probe_ns;
+  uint64_t steady_ns;
+  uint64_t probe_bytes;
+  uint64_t steady_bytes;
+  /**
+   * Current phase (`OPSEL_OPS_PHASE_*`) and cycle.
+   */
+  uint32_t phase;
+  uint64_t cycle;
+  /**
+   * Current base steady time Y after adaptation, ns.
+   */
+  uint64_t current_steady_ns;
+  /**
+   * Window length w of the classifier.
+   */
+  size_t window_len;
+} opsel_ops_stats;
+
+/**
+ * One `TCP_INFO` snapshot. Times in µs as the kernel reports them, rates in
+ * bytes per second. Fields the running kernel does not report are
+ * `OPSEL_NOT_AVAILABLE`.
+ */
+typedef struct {
+  /**
+   * Bytes of `struct tcp_info` the kernel returned.
+   */
+  size_t len;
+  /**
+   * TCP state (`TCP_ESTABLISHED` = 1 …).
+   */
+  uint8_t state;
+  /**
+   * Congestion-avoidance state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss).
+   */
+  uint8_t ca_state;
+  uint8_t retransmits;
+  uint32_t rto_us;
+  uint32_t snd_mss;
+  uint32_t rcv_mss;
+  uint32_t unacked;
+  uint32_t lost;
+  uint32_t retrans;
+  uint32_t total_retrans;
+  /**
+   * Smoothed RTT (srtt), µs.
+   */
+  uint32_t rtt_us;
+  uint32_t rttvar_us;
+  /**
+   * Congestion window, segments.
+   */
+  uint32_t snd_cwnd;
+  uint32_t snd_ssthresh;
+  uint64_t min_rtt_us;
+  uint64_t pacing_rate_bytes_per_s;
+  uint64_t max_pacing_rate_bytes_per_s;
+  uint64_t delivery_rate_bytes_per_s;
+  uint64_t bytes_sent;
+  uint64_t bytes_acked;
+  uint64_t bytes_received;
+  uint64_t bytes_retrans;
+  uint64_t segs_out;
+  uint64_t segs_in;
+  uint64_t delivered;
+  uint64_t notsent_bytes;
+  uint64_t busy_time_us;
+} opsel_tcp_info;
+
+/**
+ * What happened on a connection between two sampler snapshots.
+ * Optional fields are `OPSEL_NOT_AVAILABLE` / NaN when not reported.
+ */
+typedef struct {
+  /**
+   * CLOCK_MONOTONIC of the later snapshot, ns.
+   */
+  uint64_t at_ns;
+  /**
+   * Interval length, ns (> 0).
+   */
+  uint64_t interval_ns;
+  /**
+   * Bytes acknowledged by the peer in the interval (sender side).
+   */
+  uint64_t acked_bytes;
+  /**
+   * Bytes received in the interval (receiver side).
+   */
+  uint64_t received_bytes;
+  /**
+   * Goodput from `acked_bytes`, bit/s (NaN if not reported).
+   */
+  double acked_rate_bps;
+  /**
+   * Receive rate from `received_bytes`, bit/s (NaN if not reported).
+   */
+  double received_rate_bps;
+  /**
+   * Smoothed RTT at the end of the interval, ns.
+   */
+  uint64_t rtt_ns;
+  uint64_t rttvar_ns;
+  uint64_t min_rtt_ns;
+  /**
+   * Segments retransmitted in the interval.
+   */
+  uint32_t retrans_segs;
+  /**
+   * Congestion window at the end, segments.
+   */
+  uint32_t cwnd;
+} opsel_tcp_interval;
+
+/**
+ * Outcome of the SO_TXTIME check for one destination: enforced only when
+ * every packet passes an fq or etf qdisc on the egress device (the
+ * setsockopt return code alone proves nothing: the kernel accepts
+ * `SO_TXTIME` and silently ignores launch times without fq/etf).
+ */
+typedef struct {
+  /**
+   * True when launch times would be honoured.
+   */
+  bool enforced;
+  /**
+   * Clock launch times must use (`CLOCK_MONOTONIC` for fq, the etf
+   * clockid for etf), -1 when not enforced.
+   */
+  int32_t clockid;
+  /**
+   * Egress device, NUL-terminated.
+   */
+  char device[16];
+  /**
+   * Kind of its root qdisc ("noqueue", "fq", "mq" …), NUL-terminated.
+   */
+  char root_qdisc[16];
+  /**
+   * One-line explanation of the decision, NUL-terminated (truncated to fit).
+   */
+  char reason[256];
+} opsel_txtime_support;
+
+/**
+ * Paced-sender settings; start from `opsel_sender_config_default()`.
+ */
+typedef struct {
+  /**
+   * `OPSEL_BACKEND_AUTO` (default), `_USERSPACE` or `_TXTIME`.
+   */
+  uint32_t backend;
+  /**
+   * User-space pacer: stop sleeping this long before a deadline, then spin (50 µs).
+   */
+  uint64_t spin_ns;
+  /**
+   * Timer slack while sending (1 ns).
+   */
+  uint64_t timer_slack_ns;
+  /**
+   * Try SCHED_FIFO at `fifo_priority` while sending; ignored without permission.
+   */
+  bool sched_fifo;
+  int32_t fifo_priority;
+  /**
+   * Packets closer than this share one `sendmmsg` (1 µs).
+   */
+  uint64_t batch_gap_ns;
+  /**
+   * `OPSEL_CATCH_UP_REBASE` (default) or `OPSEL_CATCH_UP_BURST`.
+   */
+  uint32_t catch_up;
+  /**
+   * Lateness that counts as a stall (50 µs).
+   */
+  uint64_t stall_ns;
+  /**
+   * Request software TX timestamps for departure times (true).
+   */
+  bool tx_timestamps;
+  /**
+   * Delay from the send call to the first departure (200 µs).
+   */
+  uint64_t start_delay_ns;
+  /**
+   * SO_TXTIME: hand packets to the kernel this long before launch (1 ms).
+   */
+  uint64_t txtime_lead_ns;
+  /**
+   * Wait this long after the last packet for TX timestamps (20 ms).
+   */
+  uint64_t stamp_wait_ns;
+} opsel_sender_config;
+
+/**
+ * Which backend a sender uses and why.
+ */
+typedef struct {
+  /**
+   * `OPSEL_BACKEND_USERSPACE` or `OPSEL_BACKEND_TXTIME`.
+   */
+  uint32_t backend;
+  /**
+   * Launch-time clock of the SO_TXTIME backend, -1 for user space.
+   */
+  int32_t clockid;
+  /**
+   * Whether software TX timestamps are enabled on the socket.
+   */
+  bool tx_timestamping;
+  /**
+   * The SO_TXTIME detection result (if detection failed, `enforced` is
+   * false and `reason` holds the detection error).
+   */
+  opsel_txtime_support txtime;
+} opsel_sender_info;
+
+/**
+ * One packet of a train as it was sent. Times are CLOCK_MONOTONIC ns.
+ */
+typedef struct {
+  uint32_t seq;
+  /**
+   * `OPSEL_DEPARTURE_TX_STAMP` or `OPSEL_DEPARTURE_CLOCK_AFTER_SEND`.
+   */
+  uint32_t source;
+  /**
+   * Deadline after any re-basing.
+   */
+  uint64_t scheduled_ns;
+  /**
+   * Best available departure time (TX stamp, else clock after send).
+   */
+  uint64_t departure_ns;
+  /**
+   * Clock right after the send call returned.
+   */
+  uint64_t sent_ns;
+  /**
+   * Software TX timestamp, `OPSEL_NOT_AVAILABLE` if none.
+   */
+  uint64_t tx_stamp_ns;
+} opsel_packet_report;
+
+/**
+ * Summary of one train.
+ */
+typedef struct {
+  /**
+   * Backend used (`OPSEL_BACKEND_USERSPACE` / `_TXTIME`).
+   */
+  uint32_t backend;
+  /**
+   * CLOCK_MONOTONIC of schedule offset 0, ns.
+   */
+  uint64_t start_ns;
+  /**
+   * Packets sent (= schedule length).
+   */
+  size_t packets;
+  /**
+   * Times the schedule was shifted after a stall (catch-up = rebase).
+   */
+  uint32_t rebases;
+  /**
+   * Largest lateness of a hand-off to the kernel, ns.
+   */
+  uint64_t max_lateness_ns;
+  /**
+   * Whether SCHED_FIFO was in effect.
+   */
+  bool sched_fifo;
+  /**
+   * Packets with a software TX timestamp.
+   */
+  size_t tx_stamped;
+  /**
+   * Sends refused (ECONNREFUSED: nobody listening) and retried.
+   */
+  uint32_t refused;
+} opsel_train_summary;
+
+/**
+ * One received opsel probe packet.
+ */
+typedef struct {
+  uint32_t seq;
+  uint32_t train_id;
+  /**
+   * Scheduled offset carried in the payload, ns.
+   */
+  uint64_t sched_offset_ns;
+  /**
+   * Sender's CLOCK_MONOTONIC just before its send call, ns.
+   */
+  uint64_t send_ns;
+  /**
+   * Best receive time, CLOCK_MONOTONIC ns (kernel stamp when present).
+   */
+  uint64_t rx_ns;
+  /**
+   * Kernel RX timestamp converted to CLOCK_MONOTONIC, `OPSEL_NOT_AVAILABLE` if none.
+   */
+  uint64_t rx_kernel_ns;
+  /**
+   * CLOCK_MONOTONIC when recvmmsg returned.
+   */
+  uint64_t rx_user_ns;
+  /**
+   * Payload bytes.
+   */
+  size_t len;
+} opsel_rx_record;
 
 #ifdef __cplusplus
 extern "C" {
@@ -471,6 +1149,413 @@ size_t opsel_model_reference_count(const opsel_model *model);
 opsel_status opsel_model_class_name(const opsel_model *model,
                                     size_t class_index,
                                     const char **out_name);
+
+/**
+ * Passive probing, OPS-60 (000 Table 6.2): Y = 60 s, 1 s samples.
+ */
+opsel_ops_config opsel_ops_config_passive(void);
+
+/**
+ * Active probing with "S5-C5-S5-B5" (000 §5.6), Y = 100 s.
+ */
+opsel_ops_config opsel_ops_config_active(void);
+
+/**
+ * The thesis's decision stump (000 §4.1): BBR present → `bbr_present`
+ * (NULL = "bbr"), otherwise `otherwise` (NULL = "cubic").
+ * Errors: `OPSEL_NULL_POINTER` (out), `OPSEL_INVALID_INPUT` (bad CCA name).
+ */
+opsel_status opsel_ops_policy_stump(const char *bbr_present,
+                                    const char *otherwise,
+                                    opsel_ops_policy **out_policy);
+
+/**
+ * A table policy from `label=cca` entries separated by `,` or `;`, `*=cca`
+ * as the fallback, e.g. `"B1-C0=bbr, B1-C1=bbr, B1-B1=bbr, *=cubic"`.
+ * `opsel_ops_controller_new()` fails if a class of the model has no entry
+ * and there is no fallback.
+ * Errors: `OPSEL_NULL_POINTER`, `OPSEL_INVALID_INPUT` (syntax; the message
+ * names the entry).
+ */
+opsel_status opsel_ops_policy_table(const char *spec, opsel_ops_policy **out_policy);
+
+/**
+ * A user policy calling `callback(user_data, classified, out_cca)` for each
+ * decision (see `opsel_ops_policy_fn`).
+ * Ownership: `user_data` stays the caller's and must outlive every
+ * controller created with this policy.
+ * Errors: `OPSEL_NULL_POINTER` (NULL callback or out).
+ */
+opsel_status opsel_ops_policy_callback(opsel_ops_policy_fn callback,
+                                       void *user_data,
+                                       opsel_ops_policy **out_policy);
+
+/**
+ * Release a policy (NULL ignored).
+ */
+void opsel_ops_policy_free(opsel_ops_policy *policy);
+
+/**
+ * Create a controller that classifies RTT windows with `model` (its window
+ * length w sets the probe length; a copy is kept, so the model may be freed
+ * afterwards), decides with `policy` (copied; NULL = the stump) and runs
+ * with `config` (NULL = `opsel_ops_config_passive()`).
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for a bad pattern,
+ * CCA name or setting (named in the message), a class name that is not a
+ * mix label, prefix lengths not below w, or a table policy missing a class.
+ * Ownership: the caller owns `*out_controller`.
+ */
+opsel_status opsel_ops_controller_new(const opsel_model *model,
+                                      const opsel_ops_policy *policy,
+                                      const opsel_ops_config *config,
+                                      opsel_ops_controller **out_controller);
+
+/**
+ * Release a controller (NULL ignored).
+ */
+void opsel_ops_controller_free(opsel_ops_controller *controller);
+
+/**
+ * Begin the first probe at `now_ns`.
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` when already started.
+ */
+opsel_status opsel_ops_controller_start(opsel_ops_controller *controller, uint64_t now_ns);
+
+/**
+ * Feed one aggregated RTT sample (mean `rtt_ms` over the period ending at
+ * `now_ns`; e.g. `opsel_rtt_prober_burst()`'s mean).
+ * Errors (no state change): `OPSEL_INVALID_INPUT` for a NaN/negative RTT,
+ * a time earlier than a previous call, or before start.
+ */
+opsel_status opsel_ops_controller_handle_sample(opsel_ops_controller *controller,
+                                                uint64_t now_ns,
+                                                double rtt_ms);
+
+/**
+ * Let time pass: runs pattern segment changes, probe deadlines and the end
+ * of a steady phase due at `now_ns`.
+ */
+opsel_status opsel_ops_controller_handle_timeout(opsel_ops_controller *controller, uint64_t now_ns);
+
+/**
+ * Account `bytes` sent (e.g. per 1 s interval) to the current phase.
+ */
+opsel_status opsel_ops_controller_handle_bytes(opsel_ops_controller *controller,
+                                               uint64_t now_ns,
+                                               uint64_t bytes);
+
+/**
+ * When `opsel_ops_controller_handle_timeout()` should next be called:
+ * `*out_has` false when never (steady until the end of the transfer).
+ */
+opsel_status opsel_ops_controller_poll_timeout(const opsel_ops_controller *controller,
+                                               uint64_t *out_timeout_ns,
+                                               bool *out_has);
+
+/**
+ * Take the next output (oldest first) into `*out_output`; `*out_has` is
+ * false when there is none. Drain after every handle_* call.
+ * Errors: `OPSEL_NULL_POINTER`.
+ */
+opsel_status opsel_ops_controller_poll(opsel_ops_controller *controller,
+                                       opsel_ops_output *out_output,
+                                       bool *out_has);
+
+/**
+ * Counters with the running phase accounted up to `now_ns`, plus the
+ * current phase, cycle, Y and w.
+ */
+opsel_status opsel_ops_controller_stats(const opsel_ops_controller *controller,
+                                        uint64_t now_ns,
+                                        opsel_ops_stats *out_stats);
+
+/**
+ * Jain's fairness index of `rates_len` throughputs (000 Eq. 2.1), in
+ * [1/n, 1]. Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (empty,
+ * NaN/inf or negative rate, named by index).
+ */
+opsel_status opsel_fair_jain(const double *rates, size_t rates_len, double *out_jain);
+
+/**
+ * Equal share of a bottleneck of `capacity` among `n_streams` (000 §4.2).
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (capacity not > 0, 0 streams).
+ */
+opsel_status opsel_fair_share(double capacity, size_t n_streams, double *out_share);
+
+/**
+ * The CCAs registered in the kernel
+ * (`net.ipv4.tcp_available_congestion_control`) as one space-separated,
+ * NUL-terminated string in `buf` (`cap` bytes). `*out_needed` (may be NULL)
+ * receives the bytes needed including the NUL, also on failure.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` when `cap` is too
+ * small; `OPSEL_IO` when /proc cannot be read.
+ * Thread-safety: any thread.
+ */
+opsel_status opsel_cca_available(char *buf, size_t cap, size_t *out_needed);
+
+/**
+ * The CCAs an unprivileged process may select
+ * (`net.ipv4.tcp_allowed_congestion_control`); same conventions as
+ * `opsel_cca_available()`. A process with CAP_NET_ADMIN may select any
+ * available CCA.
+ */
+opsel_status opsel_cca_allowed(char *buf, size_t cap, size_t *out_needed);
+
+/**
+ * Write the CCA of the TCP socket `fd` into `buf` (`cap` bytes,
+ * `OPSEL_CCA_NAME_CAP` always suffices), NUL-terminated.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for a negative fd, an
+ * fd that is not a TCP socket, or a small buffer; `OPSEL_IO`.
+ * Ownership: `fd` stays the caller's. Thread-safety: any thread.
+ */
+opsel_status opsel_cca_get(int fd, char *buf, size_t cap);
+
+/**
+ * Switch the live TCP socket `fd` to the CCA `name` (e.g. `"bbr"`), read it
+ * back, and fail unless the kernel reports the same name. The read-back
+ * name is written to `out_readback` (may be NULL; else at least
+ * `OPSEL_CCA_NAME_CAP` bytes). The connection keeps running: no data is lost.
+ *
+ * Errors: `OPSEL_INVALID_INPUT` for an unknown CCA (ENOENT; the message
+ * lists the available ones), a malformed name, or an fd that is not a TCP
+ * socket; `OPSEL_PERMISSION` when the CCA is not in
+ * `net.ipv4.tcp_allowed_congestion_control` and the process lacks
+ * CAP_NET_ADMIN; `OPSEL_UNSUPPORTED` when the read-back differs; `OPSEL_IO`.
+ * Ownership: `fd` stays the caller's. Thread-safety: any thread.
+ */
+opsel_status opsel_cca_set(int fd, const char *name, char *out_readback);
+
+/**
+ * Read `TCP_INFO` of the TCP socket `fd` into `*out_info`.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (negative fd, not a
+ * TCP socket); `OPSEL_IO`. Thread-safety: any thread.
+ */
+opsel_status opsel_tcp_info_get(int fd, opsel_tcp_info *out_info);
+
+/**
+ * Take a first `TCP_INFO` snapshot of `fd` and store a sampler in
+ * `*out_sampler`. Call `opsel_tcp_sampler_sample()` at the cadence you want
+ * (000 §3.2 uses 1 s).
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (negative fd, not TCP).
+ * Ownership: the sampler borrows `fd` by number; keep it open until
+ * `opsel_tcp_sampler_free()`. The caller owns `*out_sampler`.
+ */
+opsel_status opsel_tcp_sampler_new(int fd, opsel_tcp_sampler **out_sampler);
+
+/**
+ * Take a snapshot and write the interval since the previous one to
+ * `*out_interval`; `*out_has_interval` is false (and `*out_interval`
+ * untouched) when no time elapsed on the monotonic clock.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` / `OPSEL_IO` when the
+ * socket went away. Thread-safety: one call at a time per sampler.
+ */
+opsel_status opsel_tcp_sampler_sample(opsel_tcp_sampler *sampler,
+                                      opsel_tcp_interval *out_interval,
+                                      bool *out_has_interval);
+
+/**
+ * Release a sampler (NULL ignored). The socket is not closed.
+ */
+void opsel_tcp_sampler_free(opsel_tcp_sampler *sampler);
+
+/**
+ * Smoothed RTT of the live TCP connection `fd` from `TCP_INFO`, ns.
+ * Errors: as `opsel_tcp_info_get()`. Thread-safety: any thread.
+ */
+opsel_status opsel_tcp_rtt_ns(int fd, uint64_t *out_rtt_ns);
+
+/**
+ * Cap the pacing rate of socket `fd` at `rate_bps` bit/s with
+ * `SO_MAX_PACING_RATE` (TCP paces internally without fq since Linux 4.13);
+ * 0 removes the cap. Rounded down to whole bytes per second.
+ *
+ * Errors: `OPSEL_INVALID_INPUT` (negative fd, rate 1..7 bit/s); `OPSEL_IO`.
+ * Thread-safety: any thread.
+ */
+opsel_status opsel_max_pacing_rate_set(int fd, uint64_t rate_bps);
+
+/**
+ * The pacing cap of `fd` in bit/s, 0 when uncapped.
+ * Errors: `OPSEL_NULL_POINTER`, `OPSEL_INVALID_INPUT`, `OPSEL_IO`.
+ */
+opsel_status opsel_max_pacing_rate_get(int fd, uint64_t *out_rate_bps);
+
+/**
+ * Check whether SO_TXTIME launch times would be enforced for packets to
+ * `dst` (an IP address, NUL-terminated, e.g. `"10.0.0.2"`) from this
+ * network namespace: route lookup and qdisc dump over rtnetlink.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (not an IP address);
+ * `OPSEL_IO` (netlink failed). Thread-safety: any thread.
+ */
+opsel_status opsel_txtime_detect(const char *dst, opsel_txtime_support *out_support);
+
+/**
+ * The default sender settings (see the field comments).
+ */
+opsel_sender_config opsel_sender_config_default(void);
+
+/**
+ * Bind a UDP socket to `bind` (`"ip:port"`, or NULL for an ephemeral port
+ * on all addresses), connect it to `dst` (`"ip:port"`), detect whether
+ * SO_TXTIME is enforced on the egress device, pick the backend per
+ * `config` (NULL = defaults) and preallocate buffers for payloads up to
+ * `payload_max` bytes (32 ..= 65507; the opsel probe header is 32 bytes).
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (bad address, size
+ * or setting; `OPSEL_BACKEND_TXTIME` when the qdisc would ignore launch
+ * times, with the reason); `OPSEL_IO`. On error `*out_sender` is NULL.
+ * Ownership: the caller owns `*out_sender`; opsel owns the socket.
+ */
+opsel_status opsel_paced_sender_new(const char *dst,
+                                    const char *bind,
+                                    size_t payload_max,
+                                    const opsel_sender_config *config,
+                                    opsel_paced_sender **out_sender);
+
+/**
+ * Which backend `sender` uses, whether SO_TXTIME is enforced and why.
+ * Errors: `OPSEL_NULL_POINTER`. Thread-safety: not during a send on the same sender.
+ */
+opsel_status opsel_paced_sender_info(const opsel_paced_sender *sender, opsel_sender_info *out_info);
+
+/**
+ * Send one train: packet i leaves at start + `schedule_ns[i]` (offsets
+ * from the first departure, non-decreasing, `schedule_len` >= 1) carrying
+ * `payload_len` bytes (the opsel header with sequence number, `train_id`,
+ * scheduled offset and send stamp, then zero padding). Blocks until sent
+ * and TX stamps are collected. Writes one report per packet to
+ * `out_packets` (`packets_cap` must be >= `schedule_len`) and a summary to
+ * `out_summary` (may be NULL).
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (empty or decreasing
+ * schedule, payload out of range, small output); `OPSEL_IO`.
+ * Thread-safety: one call at a time per sender.
+ */
+opsel_status opsel_paced_sender_send_train(opsel_paced_sender *sender,
+                                           const uint64_t *schedule_ns,
+                                           size_t schedule_len,
+                                           size_t payload_len,
+                                           uint32_t train_id,
+                                           opsel_packet_report *out_packets,
+                                           size_t packets_cap,
+                                           opsel_train_summary *out_summary);
+
+/**
+ * Release a sender and close its socket (NULL ignored).
+ */
+void opsel_paced_sender_free(opsel_paced_sender *sender);
+
+/**
+ * Bind a receiver to `bind` (`"ip:port"`; port 0 = ephemeral, read it with
+ * `opsel_probe_receiver_port()`), receive buffers of `buf_len` bytes.
+ * Errors: `OPSEL_NULL_POINTER`, `OPSEL_INVALID_INPUT`, `OPSEL_IO`.
+ */
+opsel_status opsel_probe_receiver_new(const char *bind,
+                                      size_t buf_len,
+                                      opsel_probe_receiver **out_receiver);
+
+/**
+ * The local UDP port the receiver is bound to.
+ */
+opsel_status opsel_probe_receiver_port(const opsel_probe_receiver *receiver, uint16_t *out_port);
+
+/**
+ * Receive until `expected` probe packets arrived or nothing arrived for
+ * `idle_ns`; writes up to `records_cap` records (arrival order) to
+ * `out_records` and their count to `*out_count`. Packets beyond
+ * `records_cap` are dropped from the report.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_IO`. Blocks the calling thread.
+ * Thread-safety: one call at a time per receiver.
+ */
+opsel_status opsel_probe_receiver_recv_train(opsel_probe_receiver *receiver,
+                                             size_t expected,
+                                             uint64_t idle_ns,
+                                             opsel_rx_record *out_records,
+                                             size_t records_cap,
+                                             size_t *out_count);
+
+/**
+ * Release a receiver and close its socket (NULL ignored).
+ */
+void opsel_probe_receiver_free(opsel_probe_receiver *receiver);
+
+/**
+ * An ICMP echo prober toward the IPv4 address `dst` (e.g. `"10.0.0.2"`):
+ * an unprivileged ping socket when `net.ipv4.ping_group_range` admits the
+ * process's group, else a raw socket (CAP_NET_RAW).
+ * Errors: `OPSEL_INVALID_INPUT` (not IPv4); `OPSEL_PERMISSION` (neither
+ * socket allowed; the message names `net.ipv4.ping_group_range`); `OPSEL_IO`.
+ */
+opsel_status opsel_rtt_prober_icmp(const char *dst, opsel_rtt_prober **out_prober);
+
+/**
+ * A UDP echo prober toward an `opsel_udp_echo_responder` (or any UDP echo
+ * service) at `dst` (`"ip:port"`).
+ * Errors: `OPSEL_NULL_POINTER`, `OPSEL_INVALID_INPUT`, `OPSEL_IO`.
+ */
+opsel_status opsel_rtt_prober_udp(const char *dst, opsel_rtt_prober **out_prober);
+
+/**
+ * One 000 §3.2 RTT sample: send `count` echoes `interval_ns` apart (10 and
+ * 1 ms in the thesis; pass 0 for both to use them) without waiting for
+ * replies, collect replies until `timeout_ns` after the last echo (0 = 1 s),
+ * and write the mean RTT of the answered echoes in ms to `*out_mean_rtt_ms`
+ * (NaN when none was answered). Each echo's RTT in ms goes to
+ * `out_rtts_ms[i]` (NaN = no reply) when `out_rtts_ms` is not NULL
+ * (`rtts_cap` must then be >= count). RTT = kernel RX stamp of the reply −
+ * the clock just before the request was sent (as iputils ping).
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT`; `OPSEL_IO`.
+ * Blocks for about `count · interval_ns` plus the wait for replies.
+ */
+opsel_status opsel_rtt_prober_burst(opsel_rtt_prober *prober,
+                                    uint16_t count,
+                                    uint64_t interval_ns,
+                                    uint64_t timeout_ns,
+                                    double *out_rtts_ms,
+                                    size_t rtts_cap,
+                                    double *out_mean_rtt_ms);
+
+/**
+ * Release a prober and close its socket (NULL ignored).
+ */
+void opsel_rtt_prober_free(opsel_rtt_prober *prober);
+
+/**
+ * Start echoing every datagram received on `bind` (`"ip:port"`, port 0 =
+ * ephemeral) back to its sender after `delay_ns` (0 = at once; a delay line
+ * for tests on loopback).
+ * Errors: `OPSEL_NULL_POINTER`, `OPSEL_INVALID_INPUT`, `OPSEL_IO`.
+ */
+opsel_status opsel_udp_echo_responder_new(const char *bind,
+                                          uint64_t delay_ns,
+                                          opsel_udp_echo_responder **out_responder);
+
+/**
+ * The UDP port the responder listens on.
+ */
+opsel_status opsel_udp_echo_responder_port(const opsel_udp_echo_responder *responder,
+                                           uint16_t *out_port);
+
+/**
+ * Stop the responder thread and write how many datagrams it echoed to
+ * `*out_echoed` (may be NULL). The handle must still be freed.
+ */
+opsel_status opsel_udp_echo_responder_stop(opsel_udp_echo_responder *responder,
+                                           uint64_t *out_echoed);
+
+/**
+ * Stop (if running) and release a responder (NULL ignored).
+ */
+void opsel_udp_echo_responder_free(opsel_udp_echo_responder *responder);
 
 #ifdef __cplusplus
 }  // extern "C"

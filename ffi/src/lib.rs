@@ -22,11 +22,19 @@ pub mod dtw;
 pub mod error;
 pub mod knn;
 pub mod model;
+#[cfg(target_os = "linux")]
+pub mod ops;
+#[cfg(target_os = "linux")]
+pub mod sys;
 
 pub use dtw::*;
 pub use error::*;
 pub use knn::*;
 pub use model::*;
+#[cfg(target_os = "linux")]
+pub use ops::*;
+#[cfg(target_os = "linux")]
+pub use sys::*;
 
 use std::ffi::c_char;
 

@@ -11,6 +11,10 @@ mod dtw;
 mod error;
 mod knn;
 mod model;
+#[cfg(target_os = "linux")]
+mod ops;
+#[cfg(target_os = "linux")]
+mod sys;
 
 use napi_derive::napi;
 

@@ -70,7 +70,7 @@ fn wrap(m: &knn::Model, p: knn::Prediction) -> Prediction {
 /// fit one with `Model.fit` / `opsel.KnnDtw`).
 #[pyclass(module = "opsel", frozen)]
 pub struct Model {
-    file: KnnModelFile,
+    pub(crate) file: KnnModelFile,
     /// A reusable workspace for single calls; concurrent callers make their own.
     ws: Mutex<Workspace>,
 }

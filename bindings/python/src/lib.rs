@@ -7,7 +7,11 @@ mod dtw;
 mod errors;
 mod knn;
 mod mix;
+#[cfg(target_os = "linux")]
+mod ops;
 mod series;
+#[cfg(target_os = "linux")]
+mod sys;
 
 #[pymodule]
 fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -16,5 +20,10 @@ fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     knn::register(m)?;
     mix::register(m)?;
     series::register(m)?;
+    #[cfg(target_os = "linux")]
+    {
+        ops::register(m)?;
+        sys::register(m)?;
+    }
     Ok(())
 }

@@ -39,6 +39,38 @@ from ._opsel import (
 )
 from .estimator import KnnDtw
 
+# Socket adapter and OPS controller (Linux only; see opsel.sys / opsel.ops docs).
+try:
+    from ._opsel import (  # noqa: F401
+        Controller,
+        IcmpProber,
+        PacedSender,
+        ProbeReceiver,
+        TcpInfoSampler,
+        UdpEchoProber,
+        UdpEchoResponder,
+        allowed_ccas,
+        available_ccas,
+        detect_txtime,
+        fair_share,
+        get_cca,
+        get_max_pacing_rate,
+        jain,
+        set_cca,
+        set_max_pacing_rate,
+        tcp_info,
+        tcp_rtt_ns,
+    )
+
+    _LINUX = [
+        "Controller", "IcmpProber", "PacedSender", "ProbeReceiver", "TcpInfoSampler",
+        "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
+        "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
+        "tcp_info", "tcp_rtt_ns",
+    ]
+except ImportError:  # not Linux
+    _LINUX = []
+
 __all__ = [
     "DEFAULT_RADIUS",
     "SIX_CLASSES",
@@ -62,4 +94,4 @@ __all__ = [
     "synthetic_dataset",
     "synthetic_series",
     "windows",
-]
+] + _LINUX

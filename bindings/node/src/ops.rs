@@ -1,0 +1,747 @@
+//! `Controller` (core: `opsel::ops`), the sans-IO OPS controller of 000
+//! Ch. 6–7 with its policies (the stump, a table, or a JS function), and
+//! `jain` / `fairShare` (core: `opsel::fair`).
+//!
+//! The controller never touches a socket or a clock and each call takes
+//! microseconds, so its methods are synchronous. A policy function is called
+//! synchronously on the JS thread, from inside `handleSample` /
+//! `handleTimeout`, with an object describing the classification; it returns
+//! a CCA name. If it throws, the controller records a failed decision (keeps
+//! the last CCA, probes again next cycle) and the calling method throws an
+//! `Error` with `code` `"OPSEL_INVALID_INPUT"` whose message quotes the
+//! exception.
+
+use crate::error::{guard, invalid, to_js, Code};
+use crate::knn::Model;
+use crate::sys::ns;
+use napi::bindgen_prelude::*;
+use napi::{sys, JsFunction, JsObject, JsUnknown, NapiRaw, NapiValue, Ref};
+use napi_derive::napi;
+use opsel::model::KnnModelFile;
+use opsel::ops::{
+    Action, AdaptiveSteady, Classified, Classifier, Config, Controller as Core, Event,
+    KnnClassifier, Output, Phase, Policy, Progressive, StabilityKey, Stump, TablePolicy,
+};
+use opsel::probe::{CcaName, Pattern};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// The JS function behind a user policy. `env` is set only while a
+/// controller method runs on the JS thread (the only time `select` is called).
+struct JsPolicy {
+    env: Rc<Cell<sys::napi_env>>,
+    func: Rc<RefCell<Option<Ref<()>>>>,
+    classes: Vec<String>,
+    thrown: Rc<RefCell<Option<String>>>,
+}
+
+enum AnyPolicy {
+    Stump(Stump),
+    Table(TablePolicy),
+    Js(JsPolicy),
+}
+
+impl JsPolicy {
+    fn call(&self, c: &Classified) -> std::result::Result<String, String> {
+        let raw = self.env.get();
+        if raw.is_null() {
+            return Err("policy function called outside a controller method".into());
+        }
+        // SAFETY: `raw` is the live env of the controller method running now.
+        let env = unsafe { Env::from_raw(raw) };
+        let r = (|| -> napi::Result<JsUnknown> {
+            let f = self.func.borrow();
+            let f = f
+                .as_ref()
+                .ok_or_else(|| napi::Error::from_reason("policy function released"))?;
+            let func: JsFunction = env.get_reference_value(f)?;
+            let mut o = env.create_object()?;
+            let label = self.classes.get(c.class_index).cloned().unwrap_or_default();
+            o.set("label", label)?;
+            o.set("classIndex", c.class_index as u32)?;
+            o.set("confidence", c.confidence)?;
+            o.set("distance", c.distance)?;
+            o.set("bbrPresent", c.mix.bbr_present())?;
+            o.set("heterogeneous", c.mix.heterogeneous())?;
+            o.set("bbrFlows", c.mix.count("bbr"))?;
+            o.set("totalFlows", c.mix.total())?;
+            func.call(None, &[o])
+        })();
+        match r {
+            Ok(v) => {
+                let s = v
+                    .coerce_to_string()
+                    .and_then(|s| s.into_utf8())
+                    .and_then(|s| s.into_owned())
+                    .map_err(|e| e.reason)?;
+                Ok(s)
+            }
+            Err(e) => {
+                // A JS exception is pending: take it (so it does not escape
+                // from an unrelated place) and keep its text for the caller.
+                let mut exc = std::ptr::null_mut();
+                let mut pending = false;
+                // SAFETY: plain Node-API calls on the live env.
+                unsafe {
+                    sys::napi_is_exception_pending(raw, &mut pending);
+                    if pending {
+                        sys::napi_get_and_clear_last_exception(raw, &mut exc);
+                    }
+                }
+                let text = if pending && !exc.is_null() {
+                    // SAFETY: `exc` is a live value of this env.
+                    unsafe { JsUnknown::from_raw_unchecked(raw, exc) }
+                        .coerce_to_string()
+                        .and_then(|s| s.into_utf8())
+                        .and_then(|s| s.into_owned())
+                        .unwrap_or_else(|_| "an exception".into())
+                } else {
+                    e.reason
+                };
+                *self.thrown.borrow_mut() = Some(text.clone());
+                Err(text)
+            }
+        }
+    }
+}
+
+impl Policy for AnyPolicy {
+    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
+        match self {
+            AnyPolicy::Stump(s) => s.select(c),
+            AnyPolicy::Table(t) => t.select(c),
+            AnyPolicy::Js(p) => match p.call(c) {
+                Ok(name) => CcaName::new(&name),
+                Err(text) => Err(opsel::Error::invalid(format!(
+                    "policy function threw {text} for class {}",
+                    p.classes.get(c.class_index).map_or("?", String::as_str)
+                ))),
+            },
+        }
+    }
+    fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
+        match self {
+            AnyPolicy::Table(t) => t.check_classes(classes),
+            _ => Ok(()),
+        }
+    }
+}
+
+// Declared for the TypeScript types of ControllerOptions (read field by field).
+/// Adaptive steady time (000 §6 future work): grow Y while the decision is
+/// stable, shrink it when it changes. All optional; defaults [Y/2, 8·Y], ×2, ×0.5.
+#[allow(dead_code)]
+#[napi(object)]
+pub struct AdaptiveOptions {
+    pub min_s: Option<f64>,
+    pub max_s: Option<f64>,
+    pub grow: Option<f64>,
+    pub shrink: Option<f64>,
+    /// "decision" (default) or "class".
+    pub key: Option<String>,
+}
+
+/// Progressive probing: end the probe once a prefix is classified with
+/// `minConfidence` (0.8) by `agree` (1) consecutive checks, checking at
+/// `minSamples` (5) then every `step` (5) samples.
+#[allow(dead_code)]
+#[napi(object)]
+pub struct ProgressiveOptions {
+    pub min_samples: Option<u32>,
+    pub step: Option<u32>,
+    pub min_confidence: Option<f64>,
+    pub agree: Option<u32>,
+    /// Prefix lengths that get a prefix model (default every `step` below w).
+    pub prefix_lens: Option<Vec<u32>>,
+}
+
+/// Controller options (all optional).
+#[napi(object)]
+pub struct ControllerOptions {
+    /// "passive" (default; Y = 60 s) or "active" (Y = 100 s).
+    pub mode: Option<String>,
+    /// Active probing pattern (default "S5-C5-S5-B5").
+    pub pattern: Option<String>,
+    /// Steady time Y in seconds; 0 = probe once.
+    pub steady_s: Option<f64>,
+    /// "stump" (default), a table spec ("B1-C1=bbr, *=cubic") or a function
+    /// `(classified) => ccaName`.
+    #[napi(ts_type = "string | ((classified: Classified) => string)")]
+    pub policy: Option<JsUnknown>,
+    /// CCA of the socket before the first decision (default "cubic").
+    pub initial_cca: Option<String>,
+    #[napi(ts_type = "boolean | AdaptiveOptions")]
+    pub adaptive: Option<JsUnknown>,
+    #[napi(ts_type = "boolean | ProgressiveOptions")]
+    pub progressive: Option<JsUnknown>,
+    /// RTT sample period in seconds (default 1).
+    pub sample_period_s: Option<f64>,
+    pub grace_periods: Option<u32>,
+    /// Randomise each steady time by ± this fraction (0..0.5).
+    pub steady_jitter: Option<f64>,
+    pub seed: Option<u32>,
+}
+
+/// The classification passed to a policy function.
+#[allow(dead_code)]
+#[napi(object, js_name = "Classified")]
+pub struct Classified_ {
+    pub label: String,
+    pub class_index: u32,
+    pub confidence: f64,
+    pub distance: f64,
+    pub bbr_present: bool,
+    pub heterogeneous: bool,
+    pub bbr_flows: u32,
+    pub total_flows: u32,
+}
+
+/// One controller output. `kind` is an action ("setCca", "sendFullSpeed",
+/// "silence", "steady") or an event ("phase", "classified", "selected",
+/// "decisionFailed", "probeIncomplete"); the other fields depend on it.
+#[napi(object)]
+pub struct OpsOutput {
+    pub kind: String,
+    pub cca: Option<String>,
+    /// End of the action (ns); null for "steady until the end of the transfer".
+    pub until_ns: Option<f64>,
+    pub at_ns: Option<f64>,
+    pub phase: Option<String>,
+    pub cycle: Option<f64>,
+    pub label: Option<String>,
+    pub class_index: Option<u32>,
+    pub confidence: Option<f64>,
+    pub distance: Option<f64>,
+    pub samples: Option<u32>,
+    pub needed: Option<u32>,
+    pub early: Option<bool>,
+    /// Steady time Y chosen ("selected"), ns; null = until the end.
+    pub steady_ns: Option<f64>,
+    pub message: Option<String>,
+}
+
+impl OpsOutput {
+    fn new(kind: &str) -> Self {
+        Self {
+            kind: kind.into(),
+            cca: None,
+            until_ns: None,
+            at_ns: None,
+            phase: None,
+            cycle: None,
+            label: None,
+            class_index: None,
+            confidence: None,
+            distance: None,
+            samples: None,
+            needed: None,
+            early: None,
+            steady_ns: None,
+            message: None,
+        }
+    }
+}
+
+fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::Idle => "idle",
+        Phase::Probe => "probe",
+        Phase::Classify => "classify",
+        Phase::Select => "select",
+        Phase::Steady => "steady",
+    }
+}
+
+fn output(o: Output, classes: &[String]) -> OpsOutput {
+    match o {
+        Output::Action(Action::SetCca(c)) => OpsOutput {
+            cca: Some(c.as_str().into()),
+            ..OpsOutput::new("setCca")
+        },
+        Output::Action(Action::SendFullSpeed { cca, until_ns }) => OpsOutput {
+            cca: Some(cca.as_str().into()),
+            until_ns: Some(until_ns as f64),
+            ..OpsOutput::new("sendFullSpeed")
+        },
+        Output::Action(Action::Silence { until_ns }) => OpsOutput {
+            until_ns: Some(until_ns as f64),
+            ..OpsOutput::new("silence")
+        },
+        Output::Action(Action::Steady { cca, until_ns }) => OpsOutput {
+            cca: Some(cca.as_str().into()),
+            until_ns: until_ns.map(|v| v as f64),
+            ..OpsOutput::new("steady")
+        },
+        Output::Event(Event::Phase {
+            phase,
+            cycle,
+            at_ns,
+        }) => OpsOutput {
+            phase: Some(phase_name(phase).into()),
+            cycle: Some(cycle as f64),
+            at_ns: Some(at_ns as f64),
+            ..OpsOutput::new("phase")
+        },
+        Output::Event(Event::Classified {
+            classified,
+            samples,
+            early,
+            at_ns,
+        }) => OpsOutput {
+            label: classes.get(classified.class_index).cloned(),
+            class_index: Some(classified.class_index as u32),
+            confidence: Some(classified.confidence),
+            distance: Some(classified.distance),
+            samples: Some(samples as u32),
+            early: Some(early),
+            at_ns: Some(at_ns as f64),
+            ..OpsOutput::new("classified")
+        },
+        Output::Event(Event::Selected {
+            cca,
+            steady_ns,
+            at_ns,
+        }) => OpsOutput {
+            cca: Some(cca.as_str().into()),
+            steady_ns: steady_ns.map(|v| v as f64),
+            at_ns: Some(at_ns as f64),
+            ..OpsOutput::new("selected")
+        },
+        Output::Event(Event::DecisionFailed { message, at_ns }) => OpsOutput {
+            message: Some(message),
+            at_ns: Some(at_ns as f64),
+            ..OpsOutput::new("decisionFailed")
+        },
+        Output::Event(Event::ProbeIncomplete {
+            samples,
+            needed,
+            at_ns,
+        }) => OpsOutput {
+            samples: Some(samples as u32),
+            needed: Some(needed as u32),
+            at_ns: Some(at_ns as f64),
+            ..OpsOutput::new("probeIncomplete")
+        },
+    }
+}
+
+/// Cumulative counters (ns and bytes as numbers).
+#[napi(object)]
+pub struct OpsStats {
+    pub decisions: f64,
+    pub early_exits: f64,
+    pub failed_decisions: f64,
+    pub incomplete_probes: f64,
+    pub cca_switches: f64,
+    pub probe_ns: f64,
+    pub steady_ns: f64,
+    pub probe_bytes: f64,
+    pub steady_bytes: f64,
+}
+
+fn secs(v: f64, what: &str) -> napi::Result<u64, Code> {
+    if !(v.is_finite() && v >= 0.0 && v < 1.8e10) {
+        return Err(invalid(format!(
+            "{what} = {v} s must be a finite number of seconds >= 0"
+        )));
+    }
+    Ok((v * 1e9).round() as u64)
+}
+
+/// The OPS controller (000 Ch. 6–7): probe → classify the RTT window with the
+/// model → select a CCA with the policy → steady for Y → repeat.
+///
+/// ```js
+/// const ctl = new Controller(loadModel('model.json'), { mode: 'active', steadyS: 100 })
+/// ctl.start(0)
+/// ctl.handleTimeout(t); ctl.handleSample(t, rttMs)
+/// for (const o of ctl.drain()) if (o.kind === 'setCca') setCca(fd, o.cca)
+/// ```
+#[napi(custom_finalize)]
+pub struct Controller {
+    /// Borrowed per call: a policy function that calls back into its own
+    /// controller gets an error instead of aliasing the state.
+    inner: RefCell<Core<Box<dyn Classifier + Send>, AnyPolicy>>,
+    classes: Vec<String>,
+    env: Rc<Cell<sys::napi_env>>,
+    func: Rc<RefCell<Option<Ref<()>>>>,
+    thrown: Rc<RefCell<Option<String>>>,
+}
+
+impl ObjectFinalize for Controller {
+    fn finalize(self, env: Env) -> napi::Result<()> {
+        if let Some(mut r) = self.func.borrow_mut().take() {
+            r.unref(env)?;
+        }
+        Ok(())
+    }
+}
+
+fn get_opt<T: FromNapiValue>(o: &JsObject, key: &str) -> napi::Result<Option<T>> {
+    o.get::<_, T>(key)
+}
+
+fn js(e: napi::Error) -> napi::Error<Code> {
+    invalid(e.reason)
+}
+
+#[napi]
+impl Controller {
+    /// `model` is a `Model` (from `loadModel()`) or a model-file path.
+    #[napi(constructor)]
+    pub fn new(
+        env: Env,
+        #[napi(ts_arg_type = "Model | string")] model: JsUnknown,
+        options: Option<ControllerOptions>,
+    ) -> napi::Result<Self, Code> {
+        guard(|| {
+            let knn = match model.get_type().map_err(js)? {
+                ValueType::String => {
+                    let p = model
+                        .coerce_to_string()
+                        .and_then(|s| s.into_utf8())
+                        .and_then(|s| s.into_owned())
+                        .map_err(js)?;
+                    KnnModelFile::load(&p).map_err(to_js)?.model
+                }
+                ValueType::Object => {
+                    // SAFETY: a live value of this env; unwrap checks it is a Model.
+                    let m = unsafe {
+                        <&Model as FromNapiValue>::from_napi_value(env.raw(), model.raw())
+                    }
+                    .map_err(|_| {
+                        invalid("model must be a Model (from loadModel()) or a model-file path")
+                    })?;
+                    m.file.model.clone()
+                }
+                t => {
+                    return Err(invalid(format!(
+                        "model must be a Model or a model-file path, got {t:?}"
+                    )))
+                }
+            };
+            let o = options.unwrap_or(ControllerOptions {
+                mode: None,
+                pattern: None,
+                steady_s: None,
+                policy: None,
+                initial_cca: None,
+                adaptive: None,
+                progressive: None,
+                sample_period_s: None,
+                grace_periods: None,
+                steady_jitter: None,
+                seed: None,
+            });
+            let classes = knn.classes().to_vec();
+            let mut cfg = match o.mode.as_deref().unwrap_or("passive") {
+                "passive" => {
+                    if o.pattern.is_some() {
+                        return Err(invalid("pattern is only used with mode \"active\""));
+                    }
+                    Config::passive()
+                }
+                "active" => Config::active(
+                    Pattern::parse(o.pattern.as_deref().unwrap_or(Pattern::S5_C5_S5_B5))
+                        .map_err(to_js)?,
+                ),
+                m => {
+                    return Err(invalid(format!(
+                        "mode {m:?} is unknown; use \"passive\" or \"active\""
+                    )))
+                }
+            };
+            if let Some(s) = o.steady_s {
+                cfg.steady_ns = secs(s, "steadyS")?;
+            }
+            if let Some(s) = o.sample_period_s {
+                cfg.sample_period_ns = secs(s, "samplePeriodS")?;
+            }
+            if let Some(c) = &o.initial_cca {
+                cfg.initial_cca = CcaName::new(c).map_err(to_js)?;
+            }
+            cfg.grace_periods = o.grace_periods.unwrap_or(cfg.grace_periods);
+            cfg.steady_jitter = o.steady_jitter.unwrap_or(cfg.steady_jitter);
+            cfg.seed = o.seed.map_or(cfg.seed, u64::from);
+            if let Some(a) = o.adaptive {
+                let mut s = AdaptiveSteady::around(cfg.steady_ns);
+                match a.get_type().map_err(js)? {
+                    ValueType::Boolean => {
+                        if a.coerce_to_bool().and_then(|b| b.get_value()).map_err(js)? {
+                            cfg.adaptive = Some(s);
+                        }
+                    }
+                    ValueType::Object => {
+                        let obj: JsObject = unsafe { a.cast() };
+                        if let Some(v) = get_opt::<f64>(&obj, "minS").map_err(js)? {
+                            s.min_ns = secs(v, "adaptive.minS")?;
+                        }
+                        if let Some(v) = get_opt::<f64>(&obj, "maxS").map_err(js)? {
+                            s.max_ns = secs(v, "adaptive.maxS")?;
+                        }
+                        s.grow = get_opt(&obj, "grow").map_err(js)?.unwrap_or(s.grow);
+                        s.shrink = get_opt(&obj, "shrink").map_err(js)?.unwrap_or(s.shrink);
+                        s.key = match get_opt::<String>(&obj, "key").map_err(js)?.as_deref() {
+                            None | Some("decision") => StabilityKey::Decision,
+                            Some("class") => StabilityKey::Class,
+                            Some(k) => {
+                                return Err(invalid(format!(
+                                    "adaptive.key {k:?} is unknown; use \"decision\" or \"class\""
+                                )))
+                            }
+                        };
+                        cfg.adaptive = Some(s);
+                    }
+                    t => {
+                        return Err(invalid(format!(
+                            "adaptive must be a boolean or an object, got {t:?}"
+                        )))
+                    }
+                }
+            }
+            let mut lens: Option<Vec<usize>> = None;
+            if let Some(p) = o.progressive {
+                let mut g = Progressive::default();
+                match p.get_type().map_err(js)? {
+                    ValueType::Boolean => {
+                        if p.coerce_to_bool().and_then(|b| b.get_value()).map_err(js)? {
+                            cfg.progressive = Some(g);
+                        }
+                    }
+                    ValueType::Object => {
+                        let obj: JsObject = unsafe { p.cast() };
+                        g.min_samples = get_opt::<u32>(&obj, "minSamples")
+                            .map_err(js)?
+                            .map_or(g.min_samples, |v| v as usize);
+                        g.step = get_opt::<u32>(&obj, "step")
+                            .map_err(js)?
+                            .map_or(g.step, |v| v as usize);
+                        g.min_confidence = get_opt(&obj, "minConfidence")
+                            .map_err(js)?
+                            .unwrap_or(g.min_confidence);
+                        g.agree = get_opt::<u32>(&obj, "agree")
+                            .map_err(js)?
+                            .map_or(g.agree, |v| v as usize);
+                        lens = get_opt::<Vec<u32>>(&obj, "prefixLens")
+                            .map_err(js)?
+                            .map(|v| v.into_iter().map(|x| x as usize).collect());
+                        cfg.progressive = Some(g);
+                    }
+                    t => {
+                        return Err(invalid(format!(
+                            "progressive must be a boolean or an object, got {t:?}"
+                        )))
+                    }
+                }
+            }
+            let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
+                Some(g) => {
+                    let lens = lens.unwrap_or_else(|| {
+                        (g.min_samples.max(1)..knn.window())
+                            .step_by(g.step.max(1))
+                            .collect()
+                    });
+                    Box::new(KnnClassifier::progressive(knn, &lens).map_err(to_js)?)
+                }
+                None => Box::new(KnnClassifier::new(knn).map_err(to_js)?),
+            };
+            let env_cell = Rc::new(Cell::new(std::ptr::null_mut()));
+            let func = Rc::new(RefCell::new(None));
+            let thrown = Rc::new(RefCell::new(None));
+            let policy = match o.policy {
+                None => AnyPolicy::Stump(Stump::default()),
+                Some(p) => match p.get_type().map_err(js)? {
+                    ValueType::Function => {
+                        let f: JsFunction = unsafe { p.cast() };
+                        *func.borrow_mut() = Some(env.create_reference(f).map_err(js)?);
+                        AnyPolicy::Js(JsPolicy {
+                            env: Rc::clone(&env_cell),
+                            func: Rc::clone(&func),
+                            classes: classes.clone(),
+                            thrown: Rc::clone(&thrown),
+                        })
+                    }
+                    ValueType::String => {
+                        let s = p
+                            .coerce_to_string()
+                            .and_then(|s| s.into_utf8())
+                            .and_then(|s| s.into_owned())
+                            .map_err(js)?;
+                        if s == "stump" {
+                            AnyPolicy::Stump(Stump::default())
+                        } else {
+                            AnyPolicy::Table(TablePolicy::parse(&s).map_err(to_js)?)
+                        }
+                    }
+                    t => {
+                        return Err(invalid(format!(
+                            "policy must be \"stump\", a table spec or a function, got {t:?}"
+                        )))
+                    }
+                },
+            };
+            let inner = match Core::new(cfg, classifier, policy) {
+                Ok(c) => c,
+                Err(e) => {
+                    if let Some(mut r) = func.borrow_mut().take() {
+                        let _ = r.unref(env);
+                    }
+                    return Err(to_js(e));
+                }
+            };
+            Ok(Self {
+                inner: RefCell::new(inner),
+                classes,
+                env: env_cell,
+                func,
+                thrown,
+            })
+        })
+    }
+
+    fn core(
+        &self,
+    ) -> napi::Result<std::cell::RefMut<'_, Core<Box<dyn Classifier + Send>, AnyPolicy>>, Code>
+    {
+        self.inner.try_borrow_mut().map_err(|_| {
+            invalid("the controller is busy: a policy function must not call back into its own controller")
+        })
+    }
+
+    /// Run a core call with the env published for a policy function, then
+    /// turn a thrown policy exception into a coded error.
+    fn call<T>(
+        &self,
+        env: Env,
+        f: impl FnOnce(&mut Core<Box<dyn Classifier + Send>, AnyPolicy>) -> opsel::Result<T>,
+    ) -> napi::Result<T, Code> {
+        guard(|| {
+            let mut core = self.core()?;
+            self.env.set(env.raw());
+            let r = f(&mut core);
+            self.env.set(std::ptr::null_mut());
+            if let Some(text) = self.thrown.borrow_mut().take() {
+                return Err(invalid(format!(
+                    "policy function threw {text}; the controller kept the last CCA and will probe again next cycle"
+                )));
+            }
+            r.map_err(to_js)
+        })
+    }
+
+    /// Begin the first probe at `nowNs`.
+    #[napi]
+    pub fn start(&self, env: Env, now_ns: f64) -> napi::Result<(), Code> {
+        let t = ns(now_ns, "nowNs")?;
+        self.call(env, |c| c.start(t))
+    }
+
+    /// Feed one aggregated RTT sample (mean `rttMs` over the period ending at `nowNs`).
+    #[napi]
+    pub fn handle_sample(&self, env: Env, now_ns: f64, rtt_ms: f64) -> napi::Result<(), Code> {
+        let t = ns(now_ns, "nowNs")?;
+        self.call(env, |c| c.handle_sample(t, rtt_ms))
+    }
+
+    /// Let time pass: pattern segment changes, probe deadlines, end of steady.
+    #[napi]
+    pub fn handle_timeout(&self, env: Env, now_ns: f64) -> napi::Result<(), Code> {
+        let t = ns(now_ns, "nowNs")?;
+        self.call(env, |c| c.handle_timeout(t))
+    }
+
+    /// Account bytes sent to the current phase.
+    #[napi]
+    pub fn handle_bytes(&self, env: Env, now_ns: f64, bytes: f64) -> napi::Result<(), Code> {
+        let t = ns(now_ns, "nowNs")?;
+        let b = crate::sys::whole(bytes, "bytes", "bytes")?;
+        self.call(env, |c| c.handle_bytes(t, b))
+    }
+
+    /// When `handleTimeout` should next be called (ns), or null.
+    #[napi]
+    pub fn poll_timeout(&self) -> napi::Result<Option<f64>, Code> {
+        Ok(self.core()?.poll_timeout().map(|v| v as f64))
+    }
+
+    /// The next output (oldest first), or null.
+    #[napi]
+    pub fn poll(&self) -> napi::Result<Option<OpsOutput>, Code> {
+        Ok(self.core()?.poll().map(|o| output(o, &self.classes)))
+    }
+
+    /// Every pending output, oldest first.
+    #[napi]
+    pub fn drain(&self) -> napi::Result<Vec<OpsOutput>, Code> {
+        let mut core = self.core()?;
+        let mut v = Vec::new();
+        while let Some(o) = core.poll() {
+            v.push(output(o, &self.classes));
+        }
+        Ok(v)
+    }
+
+    /// "idle", "probe", "classify", "select" or "steady".
+    #[napi(getter)]
+    pub fn phase(&self) -> napi::Result<String, Code> {
+        Ok(phase_name(self.core()?.phase()).into())
+    }
+    /// Current OPS cycle (0-based).
+    #[napi(getter)]
+    pub fn cycle(&self) -> napi::Result<f64, Code> {
+        Ok(self.core()?.cycle() as f64)
+    }
+    /// The CCA the socket is (to be) set to.
+    #[napi(getter)]
+    pub fn socket_cca(&self) -> napi::Result<String, Code> {
+        Ok(self.core()?.socket_cca().as_str().into())
+    }
+    /// Current base steady time Y (ns) after adaptation.
+    #[napi(getter)]
+    pub fn steady_ns(&self) -> napi::Result<f64, Code> {
+        Ok(self.core()?.steady_ns() as f64)
+    }
+    /// Window length w in samples.
+    #[napi(getter)]
+    pub fn window_len(&self) -> napi::Result<u32, Code> {
+        Ok(self.core()?.window_len() as u32)
+    }
+    /// The model's class names.
+    #[napi(getter)]
+    pub fn classes(&self) -> Vec<String> {
+        self.classes.clone()
+    }
+
+    /// Counters, with the running phase accounted up to `nowNs` when given.
+    #[napi]
+    pub fn stats(&self, now_ns: Option<f64>) -> napi::Result<OpsStats, Code> {
+        let core = self.core()?;
+        let s = match now_ns {
+            Some(t) => core.stats_at(ns(t, "nowNs")?),
+            None => core.stats(),
+        };
+        Ok(OpsStats {
+            decisions: s.decisions as f64,
+            early_exits: s.early_exits as f64,
+            failed_decisions: s.failed_decisions as f64,
+            incomplete_probes: s.incomplete_probes as f64,
+            cca_switches: s.cca_switches as f64,
+            probe_ns: s.probe_ns as f64,
+            steady_ns: s.steady_ns as f64,
+            probe_bytes: s.probe_bytes as f64,
+            steady_bytes: s.steady_bytes as f64,
+        })
+    }
+}
+
+/// Jain's fairness index of per-stream throughputs (000 Eq. 2.1), in [1/n, 1].
+#[napi]
+pub fn jain(rates: Vec<f64>) -> napi::Result<f64, Code> {
+    guard(|| opsel::fair::jain(&rates).map_err(to_js))
+}
+
+/// Equal share of a bottleneck of `capacity` among `nStreams` (000 §4.2).
+#[napi]
+pub fn fair_share(capacity: f64, n_streams: u32) -> napi::Result<f64, Code> {
+    guard(|| opsel::fair::fair_share(capacity, n_streams as usize).map_err(to_js))
+}

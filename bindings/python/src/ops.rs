@@ -1,0 +1,512 @@
+//! `opsel.Controller` (core: `opsel::ops`), the sans-IO OPS controller of 000
+//! Ch. 6–7 with its policies (the stump, a table, or a Python callable), and
+//! `opsel.jain` / `opsel.fair_share` (core: `opsel::fair`).
+//!
+//! The controller never touches a socket or a clock: feed it `now_ns` and
+//! 1 Hz RTT samples, drain its outputs (dicts) and act on them. A policy
+//! callable receives a dict describing the classification and returns a CCA
+//! name; if it raises, the controller records a failed decision (keeps the
+//! last CCA, probes again next cycle) and the call that triggered it raises
+//! `OpselError` chained to the callable's exception.
+
+use crate::errors::{to_py, IntoPy};
+use crate::knn::Model;
+use opsel::model::KnnModelFile;
+use opsel::ops::{
+    Action, AdaptiveSteady, Classified, Classifier, Config, Controller as Core, Event,
+    KnnClassifier, Output, Phase, Policy, Progressive, StabilityKey, Stump, TablePolicy,
+};
+use opsel::probe::{CcaName, Pattern};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::sync::{Arc, Mutex};
+
+const NS_PER_S: f64 = 1e9;
+
+/// The Python callable behind a user policy, and the exception it raised.
+struct PyPolicy {
+    func: Py<PyAny>,
+    classes: Vec<String>,
+    raised: Arc<Mutex<Option<PyErr>>>,
+}
+
+enum AnyPolicy {
+    Stump(Stump),
+    Table(TablePolicy),
+    Py(PyPolicy),
+}
+
+impl Policy for AnyPolicy {
+    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
+        match self {
+            AnyPolicy::Stump(s) => s.select(c),
+            AnyPolicy::Table(t) => t.select(c),
+            AnyPolicy::Py(p) => {
+                let label = p.classes.get(c.class_index).cloned().unwrap_or_default();
+                let r = Python::attach(|py| -> PyResult<String> {
+                    let d = PyDict::new(py);
+                    d.set_item("label", &label)?;
+                    d.set_item("class_index", c.class_index)?;
+                    d.set_item("confidence", c.confidence)?;
+                    d.set_item("distance", c.distance)?;
+                    d.set_item("bbr_present", c.mix.bbr_present())?;
+                    d.set_item("heterogeneous", c.mix.heterogeneous())?;
+                    d.set_item("bbr_flows", c.mix.count("bbr"))?;
+                    d.set_item("total_flows", c.mix.total())?;
+                    p.func.bind(py).call1((d,))?.extract::<String>()
+                });
+                match r {
+                    Ok(name) => CcaName::new(&name),
+                    Err(e) => {
+                        let msg = Python::attach(|py| {
+                            e.value(py)
+                                .repr()
+                                .map(|r| r.to_string())
+                                .unwrap_or_else(|_| "an exception".into())
+                        });
+                        *p.raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        Err(opsel::Error::invalid(format!(
+                            "policy callback raised {msg} for class {label}"
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
+        match self {
+            AnyPolicy::Table(t) => t.check_classes(classes),
+            _ => Ok(()),
+        }
+    }
+}
+
+type Ctl = Core<Box<dyn Classifier + Send>, AnyPolicy>;
+
+/// The OPS controller (000 Ch. 6–7): probe (passive, or active following
+/// `pattern`) → classify the RTT window with `model` → select a CCA with
+/// `policy` → steady for `steady_s` seconds → repeat.
+///
+/// - `model`: an `opsel.Model` or a model-file path; its window w sets the
+///   probe length.
+/// - `mode`: "passive" (default; Y = 60 s) or "active" (`pattern`, default
+///   "S5-C5-S5-B5"; Y = 100 s). `steady_s` overrides Y; 0 = probe once.
+/// - `policy`: "stump" (BBR present → bbr, else cubic; 000 §4.1), a table
+///   spec such as "B1-C1=bbr, *=cubic", or a callable(dict) -> CCA name.
+/// - `adaptive`: grow Y while the decision is stable, shrink it on change
+///   (000 §6 future work); True for the defaults or a dict with min_s, max_s,
+///   grow, shrink, key ("decision" or "class").
+/// - `progressive`: end the probe once a prefix is classified confidently;
+///   True or a dict with min_samples, step, min_confidence, agree;
+///   `prefix_lens` (default every `step` from `min_samples` below w).
+#[pyclass(module = "opsel")]
+pub struct Controller {
+    inner: Mutex<Ctl>,
+    classes: Vec<String>,
+    raised: Arc<Mutex<Option<PyErr>>>,
+}
+
+fn invalid(msg: String) -> PyErr {
+    to_py(opsel::Error::invalid(msg))
+}
+
+fn secs_to_ns(s: f64, what: &str) -> PyResult<u64> {
+    if !(s.is_finite() && s >= 0.0 && s < 1.8e10) {
+        return Err(invalid(format!(
+            "{what} = {s} s must be a finite number of seconds >= 0"
+        )));
+    }
+    Ok((s * NS_PER_S).round() as u64)
+}
+
+fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
+    match d.get_item(key)? {
+        Some(v) => Ok(Some(v.extract().map_err(Into::into)?)),
+        None => Ok(None),
+    }
+}
+
+impl Controller {
+    /// The controller, or an error when it is already in use: the GIL is held
+    /// throughout every method, so a busy lock means a policy callback called
+    /// back into its own controller (which would deadlock).
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Ctl>> {
+        match self.inner.try_lock() {
+            Ok(g) => Ok(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(invalid(
+                "the controller is busy: a policy callback must not call back into its own controller".into(),
+            )),
+        }
+    }
+
+    fn call<T>(&self, f: impl FnOnce(&mut Ctl) -> opsel::Result<T>) -> PyResult<T> {
+        let r = f(&mut *self.lock()?);
+        let raised = self.raised.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(e) = raised {
+            // The controller already treated it as a failed decision; tell the caller why.
+            return Python::attach(|py| {
+                let err = PyErr::from_type(
+                    py.import("opsel._errors")?
+                        .getattr("OpselError")?
+                        .cast_into()
+                        .expect("exception class"),
+                    format!(
+                        "policy callback raised {}; the controller kept the last CCA and will probe again next cycle",
+                        e.value(py).repr()?
+                    ),
+                );
+                err.set_cause(py, Some(e));
+                Err(err)
+            });
+        }
+        r.py_err()
+    }
+}
+
+fn output_dict<'py>(
+    py: Python<'py>,
+    o: Output,
+    classes: &[String],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    match o {
+        Output::Action(Action::SetCca(c)) => {
+            d.set_item("kind", "set_cca")?;
+            d.set_item("cca", c.as_str())?;
+        }
+        Output::Action(Action::SendFullSpeed { cca, until_ns }) => {
+            d.set_item("kind", "send_full_speed")?;
+            d.set_item("cca", cca.as_str())?;
+            d.set_item("until_ns", until_ns)?;
+        }
+        Output::Action(Action::Silence { until_ns }) => {
+            d.set_item("kind", "silence")?;
+            d.set_item("until_ns", until_ns)?;
+        }
+        Output::Action(Action::Steady { cca, until_ns }) => {
+            d.set_item("kind", "steady")?;
+            d.set_item("cca", cca.as_str())?;
+            d.set_item("until_ns", until_ns)?;
+        }
+        Output::Event(Event::Phase {
+            phase,
+            cycle,
+            at_ns,
+        }) => {
+            d.set_item("kind", "phase")?;
+            d.set_item("phase", phase_name(phase))?;
+            d.set_item("cycle", cycle)?;
+            d.set_item("at_ns", at_ns)?;
+        }
+        Output::Event(Event::Classified {
+            classified,
+            samples,
+            early,
+            at_ns,
+        }) => {
+            d.set_item("kind", "classified")?;
+            d.set_item("label", classes.get(classified.class_index))?;
+            d.set_item("class_index", classified.class_index)?;
+            d.set_item("confidence", classified.confidence)?;
+            d.set_item("distance", classified.distance)?;
+            d.set_item("samples", samples)?;
+            d.set_item("early", early)?;
+            d.set_item("at_ns", at_ns)?;
+        }
+        Output::Event(Event::Selected {
+            cca,
+            steady_ns,
+            at_ns,
+        }) => {
+            d.set_item("kind", "selected")?;
+            d.set_item("cca", cca.as_str())?;
+            d.set_item("steady_ns", steady_ns)?;
+            d.set_item("at_ns", at_ns)?;
+        }
+        Output::Event(Event::DecisionFailed { message, at_ns }) => {
+            d.set_item("kind", "decision_failed")?;
+            d.set_item("message", message)?;
+            d.set_item("at_ns", at_ns)?;
+        }
+        Output::Event(Event::ProbeIncomplete {
+            samples,
+            needed,
+            at_ns,
+        }) => {
+            d.set_item("kind", "probe_incomplete")?;
+            d.set_item("samples", samples)?;
+            d.set_item("needed", needed)?;
+            d.set_item("at_ns", at_ns)?;
+        }
+    }
+    Ok(d)
+}
+
+fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::Idle => "idle",
+        Phase::Probe => "probe",
+        Phase::Classify => "classify",
+        Phase::Select => "select",
+        Phase::Steady => "steady",
+    }
+}
+
+#[pymethods]
+impl Controller {
+    #[new]
+    #[pyo3(signature = (model, mode = "passive", pattern = None, steady_s = None, policy = None, initial_cca = "cubic", adaptive = None, progressive = None, prefix_lens = None, sample_period_s = 1.0, grace_periods = 5, steady_jitter = 0.0, seed = 0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        model: &Bound<'_, PyAny>,
+        mode: &str,
+        pattern: Option<&str>,
+        steady_s: Option<f64>,
+        policy: Option<&Bound<'_, PyAny>>,
+        initial_cca: &str,
+        adaptive: Option<&Bound<'_, PyAny>>,
+        progressive: Option<&Bound<'_, PyAny>>,
+        prefix_lens: Option<Vec<usize>>,
+        sample_period_s: f64,
+        grace_periods: u32,
+        steady_jitter: f64,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let knn = if let Ok(m) = model.cast::<Model>() {
+            m.get().file.model.clone()
+        } else if let Ok(path) = model.extract::<std::path::PathBuf>() {
+            py.detach(|| KnnModelFile::load(&path)).py_err()?.model
+        } else {
+            return Err(invalid(format!(
+                "model must be an opsel.Model or a model-file path, got {}",
+                model.get_type().name()?
+            )));
+        };
+        let classes = knn.classes().to_vec();
+        let mut cfg = match mode {
+            "passive" => {
+                if pattern.is_some() {
+                    return Err(invalid(
+                        "pattern is only used with mode=\"active\"; pass mode=\"active\" or drop pattern".into(),
+                    ));
+                }
+                Config::passive()
+            }
+            "active" => {
+                Config::active(Pattern::parse(pattern.unwrap_or(Pattern::S5_C5_S5_B5)).py_err()?)
+            }
+            m => {
+                return Err(invalid(format!(
+                    "mode {m:?} is unknown; use \"passive\" or \"active\""
+                )))
+            }
+        };
+        if let Some(s) = steady_s {
+            cfg.steady_ns = secs_to_ns(s, "steady_s")?;
+        }
+        cfg.sample_period_ns = secs_to_ns(sample_period_s, "sample_period_s")?;
+        cfg.initial_cca = CcaName::new(initial_cca).py_err()?;
+        cfg.grace_periods = grace_periods;
+        cfg.steady_jitter = steady_jitter;
+        cfg.seed = seed;
+        if let Some(a) = adaptive {
+            let mut s = AdaptiveSteady::around(cfg.steady_ns);
+            if let Ok(d) = a.cast::<PyDict>() {
+                if let Some(v) = get::<f64>(d, "min_s")? {
+                    s.min_ns = secs_to_ns(v, "adaptive min_s")?;
+                }
+                if let Some(v) = get::<f64>(d, "max_s")? {
+                    s.max_ns = secs_to_ns(v, "adaptive max_s")?;
+                }
+                s.grow = get(d, "grow")?.unwrap_or(s.grow);
+                s.shrink = get(d, "shrink")?.unwrap_or(s.shrink);
+                match get::<String>(d, "key")?.as_deref() {
+                    None | Some("decision") => s.key = StabilityKey::Decision,
+                    Some("class") => s.key = StabilityKey::Class,
+                    Some(k) => {
+                        return Err(invalid(format!(
+                            "adaptive key {k:?} is unknown; use \"decision\" or \"class\""
+                        )))
+                    }
+                }
+                cfg.adaptive = Some(s);
+            } else if a.is_truthy()? {
+                cfg.adaptive = Some(s);
+            }
+        }
+        if let Some(p) = progressive {
+            let mut g = Progressive::default();
+            let on = if let Ok(d) = p.cast::<PyDict>() {
+                g.min_samples = get(d, "min_samples")?.unwrap_or(g.min_samples);
+                g.step = get(d, "step")?.unwrap_or(g.step);
+                g.min_confidence = get(d, "min_confidence")?.unwrap_or(g.min_confidence);
+                g.agree = get(d, "agree")?.unwrap_or(g.agree);
+                true
+            } else {
+                p.is_truthy()?
+            };
+            if on {
+                cfg.progressive = Some(g);
+            }
+        }
+        let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
+            Some(g) => {
+                let lens = prefix_lens.unwrap_or_else(|| {
+                    (g.min_samples.max(1)..knn.window())
+                        .step_by(g.step.max(1))
+                        .collect()
+                });
+                Box::new(KnnClassifier::progressive(knn, &lens).py_err()?)
+            }
+            None => {
+                if prefix_lens.is_some() {
+                    return Err(invalid("prefix_lens needs progressive=True".into()));
+                }
+                Box::new(KnnClassifier::new(knn).py_err()?)
+            }
+        };
+        let raised = Arc::new(Mutex::new(None));
+        let policy = match policy {
+            None => AnyPolicy::Stump(Stump::default()),
+            Some(p) if p.is_callable() => AnyPolicy::Py(PyPolicy {
+                func: p.clone().unbind(),
+                classes: classes.clone(),
+                raised: Arc::clone(&raised),
+            }),
+            Some(p) => match p.extract::<String>()?.as_str() {
+                "stump" => AnyPolicy::Stump(Stump::default()),
+                spec => AnyPolicy::Table(TablePolicy::parse(spec).py_err()?),
+            },
+        };
+        let inner = Core::new(cfg, classifier, policy).py_err()?;
+        Ok(Self {
+            inner: Mutex::new(inner),
+            classes,
+            raised,
+        })
+    }
+
+    /// Begin the first probe at `now_ns`.
+    fn start(&self, now_ns: u64) -> PyResult<()> {
+        self.call(|c| c.start(now_ns))
+    }
+
+    /// Feed one aggregated RTT sample (mean rtt_ms over the period ending at
+    /// now_ns, e.g. `UdpEchoProber.burst()["mean_rtt_ms"]`).
+    fn handle_sample(&self, now_ns: u64, rtt_ms: f64) -> PyResult<()> {
+        self.call(|c| c.handle_sample(now_ns, rtt_ms))
+    }
+
+    /// Let time pass: pattern segment changes, probe deadlines, end of steady.
+    fn handle_timeout(&self, now_ns: u64) -> PyResult<()> {
+        self.call(|c| c.handle_timeout(now_ns))
+    }
+
+    /// Account bytes sent to the current phase.
+    fn handle_bytes(&self, now_ns: u64, bytes: u64) -> PyResult<()> {
+        self.call(|c| c.handle_bytes(now_ns, bytes))
+    }
+
+    /// When handle_timeout should next be called (ns), or None.
+    fn poll_timeout(&self) -> PyResult<Option<u64>> {
+        Ok(self.lock()?.poll_timeout())
+    }
+
+    /// The next output as a dict (oldest first), or None. `kind` is one of
+    /// set_cca, send_full_speed, silence, steady (actions) or phase,
+    /// classified, selected, decision_failed, probe_incomplete (events).
+    fn poll<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let o = self.lock()?.poll();
+        o.map(|o| output_dict(py, o, &self.classes)).transpose()
+    }
+
+    /// Every pending output, oldest first.
+    fn drain<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let mut v = Vec::new();
+        let mut g = self.lock()?;
+        while let Some(o) = g.poll() {
+            v.push(output_dict(py, o, &self.classes)?);
+        }
+        Ok(v)
+    }
+
+    /// "idle", "probe", "classify", "select" or "steady".
+    #[getter]
+    fn phase(&self) -> PyResult<&'static str> {
+        Ok(phase_name(self.lock()?.phase()))
+    }
+    /// Current OPS cycle (0-based).
+    #[getter]
+    fn cycle(&self) -> PyResult<u64> {
+        Ok(self.lock()?.cycle())
+    }
+    /// The CCA the socket is (to be) set to.
+    #[getter]
+    fn socket_cca(&self) -> PyResult<String> {
+        Ok(self.lock()?.socket_cca().as_str().to_string())
+    }
+    /// Current base steady time Y (ns) after adaptation.
+    #[getter]
+    fn steady_ns(&self) -> PyResult<u64> {
+        Ok(self.lock()?.steady_ns())
+    }
+    /// Window length w in samples.
+    #[getter]
+    fn window_len(&self) -> PyResult<usize> {
+        Ok(self.lock()?.window_len())
+    }
+    /// The model's class names.
+    #[getter]
+    fn classes(&self) -> Vec<String> {
+        self.classes.clone()
+    }
+
+    /// Counters (decisions, early_exits, failed_decisions, incomplete_probes,
+    /// cca_switches, probe_ns, steady_ns, probe_bytes, steady_bytes), with the
+    /// running phase accounted up to `now_ns` when given.
+    #[pyo3(signature = (now_ns = None))]
+    fn stats<'py>(&self, py: Python<'py>, now_ns: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
+        let g = self.lock()?;
+        let s = match now_ns {
+            Some(t) => g.stats_at(t),
+            None => g.stats(),
+        };
+        let d = PyDict::new(py);
+        macro_rules! put {
+            ($($f:ident),*) => { $( d.set_item(stringify!($f), s.$f)?; )* };
+        }
+        put!(
+            decisions,
+            early_exits,
+            failed_decisions,
+            incomplete_probes,
+            cca_switches,
+            probe_ns,
+            steady_ns,
+            probe_bytes,
+            steady_bytes
+        );
+        Ok(d)
+    }
+}
+
+/// Jain's fairness index of per-stream throughputs (000 Eq. 2.1), in [1/n, 1].
+#[pyfunction]
+fn jain(rates: Vec<f64>) -> PyResult<f64> {
+    opsel::fair::jain(&rates).py_err()
+}
+
+/// Equal share of a bottleneck of `capacity` among `n_streams` (000 §4.2).
+#[pyfunction]
+fn fair_share(capacity: f64, n_streams: usize) -> PyResult<f64> {
+    opsel::fair::fair_share(capacity, n_streams).py_err()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Controller>()?;
+    m.add_function(wrap_pyfunction!(jain, m)?)?;
+    m.add_function(wrap_pyfunction!(fair_share, m)?)?;
+    Ok(())
+}
