@@ -131,6 +131,9 @@ enum BweCmd {
         /// Write every stream and the summary as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Include each stream's raw send/receive gaps in the JSON.
+        #[arg(long)]
+        with_gaps: bool,
         #[command(flatten)]
         opts: ProbeOpts,
     },
@@ -306,8 +309,11 @@ pub fn main(a: BweArgs) -> Result<()> {
             warmup_s,
             duration,
             json,
+            with_gaps,
             opts,
-        } => lab(&scenario, pair, tail_s, warmup_s, duration, json, &opts),
+        } => lab(
+            &scenario, pair, tail_s, warmup_s, duration, json, with_gaps, &opts,
+        ),
     }
 }
 
@@ -319,6 +325,7 @@ fn lab(
     warmup_s: f64,
     duration: Option<f64>,
     json: Option<PathBuf>,
+    with_gaps: bool,
     opts: &ProbeOpts,
 ) -> Result<()> {
     use opsel_netlab::{scenario::Scenario, sys, topo};
@@ -365,7 +372,7 @@ fn lab(
         while t0.elapsed().as_secs_f64() < probe_s && !sys::interrupted() {
             let r = p.probe_once(o.adapt_on_ml)?;
             let (gs, gr) = p.last_gaps();
-            let gaps = r.bass.is_some().then(|| (gs.to_vec(), gr.to_vec()));
+            let gaps = (with_gaps && r.bass.is_some()).then(|| (gs.to_vec(), gr.to_vec()));
             out.push((t0.elapsed().as_secs_f64(), r, gaps));
             if o.interval_ms > 0.0 {
                 std::thread::sleep(Duration::from_secs_f64(o.interval_ms / 1e3));
