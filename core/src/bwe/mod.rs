@@ -30,6 +30,7 @@ pub mod sim;
 pub use abest::{abest, rate_exceeds_avail_bw, Abest, AbestConfig, AbestVariant, GAP_NS_EPSILON};
 pub use bass::{
     BassConfig, BassReport, BassVariant, BassWorkspace, HeadSegment, TailSegment, ThresholdScale,
+    WindowAlign,
 };
 pub use pstream::PStreamSpec;
 
