@@ -62,3 +62,8 @@ bwe-live:
 bwe-live-model: bwe-venv
 	$(CARGO) run --release -p opsel --example bwe_live_dataset -- $(BWE_DIR) 3000
 	$(BWE_TRAIN) train-live $(BWE_DIR) --out models/bwe-live/live_gbt.json
+
+# Regenerate tests/fixtures/bwe_golden*.json (Rust, C, Python, Node bwe tests).
+.PHONY: golden-bwe
+golden-bwe:
+	$(CARGO) run -p opsel-ffi --example make_bwe_golden

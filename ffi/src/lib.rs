@@ -18,11 +18,13 @@
 // its doc comment (which becomes the C documentation in opsel.h).
 #![allow(clippy::missing_safety_doc)]
 
+pub mod bwe;
 pub mod dtw;
 pub mod error;
 pub mod knn;
 pub mod model;
 
+pub use bwe::*;
 pub use dtw::*;
 pub use error::*;
 pub use knn::*;

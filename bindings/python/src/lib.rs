@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod bwe;
 mod dtw;
 mod errors;
 mod knn;
@@ -12,6 +13,7 @@ mod series;
 #[pymodule]
 fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", opsel::VERSION)?;
+    bwe::register(m)?;
     dtw::register(m)?;
     knn::register(m)?;
     mix::register(m)?;
