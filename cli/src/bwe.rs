@@ -45,6 +45,12 @@ enum Thresholds {
     Thesis,
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Window {
+    Trailing,
+    Centred,
+}
+
 #[derive(Args, Clone)]
 struct ProbeOpts {
     /// Rates per p-stream (N_r).
@@ -75,6 +81,9 @@ struct ProbeOpts {
     /// AVG_WINDOW (default: N_p, as the thesis adopts).
     #[arg(long)]
     avg_window: Option<usize>,
+    /// Alignment of AVG_WINDOW (the thesis is silent).
+    #[arg(long, value_enum, default_value_t = Window::Trailing)]
+    window: Window,
     /// ML model file (gbt-regressor on FFT-magnitude features for N_r·N_p packets).
     #[arg(long)]
     model: Option<PathBuf>,
@@ -154,6 +163,11 @@ fn probe_config(o: &ProbeOpts) -> Result<ProbeConfig> {
             b.avg_window = o.avg_window.unwrap_or(o.per_rate);
             (b, None)
         }
+    };
+    let mut bass = bass;
+    bass.window_align = match o.window {
+        Window::Trailing => opsel::bwe::WindowAlign::Trailing,
+        Window::Centred => opsel::bwe::WindowAlign::Centred,
     };
     Ok(ProbeConfig {
         n_rates: o.rates,
@@ -462,6 +476,7 @@ fn lab(
             "avail_bw_bps": truth, "backend": backend, "warmup_s": warmup_s,
             "n_rates": opts.rates, "packets_per_rate": opts.per_rate, "range": opts.range,
             "packet_bytes": opts.packet_bytes, "epsilon_rel": opts.epsilon_rel, "avg_window": opts.avg_window, "fifo": opts.fifo,
+            "window": match opts.window { Window::Trailing => "trailing", Window::Centred => "centred" },
             "thresholds": match opts.thresholds { Thresholds::Relative => "relative", Thresholds::Thesis => "thesis" },
             "model": opts.model.as_ref().map(|m| m.display().to_string()),
             "scored": scored, "lost": lost, "summary": sums, "streams": rows,
