@@ -44,3 +44,26 @@ bwe-bench: $(BWE_DIR)/mr_gbt.json
 	$(CARGO) run --release -p opsel --example bwe_cputime -- $(BWE_DIR)/mr_gbt.json | tee $(BWE_DIR)/cputime.txt
 	$(BWE_TRAIN) bench $(BWE_DIR) --criterion target/criterion \
 	  --rust-cpu-ns $$(awk '/GBT predict/ {for (i = 1; i < NF; i++) if ($$(i+1) == "ns") {print $$i; exit}}' $(BWE_DIR)/cputime.txt)
+
+# Live estimation on netlab (root, < 60 s): opsel bwe lab on bwe-cbr60 for 10 s; BASS,
+# ML and the rate adapter checked against the measured available bandwidth.
+.PHONY: test-bwe bwe-live bwe-live-model
+test-bwe:
+	$(CARGO) test --release -p opsel-cli --test bwe_live -- --ignored --nocapture
+
+# The live results of docs/results/bwe.md ("Live"): two cross-traffic levels, 20 s each.
+bwe-live:
+	$(CARGO) build --release -p opsel-cli
+	for l in 60 120; do ./target/release/opsel bwe lab netlab/scenarios/bwe-cbr$$l.toml --fifo \
+	  --packet-bytes 9000 --start-mbps 50 --model models/bwe-live/live_gbt.json \
+	  --json docs/results/bwe_live_cbr$$l.json | grep -v '^ *[0-9.]* s  #' ; done | tee docs/results/bwe_live.txt
+
+# Retrain the shipped live model (simulator traces matched to the netlab regime).
+bwe-live-model: bwe-venv
+	$(CARGO) run --release -p opsel --example bwe_live_dataset -- $(BWE_DIR) 3000
+	$(BWE_TRAIN) train-live $(BWE_DIR) --out models/bwe-live/live_gbt.json
+
+# Regenerate tests/fixtures/bwe_golden*.json (Rust, C, Python, Node bwe tests).
+.PHONY: golden-bwe
+golden-bwe:
+	$(CARGO) run -p opsel-ffi --example make_bwe_golden

@@ -4,6 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod bwe;
 mod lab;
 
 #[derive(Parser)]
@@ -21,12 +22,15 @@ struct Cli {
 enum Cmd {
     /// Emulated shared WAN on this machine (namespaces, user-space pipe, traffic generators).
     Lab(lab::LabArgs),
+    /// Live available-bandwidth probing (p-streams, BASS, ML, rate adapter).
+    Bwe(bwe::BweArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Lab(a) => lab::main(a),
+        Cmd::Bwe(a) => bwe::main(a),
     };
     if let Err(e) = r {
         eprintln!("opsel: {e}");

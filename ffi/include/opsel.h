@@ -48,6 +48,76 @@
 #define OPSEL_VERSION_PATCH 0
 
 /**
+ * Thresholds in nanoseconds.
+ */
+#define OPSEL_BASS_SCALE_NS 0
+
+/**
+ * Thresholds as multiples of the p-stream's mean send gap.
+ */
+#define OPSEL_BASS_SCALE_RELATIVE 1
+
+/**
+ * Head segment before the first spike is averaged (Fig 5.5 as printed).
+ */
+#define OPSEL_BASS_HEAD_AVERAGE 0
+
+/**
+ * Head segment is left raw (the prose).
+ */
+#define OPSEL_BASS_HEAD_KEEP 1
+
+/**
+ * A valid event open at the stream end is averaged (notes §3.5 proposal).
+ */
+#define OPSEL_BASS_TAIL_AVERAGE 0
+
+/**
+ * It is left raw.
+ */
+#define OPSEL_BASS_TAIL_KEEP 1
+
+/**
+ * Corrected end conditions of Fig 5.5.
+ */
+#define OPSEL_BASS_VARIANT_CORRECTED 0
+
+/**
+ * Fig 5.5 as printed.
+ */
+#define OPSEL_BASS_VARIANT_LITERAL 1
+
+/**
+ * Trailing AVG_WINDOW.
+ */
+#define OPSEL_BASS_WINDOW_TRAILING 0
+
+/**
+ * Centred AVG_WINDOW.
+ */
+#define OPSEL_BASS_WINDOW_CENTRED 1
+
+/**
+ * ABest: last run of >= L congested packets reaching the stream end.
+ */
+#define OPSEL_ABEST_CORRECTED 0
+
+/**
+ * ABest: Alg. 1 verbatim.
+ */
+#define OPSEL_ABEST_LITERAL 1
+
+/**
+ * Rate adapter: eta is a count of p-streams (Ch 2 formula).
+ */
+#define OPSEL_ETA_FORMULA 0
+
+/**
+ * Rate adapter: eta is a per-update decrease fraction (Ch 8 tables).
+ */
+#define OPSEL_ETA_TABULATED 1
+
+/**
  * Local cost |a − b|; the distance is the sum along the warping path.
  */
 #define OPSEL_COST_ABS 0
@@ -256,6 +326,19 @@ typedef enum {
 } opsel_status;
 
 /**
+ * The ML multi-rate estimator (001 Ch 6): a gbt/rf regressor on FFT-magnitude
+ * features of (g_s ‖ g_r). Opaque; one call at a time (it owns its buffers).
+ */
+typedef struct opsel_bwe_ml opsel_bwe_ml;
+
+/**
+ * Scratch memory for BASS estimates of p-streams up to a fixed length. Opaque:
+ * create with `opsel_bwe_workspace_new()`, free with `opsel_bwe_workspace_free()`.
+ * One call at a time.
+ */
+typedef struct opsel_bwe_workspace opsel_bwe_workspace;
+
+/**
  * A fitted DTW K-NN background-mix classifier with its model-file metadata.
  *
  * Opaque: create with `opsel_model_load()`, `opsel_model_from_json()` or
@@ -295,6 +378,11 @@ typedef struct opsel_paced_sender opsel_paced_sender;
 typedef struct opsel_probe_receiver opsel_probe_receiver;
 
 /**
+ * Rapid's rate adapter. Opaque; one call at a time.
+ */
+typedef struct opsel_rate_adapter opsel_rate_adapter;
+
+/**
  * An RTT prober toward one host: ICMP echo or UDP echo.
  * Opaque: `opsel_rtt_prober_icmp()` / `opsel_rtt_prober_udp()`,
  * `opsel_rtt_prober_free()`. One thread at a time.
@@ -321,6 +409,153 @@ typedef struct opsel_udp_echo_responder opsel_udp_echo_responder;
  * used by two calls at the same time.
  */
 typedef struct opsel_workspace opsel_workspace;
+
+/**
+ * Shape of one p-stream (001 §1.3). Start from `opsel_pstream_spec_thesis()` or
+ * `opsel_pstream_spec_with_range()`.
+ */
+typedef struct {
+  /**
+   * Average send rate (harmonic mean of the rates), bit/s.
+   */
+  double r_avg_bps;
+  /**
+   * Number of rates N_r (>= 1).
+   */
+  size_t n_rates;
+  /**
+   * Packets per rate N_p (>= 1).
+   */
+  size_t packets_per_rate;
+  /**
+   * Spread factor s >= 1 between consecutive rates.
+   */
+  double spread;
+  /**
+   * Packet size on the wire, bytes.
+   */
+  uint32_t packet_bytes;
+} opsel_pstream_spec;
+
+/**
+ * BASS settings (001 §5.3, Alg. 5). Start from `opsel_bass_config_thesis()`.
+ */
+typedef struct {
+  /**
+   * SPIKE_UP of passes 1, 2, 3 (thesis: 20, 5, 2 µs in ns).
+   */
+  double spike_up[3];
+  /**
+   * SPIKE_DOWN of passes 1, 2, 3 (thesis: 10, 4, 1 µs in ns).
+   */
+  double spike_down[3];
+  /**
+   * How often pass 3 may repeat.
+   */
+  size_t max_repeats;
+  /**
+   * AVG_WINDOW (1 disables).
+   */
+  size_t avg_window;
+  /**
+   * `OPSEL_BASS_SCALE_*`.
+   */
+  uint32_t scale;
+  /**
+   * `OPSEL_BASS_HEAD_*`.
+   */
+  uint32_t head;
+  /**
+   * `OPSEL_BASS_TAIL_*`.
+   */
+  uint32_t tail;
+  /**
+   * `OPSEL_BASS_VARIANT_*`.
+   */
+  uint32_t variant;
+  /**
+   * `OPSEL_BASS_WINDOW_*`.
+   */
+  uint32_t window_align;
+} opsel_bass_config;
+
+/**
+ * ABest settings (001 Alg. 1). Start from `opsel_abest_config_default()`.
+ */
+typedef struct {
+  /**
+   * GAP_NS_EPSILON, ns (thesis: 100).
+   */
+  double epsilon_ns;
+  /**
+   * Minimum excursion length L (thesis: 4).
+   */
+  size_t min_excursion;
+  /**
+   * `OPSEL_ABEST_*`.
+   */
+  uint32_t variant;
+} opsel_abest_config;
+
+/**
+ * One ABest estimate.
+ */
+typedef struct {
+  /**
+   * Estimated available bandwidth, bit/s.
+   */
+  double abest_bps;
+  /**
+   * First packet of the terminal excursion, or -1 when there is none.
+   */
+  int64_t excursion_start;
+  /**
+   * The whole stream was congested: the answer is "below the lowest rate".
+   */
+  bool below_range;
+  /**
+   * No excursion: the answer is "at least the highest rate".
+   */
+  bool above_range;
+} opsel_abest;
+
+/**
+ * Rate-adapter settings (001 §2.3, §8.1). Start from `opsel_rate_adapter_config_default()`.
+ */
+typedef struct {
+  /**
+   * Initial R_avg, bit/s (thesis: 100 kbit/s).
+   */
+  double init_bps;
+  /**
+   * Lower bound, bit/s.
+   */
+  double min_bps;
+  /**
+   * Upper bound, bit/s (INFINITY for none).
+   */
+  double max_bps;
+  /**
+   * τ, ns.
+   */
+  double tau_ns;
+  /**
+   * η (a count for `OPSEL_ETA_FORMULA`, a fraction for `OPSEL_ETA_TABULATED`).
+   */
+  double eta;
+  /**
+   * `OPSEL_ETA_*`.
+   */
+  uint32_t eta_param;
+  /**
+   * Estimates averaged per update (γ = 3).
+   */
+  size_t gamma;
+  /**
+   * Multiplicative cut after a loss (0.25 = −25 %).
+   */
+  double loss_cut;
+} opsel_rate_adapter_config;
 
 /**
  * Classifier settings for `opsel_model_fit()`. Start from
@@ -886,6 +1121,204 @@ extern "C" {
  * Thread-safety: may be called from any thread at any time.
  */
 const char *opsel_version(void);
+
+/**
+ * The thesis' adopted p-stream at average rate `r_avg_bps`: N_r = 4, N_p = 16,
+ * s = 1.15, 9038-byte packets (001 §5.5). Not validated (pass it to a function).
+ * Thread-safety: any thread.
+ */
+opsel_pstream_spec opsel_pstream_spec_thesis(double r_avg_bps);
+
+/**
+ * A p-stream from a probing range `R_max/R_min − 1` (0.5 = 50 %) instead of a
+ * spread, stored in `*out_spec`.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for a non-finite or
+ * negative range or rate, zero counts, zero packet size. Thread-safety: any thread.
+ */
+opsel_status opsel_pstream_spec_with_range(double r_avg_bps,
+                                           size_t n_rates,
+                                           size_t packets_per_rate,
+                                           double range,
+                                           uint32_t packet_bytes,
+                                           opsel_pstream_spec *out_spec);
+
+/**
+ * Write the N_r probing rates (bit/s, lowest first) of `spec` to `out_rates`
+ * (`rates_len` must equal `spec->n_rates`).
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for an invalid spec or a
+ * wrong length. Thread-safety: any thread.
+ */
+opsel_status opsel_pstream_rates(const opsel_pstream_spec *spec,
+                                 double *out_rates,
+                                 size_t rates_len);
+
+/**
+ * Write the N intended send gaps (ns, `g_s = P/R`) of `spec` to `out_gaps`
+ * (`gaps_len` must equal N_r × N_p).
+ *
+ * Errors: as `opsel_pstream_rates()`. Thread-safety: any thread.
+ */
+opsel_status opsel_pstream_send_gaps(const opsel_pstream_spec *spec,
+                                     double *out_gaps,
+                                     size_t gaps_len);
+
+/**
+ * The thesis BASS settings in ns: 20/10, 5/4, 2/1 µs, AVG_WINDOW 16, head
+ * averaged, tail averaged, corrected end conditions, trailing window.
+ * Thread-safety: any thread.
+ */
+opsel_bass_config opsel_bass_config_thesis(void);
+
+/**
+ * The thesis thresholds rescaled to multiples of the mean send gap, relative to
+ * `reference_gap_ns` (the gap they were tuned at: 10329 ns = 9038 B at 7 Gbps),
+ * stored in `*out_config`.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for a gap that is not > 0.
+ * Thread-safety: any thread.
+ */
+opsel_status opsel_bass_config_relative(double reference_gap_ns, opsel_bass_config *out_config);
+
+/**
+ * The thesis ABest settings: ε = 100 ns, L = 4, corrected reading.
+ * Thread-safety: any thread.
+ */
+opsel_abest_config opsel_abest_config_default(void);
+
+/**
+ * Create a workspace for p-streams of up to `max_packets` packets.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for 0 or more than 65536.
+ * Ownership: the caller frees `*out_workspace` with `opsel_bwe_workspace_free()`.
+ * Thread-safety: any thread.
+ */
+opsel_status opsel_bwe_workspace_new(size_t max_packets, opsel_bwe_workspace **out_workspace);
+
+/**
+ * Release a workspace. NULL is ignored.
+ */
+void opsel_bwe_workspace_free(opsel_bwe_workspace *workspace);
+
+/**
+ * Rapid's multi-rate estimate of one p-stream (001 Alg. 5): multi-pass BASS,
+ * AVG_WINDOW, then ABest. `send_gaps_ns`/`recv_gaps_ns` hold `len` gaps (ns);
+ * `len` must equal `spec->n_rates * spec->packets_per_rate`. The caller's arrays
+ * are not modified. `bass`/`abest` may be NULL for the thesis defaults.
+ * No allocation.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for wrong lengths,
+ * NaN/inf gaps (named by index), invalid settings.
+ * Thread-safety: `workspace` one call at a time.
+ */
+opsel_status opsel_bwe_estimate(opsel_bwe_workspace *workspace,
+                                const double *send_gaps_ns,
+                                const double *recv_gaps_ns,
+                                size_t len,
+                                const opsel_pstream_spec *spec,
+                                const opsel_bass_config *bass,
+                                const opsel_abest_config *abest,
+                                opsel_abest *out_abest);
+
+/**
+ * Single-rate decision (001 §5.3.2) after single-pass BASS: `*out_exceeds` is
+ * true when the probing rate exceeds the available bandwidth. `rel_tol` = 0 is
+ * the thesis rule (`r_in > r_out`); a positive value requires
+ * `r_out < r_in (1 − rel_tol)`. `bass` may be NULL for the thesis settings.
+ *
+ * Errors: as `opsel_bwe_estimate()`, plus `rel_tol` outside [0, 1).
+ * Thread-safety: `workspace` one call at a time.
+ */
+opsel_status opsel_bwe_decide_single_rate(opsel_bwe_workspace *workspace,
+                                          const double *send_gaps_ns,
+                                          const double *recv_gaps_ns,
+                                          size_t len,
+                                          const opsel_bass_config *bass,
+                                          double rel_tol,
+                                          bool *out_exceeds);
+
+/**
+ * Load a regressor model file for `n_packets`-packet p-streams.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (path not UTF-8, model is a
+ * classifier or its feature count does not fit `n_packets`); `OPSEL_IO`;
+ * `OPSEL_INVALID_MODEL`; `OPSEL_UNSUPPORTED_VERSION`. On error `*out_ml` is NULL.
+ * Ownership: free `*out_ml` with `opsel_bwe_ml_free()`. Thread-safety: any thread.
+ */
+opsel_status opsel_bwe_ml_load(const char *path, size_t n_packets, opsel_bwe_ml **out_ml);
+
+/**
+ * As `opsel_bwe_ml_load()` from `json_len` bytes of model JSON.
+ */
+opsel_status opsel_bwe_ml_from_json(const char *json,
+                                    size_t json_len,
+                                    size_t n_packets,
+                                    opsel_bwe_ml **out_ml);
+
+/**
+ * Release an ML estimator. NULL is ignored.
+ */
+void opsel_bwe_ml_free(opsel_bwe_ml *ml);
+
+/**
+ * ML estimate (bit/s) of one p-stream sent at average rate `r_avg_bps`; `len`
+ * must equal the model's p-stream length. No allocation.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for wrong lengths,
+ * NaN/inf gaps, a rate that is not > 0. Thread-safety: one call at a time per handle.
+ */
+opsel_status opsel_bwe_ml_estimate(opsel_bwe_ml *ml,
+                                   const double *send_gaps_ns,
+                                   const double *recv_gaps_ns,
+                                   size_t len,
+                                   double r_avg_bps,
+                                   double *out_bps);
+
+/**
+ * The thesis evaluation setting: τ = 50 ms, η = 1/4 (tabulated), γ = 3, from 100 kbit/s.
+ */
+opsel_rate_adapter_config opsel_rate_adapter_config_default(void);
+
+/**
+ * Create a rate adapter (`config` NULL = defaults).
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for invalid settings.
+ * Ownership: free with `opsel_rate_adapter_free()`.
+ */
+opsel_status opsel_rate_adapter_new(const opsel_rate_adapter_config *config,
+                                    opsel_rate_adapter **out_adapter);
+
+/**
+ * Release a rate adapter. NULL is ignored.
+ */
+void opsel_rate_adapter_free(opsel_rate_adapter *adapter);
+
+/**
+ * Current R_avg (bit/s); NaN for a NULL handle.
+ */
+double opsel_rate_adapter_r_avg(const opsel_rate_adapter *adapter);
+
+/**
+ * Feed one loss-free p-stream's estimate (`abest_bps`) and its duration (ns).
+ * `*out_updated` (may be NULL) tells whether this completed a γ-group; `*out_r_avg`
+ * (may be NULL) receives R_avg afterwards.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for negative or non-finite values.
+ */
+opsel_status opsel_rate_adapter_on_estimate(opsel_rate_adapter *adapter,
+                                            double abest_bps,
+                                            double duration_ns,
+                                            bool *out_updated,
+                                            double *out_r_avg);
+
+/**
+ * A loss was recovered: R_avg is cut by `loss_cut` and the partial γ-group
+ * dropped. `*out_r_avg` (may be NULL) receives the new R_avg.
+ *
+ * Errors: `OPSEL_NULL_POINTER`.
+ */
+opsel_status opsel_rate_adapter_on_loss(opsel_rate_adapter *adapter, double *out_r_avg);
 
 /**
  * DTW distance between series `a` (`a_len` doubles) and `b` (`b_len`

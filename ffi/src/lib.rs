@@ -18,6 +18,7 @@
 // its doc comment (which becomes the C documentation in opsel.h).
 #![allow(clippy::missing_safety_doc)]
 
+pub mod bwe;
 pub mod dtw;
 pub mod error;
 pub mod knn;
@@ -27,6 +28,7 @@ pub mod ops;
 #[cfg(target_os = "linux")]
 pub mod sys;
 
+pub use bwe::*;
 pub use dtw::*;
 pub use error::*;
 pub use knn::*;

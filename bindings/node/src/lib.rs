@@ -7,6 +7,7 @@
 // The #[napi] exports are registered at load time, which a `cfg(test)` build never does.
 #![cfg_attr(test, allow(dead_code))]
 
+mod bwe;
 mod dtw;
 mod error;
 mod knn;

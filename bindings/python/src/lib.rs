@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod bwe;
 mod dtw;
 mod errors;
 mod knn;
@@ -16,6 +17,7 @@ mod sys;
 #[pymodule]
 fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", opsel::VERSION)?;
+    bwe::register(m)?;
     dtw::register(m)?;
     knn::register(m)?;
     mix::register(m)?;

@@ -55,6 +55,18 @@ pub enum BassVariant {
     Literal,
 }
 
+/// Alignment of the AVG_WINDOW sliding average. 001 §5.3.3 names only the width; the
+/// thesis never says whether the window trails or is centred [notes §3.6].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowAlign {
+    /// `x'[i] = mean(x[i−w+1..=i])` (causal; shorter at the head).
+    Trailing,
+    /// `x'[i] = mean(x[i−⌊(w−1)/2⌋ ..= i+⌈(w−1)/2⌉])`, clipped at both ends. No lag: a
+    /// trailing window delays a congestion onset by up to w−1 packets and carries
+    /// pre-onset noise forward.
+    Centred,
+}
+
 /// One SPIKE_UP / SPIKE_DOWN pair (units per [`ThresholdScale`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpikeThresholds {
@@ -75,6 +87,8 @@ pub struct BassConfig {
     pub max_repeats: usize,
     /// Sliding-average width applied after multi-pass (1 disables; thesis: N_p = 16).
     pub avg_window: usize,
+    /// Alignment of that window (the thesis is silent; default trailing).
+    pub window_align: WindowAlign,
     /// Unit of `passes`.
     pub scale: ThresholdScale,
     /// Head-segment policy.
@@ -106,6 +120,7 @@ impl BassConfig {
             ],
             max_repeats: 16,
             avg_window: 16,
+            window_align: WindowAlign::Trailing,
             scale: ThresholdScale::Ns,
             head: HeadSegment::Average,
             tail: TailSegment::Average,
@@ -459,7 +474,10 @@ pub fn multi_pass(
         }
     }
     let events = ws.events.len();
-    sliding_average(gs, gr, cfg.avg_window, ws)?;
+    match cfg.window_align {
+        WindowAlign::Trailing => sliding_average(gs, gr, cfg.avg_window, ws)?,
+        WindowAlign::Centred => centred_average(gs, gr, cfg.avg_window, ws)?,
+    }
     Ok(BassReport {
         events,
         passes,
@@ -498,6 +516,52 @@ pub fn sliding_average(
             acc_r -= sr[i - w];
         }
         let k = (i + 1).min(w) as f64;
+        gs[i] = acc_s / k;
+        gr[i] = acc_r / k;
+    }
+    Ok(())
+}
+
+/// Centred sliding average of width `w` on both arrays (see [`WindowAlign::Centred`]),
+/// clipped at the ends. Allocation-free with a workspace.
+pub fn centred_average(
+    gs: &mut [f64],
+    gr: &mut [f64],
+    w: usize,
+    ws: &mut BassWorkspace,
+) -> Result<()> {
+    if w == 0 {
+        return Err(Error::invalid(
+            "avg_window 0: use 1 to disable the sliding average",
+        ));
+    }
+    check_pair(gs, gr, ws)?;
+    let n = gs.len();
+    if w == 1 || n == 0 {
+        return Ok(());
+    }
+    let (ss, sr) = (&mut ws.scratch_s[..n], &mut ws.scratch_r[..n]);
+    ss.copy_from_slice(gs);
+    sr.copy_from_slice(gr);
+    let back = (w - 1) / 2;
+    let fwd = w - 1 - back;
+    // Prefix sums would need a buffer; a running window over [lo, hi] does not.
+    let (mut acc_s, mut acc_r) = (0.0, 0.0);
+    let (mut lo, mut hi) = (0usize, 0usize); // window is [lo, hi)
+    for i in 0..n {
+        let want_hi = (i + fwd + 1).min(n);
+        let want_lo = i.saturating_sub(back);
+        while hi < want_hi {
+            acc_s += ss[hi];
+            acc_r += sr[hi];
+            hi += 1;
+        }
+        while lo < want_lo {
+            acc_s -= ss[lo];
+            acc_r -= sr[lo];
+            lo += 1;
+        }
+        let k = (hi - lo) as f64;
         gs[i] = acc_s / k;
         gr[i] = acc_r / k;
     }

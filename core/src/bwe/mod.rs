@@ -13,12 +13,16 @@
 //! - [`adapter`]: Rapid's rate adapter (001 §2.3, §8.1)
 //! - [`features`]: FFT-magnitude features for the ML estimator (001 Ch 6)
 //! - [`sim`]: seeded trace simulator with the noise models of 001 (notes §9.2)
+//! - [`ml`]: the ML multi-rate estimator (features + tree regressor, 001 Ch 6)
+//! - [`live`]: UDP probe / reflector with kernel RX stamps echoed back (001 §2.3, §7.2)
 
 pub mod abest;
 pub mod adapter;
 pub mod bass;
 pub mod delack;
 pub mod features;
+pub mod live;
+pub mod ml;
 pub mod pathload;
 pub mod pstream;
 pub mod sim;
@@ -26,6 +30,7 @@ pub mod sim;
 pub use abest::{abest, rate_exceeds_avail_bw, Abest, AbestConfig, AbestVariant, GAP_NS_EPSILON};
 pub use bass::{
     BassConfig, BassReport, BassVariant, BassWorkspace, HeadSegment, TailSegment, ThresholdScale,
+    WindowAlign,
 };
 pub use pstream::PStreamSpec;
 

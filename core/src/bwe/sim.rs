@@ -295,6 +295,9 @@ pub struct Trace {
     /// Ground truth: link rate minus the cross-traffic rate arriving at the bottleneck
     /// while the p-stream was being sent, bit/s.
     pub avail_bw_bps: f64,
+    /// The same ground truth over the first and the second half of that interval: how
+    /// much the available bandwidth itself moves while one p-stream is in flight.
+    pub avail_bw_halves_bps: (f64, f64),
     /// Probe packets dropped at the bottleneck.
     pub lost: usize,
 }
@@ -452,6 +455,16 @@ pub fn simulate(spec: &PStreamSpec, cfg: &SimConfig, index: u64) -> Result<Trace
         .map(|(_, b)| *b as f64 * 8.0)
         .sum();
     let avail_bw_bps = (cfg.link_bps - cross_bits * 1e9 / (w1 - w0)).max(0.0);
+    let mid = 0.5 * (w0 + w1);
+    let half = |a: f64, b: f64| {
+        let bits: f64 = cross
+            .iter()
+            .filter(|(t, _)| *t >= a && *t < b)
+            .map(|(_, b)| *b as f64 * 8.0)
+            .sum();
+        (cfg.link_bps - bits * 1e9 / (b - a)).max(0.0)
+    };
+    let avail_bw_halves_bps = (half(w0, mid), half(mid, w1));
 
     let mut dep = vec![f64::NAN; n + 1];
     let mut busy_until = 0.0f64;
@@ -575,6 +588,7 @@ pub fn simulate(spec: &PStreamSpec, cfg: &SimConfig, index: u64) -> Result<Trace
         actual_send_gap_ns,
         recv_gap_ns,
         avail_bw_bps,
+        avail_bw_halves_bps,
         lost,
     })
 }

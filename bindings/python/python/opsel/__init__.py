@@ -22,6 +22,13 @@ from ._errors import (
     UnsupportedVersionError,
 )
 from ._opsel import (
+    Abest,
+    BweMl,
+    RateAdapter,
+    bwe_decide_single_rate,
+    bwe_estimate,
+    pstream_rates,
+    pstream_send_gaps,
     DEFAULT_RADIUS,
     SIX_CLASSES,
     Model,
@@ -72,6 +79,13 @@ except ImportError:  # not Linux
     _LINUX = []
 
 __all__ = [
+    "Abest",
+    "BweMl",
+    "RateAdapter",
+    "bwe_decide_single_rate",
+    "bwe_estimate",
+    "pstream_rates",
+    "pstream_send_gaps",
     "DEFAULT_RADIUS",
     "SIX_CLASSES",
     "InvalidInputError",

@@ -217,3 +217,76 @@ class Controller:
 
 def jain(rates: Sequence[float]) -> float: ...
 def fair_share(capacity: float, n_streams: int) -> float: ...
+
+# --- bandwidth estimation (opsel::bwe, document 001) -------------------------------
+
+class Abest:
+    abest_bps: float
+    excursion_start: Optional[int]
+    below_range: bool
+    above_range: bool
+
+def bwe_estimate(
+    send_gaps_ns: npt.ArrayLike,
+    recv_gaps_ns: npt.ArrayLike,
+    r_avg_bps: float,
+    n_rates: int = 4,
+    packets_per_rate: int = 16,
+    range: float = 0.5,
+    packet_bytes: int = 9038,
+    thresholds: str = "thesis",
+    reference_gap_ns: float = ...,
+    avg_window: Optional[int] = None,
+    window: str = "trailing",
+    head: str = "average",
+    tail: str = "average",
+    variant: str = "corrected",
+    epsilon_ns: float = 100.0,
+    min_excursion: int = 4,
+    abest_variant: str = "corrected",
+) -> Abest:
+    """Multi-pass BASS + AVG_WINDOW + ABest (001 Alg. 5) on float64 gap arrays in ns."""
+
+def bwe_decide_single_rate(
+    send_gaps_ns: npt.ArrayLike,
+    recv_gaps_ns: npt.ArrayLike,
+    rel_tol: float = 0.0,
+    thresholds: str = "thesis",
+    reference_gap_ns: float = ...,
+    head: str = "average",
+    tail: str = "average",
+    variant: str = "corrected",
+) -> bool:
+    """True when the single probing rate exceeds the available bandwidth (001 §5.3.2)."""
+
+def pstream_rates(
+    r_avg_bps: float, n_rates: int = 4, packets_per_rate: int = 16, range: float = 0.5, packet_bytes: int = 9038
+) -> npt.NDArray[np.float64]: ...
+def pstream_send_gaps(
+    r_avg_bps: float, n_rates: int = 4, packets_per_rate: int = 16, range: float = 0.5, packet_bytes: int = 9038
+) -> npt.NDArray[np.float64]: ...
+
+class BweMl:
+    """ML multi-rate estimator (001 Ch 6): tree regressor on FFT-magnitude features."""
+    def __init__(self, path: Optional[str] = None, json: Optional[str] = None, n_packets: int = 64) -> None: ...
+    @property
+    def n_packets(self) -> int: ...
+    def estimate(self, send_gaps_ns: npt.ArrayLike, recv_gaps_ns: npt.ArrayLike, r_avg_bps: float) -> float: ...
+
+class RateAdapter:
+    """Rapid's rate adapter (001 §2.3, §8.1)."""
+    def __init__(
+        self,
+        init_bps: float = 100e3,
+        min_bps: float = 100e3,
+        max_bps: float = ...,
+        tau_ns: float = 50e6,
+        eta: float = 0.25,
+        eta_param: str = "tabulated",
+        gamma: int = 3,
+        loss_cut: float = 0.25,
+    ) -> None: ...
+    @property
+    def r_avg_bps(self) -> float: ...
+    def on_estimate(self, abest_bps: float, duration_ns: float) -> Optional[float]: ...
+    def on_loss(self) -> float: ...

@@ -321,6 +321,33 @@ def bench(args):
         print(f"  CPU ratio vs 1-sample sklearn: {single_cpu / r:.0f}x; vs batched sklearn: {batch_cpu / r:.1f}x")
 
 
+def train_live(args):
+    """The live-regime regressor (`bwe_live_dataset`: 200 Mbit/s, 9000-byte probes)."""
+    import sklearn
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    tr = split(*load_csv(os.path.join(args.dir, "live_train.csv")))
+    te = split(*load_csv(os.path.join(args.dir, "live_test.csv")))
+    params = dict(n_estimators=300, max_depth=4, learning_rate=0.05, subsample=0.8, random_state=0)
+    t0 = time.time()
+    gbr = GradientBoostingRegressor(**params).fit(tr["X"], tr["y"])
+    print(f"live GBR trained in {time.time() - t0:.1f}s on {len(tr['y'])} rows", file=sys.stderr)
+    est = gbr.predict(te["X"]) * te["r_avg"]
+    print("sklearn live GBR on live_test:", summary((est - te["bg"]) / te["bg"]), file=sys.stderr)
+    meta = {
+        "trainer": f"scikit-learn {sklearn.__version__} GradientBoostingRegressor",
+        "params": params,
+        "target": "avail_bw_bps / r_avg_bps",
+        "features": "fft-magnitude of (achieved g_s || g_r), N=64 (opsel::bwe::features)",
+        "data": "bwe_live_dataset: 200 Mbit/s FIFO, 9000 B probes, CBR-like UDP cross 10-170 Mbit/s, "
+        "hrtimer-class sender noise, rx jitter {0,30,100} us, N_r=4 range 50%",
+        "rows": int(len(tr["y"])),
+    }
+    out = args.out or os.path.join(args.dir, "live_gbt.json")
+    write_json(out, export(gbr, tr["X"].shape[1], meta))
+    print(f"wrote {out}", file=sys.stderr)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -328,12 +355,15 @@ def main(argv=None):
     t.add_argument("dir")
     t.add_argument("--fixtures")
     t.add_argument("--cv", action="store_true", help="5-fold grid search (slow)")
+    tl = sub.add_parser("train-live")
+    tl.add_argument("dir")
+    tl.add_argument("--out")
     b = sub.add_parser("bench")
     b.add_argument("dir")
     b.add_argument("--criterion", default="target/criterion")
     b.add_argument("--rust-cpu-ns", help="Rust CPU ns/sample from the bwe_cputime example")
     args = ap.parse_args(argv)
-    {"train": train, "bench": bench}[args.cmd](args)
+    {"train": train, "train-live": train_live, "bench": bench}[args.cmd](args)
 
 
 if __name__ == "__main__":
