@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 
 mod lab;
+mod transfer;
 
 #[derive(Parser)]
 #[command(
@@ -21,12 +22,18 @@ struct Cli {
 enum Cmd {
     /// Emulated shared WAN on this machine (namespaces, user-space pipe, traffic generators).
     Lab(lab::LabArgs),
+    /// Send a file with a fixed CCA or with OPS choosing it (000 Ch. 7, iPerfOPS client).
+    Send(transfer::args::SendArgs),
+    /// Receive one transfer into a file, confirming every byte (iPerfOPS server).
+    Recv(transfer::args::RecvArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Lab(a) => lab::main(a),
+        Cmd::Send(a) => transfer::args::send_main(a),
+        Cmd::Recv(a) => transfer::args::recv_main(a),
     };
     if let Err(e) = r {
         eprintln!("opsel: {e}");
