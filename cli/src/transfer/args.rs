@@ -140,9 +140,10 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         } else {
             Some(Pattern::parse(&a.pattern)?)
         };
-        let model = a.model.clone().unwrap_or_else(|| {
-            PathBuf::from(if passive { PASSIVE_MODEL } else { ACTIVE_MODEL })
-        });
+        let model = a
+            .model
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(if passive { PASSIVE_MODEL } else { ACTIVE_MODEL }));
         let icmp = match a.rtt.as_str() {
             "udp" => false,
             "icmp" => true,
@@ -251,7 +252,11 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             "stopped at byte {next} of {size}; resume with `opsel send --offset {next} ...` and `opsel recv --append ...`"
         );
     } else if r.file_identical {
-        println!("the receiver's file is byte-identical to {} ({} bytes)", a.file.display(), r.file_size);
+        println!(
+            "the receiver's file is byte-identical to {} ({} bytes)",
+            a.file.display(),
+            r.file_size
+        );
     }
     Ok(())
 }

@@ -104,11 +104,9 @@ pub fn sha256_range(path: &Path, offset: u64, len: Option<u64>) -> Result<(u64, 
 
 /// Field of a JSON message as u64, or a clear error.
 pub fn field_u64(v: &Value, key: &str) -> Result<u64> {
-    v.get(key).and_then(Value::as_u64).ok_or_else(|| {
-        Error::invalid(format!(
-            "control message lacks a whole-number {key:?}: {v}"
-        ))
-    })
+    v.get(key)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| Error::invalid(format!("control message lacks a whole-number {key:?}: {v}")))
 }
 
 pub fn field_str<'a>(v: &'a Value, key: &str) -> Result<&'a str> {

@@ -60,7 +60,10 @@ fn accept(l: &TcpListener, timeout: Option<Duration>, what: &str) -> Result<TcpS
                         format!("waiting for the {what} connection"),
                         std::io::Error::new(
                             std::io::ErrorKind::TimedOut,
-                            format!("no sender connected within {:?}", timeout.unwrap_or_default()),
+                            format!(
+                                "no sender connected within {:?}",
+                                timeout.unwrap_or_default()
+                            ),
                         ),
                     ));
                 }

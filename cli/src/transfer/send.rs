@@ -78,8 +78,14 @@ fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>> {
     let mf = KnnModelFile::load(&o.model).map_err(|e| {
         Error::invalid(format!(
             "{e}; pass --model with a model trained for {} probing (shipped: {})",
-            o.pattern.as_ref().map_or("passive".into(), |p| p.to_string()),
-            if o.pattern.is_some() { ACTIVE_MODEL } else { PASSIVE_MODEL }
+            o.pattern
+                .as_ref()
+                .map_or("passive".into(), |p| p.to_string()),
+            if o.pattern.is_some() {
+                ACTIVE_MODEL
+            } else {
+                PASSIVE_MODEL
+            }
         ))
     })?;
     let probing = &mf.meta.probing;
@@ -100,7 +106,8 @@ fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>> {
             return Err(Error::invalid(format!(
                 "model {} is for {m:?} probing but the run asks for {}; pass a matching --model",
                 o.model.display(),
-                p.as_ref().map_or("passive".into(), |p| format!("active {p}"))
+                p.as_ref()
+                    .map_or("passive".into(), |p| format!("active {p}"))
             )))
         }
     }
@@ -193,15 +200,19 @@ impl Log {
                         samples,
                         early,
                         at_ns,
-                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "classified",
+                    } => {
+                        json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "classified",
                         "mix": classified.mix.to_string(), "confidence": classified.confidence,
-                        "distance": classified.distance, "samples": samples, "early": early}),
+                        "distance": classified.distance, "samples": samples, "early": early})
+                    }
                     Event::Selected {
                         cca,
                         steady_ns,
                         at_ns,
-                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "selected",
-                        "cca": cca.as_str(), "steady_s": steady_ns.map(|s| s as f64 / 1e9)}),
+                    } => {
+                        json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "selected",
+                        "cca": cca.as_str(), "steady_s": steady_ns.map(|s| s as f64 / 1e9)})
+                    }
                     Event::DecisionFailed { message, at_ns } => json!({"label": self.label,
                         "t_s": t(*at_ns, self.t0), "event": "decision_failed", "message": message}),
                     Event::ProbeIncomplete {
@@ -270,7 +281,10 @@ pub fn run(
     let connect = |what: &str| {
         TcpStream::connect_timeout(&opts.to, Duration::from_secs(10)).map_err(|e| {
             Error::io(
-                format!("connect the {what} connection to {} (is `opsel recv` listening there?)", opts.to),
+                format!(
+                    "connect the {what} connection to {} (is `opsel recv` listening there?)",
+                    opts.to
+                ),
                 e,
             )
         })
