@@ -26,6 +26,8 @@ enum Cmd {
     Send(transfer::args::SendArgs),
     /// Receive one transfer into a file, confirming every byte (iPerfOPS server).
     Recv(transfer::args::RecvArgs),
+    /// OPS vs fixed CUBIC / BBR on the emulated WAN: 000 Table 6.3 (static) and ALT-X backgrounds.
+    Demo(transfer::demo::DemoArgs),
 }
 
 fn main() {
@@ -34,6 +36,7 @@ fn main() {
         Cmd::Lab(a) => lab::main(a),
         Cmd::Send(a) => transfer::args::send_main(a),
         Cmd::Recv(a) => transfer::args::recv_main(a),
+        Cmd::Demo(a) => transfer::demo::main(a),
     };
     if let Err(e) = r {
         eprintln!("opsel: {e}");

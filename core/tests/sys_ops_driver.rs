@@ -257,6 +257,17 @@ fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
         "a decision-driven switch carries its latency"
     );
     assert_eq!(final_cca, "cubic");
+    let decisions: Vec<(CcaName, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::Decision { cca, switched, .. } => Some((*cca, *switched)),
+            _ => None,
+        })
+        .collect();
+    // Probe 1 ends on the bbr burst and decides bbr (no switch); probe 2
+    // decides cubic (a switch).
+    assert_eq!(decisions[0], (CcaName::BBR, false), "{decisions:?}");
+    assert_eq!(decisions[1], (CcaName::CUBIC, true), "{decisions:?}");
     assert!(report.stats.decisions >= 2, "{:?}", report.stats);
     assert!(report.stats.cca_switches >= 4);
 

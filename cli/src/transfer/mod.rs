@@ -23,6 +23,7 @@
 //! requires the output to hold exactly N bytes already.
 
 pub mod args;
+pub mod demo;
 pub mod recv;
 pub mod send;
 

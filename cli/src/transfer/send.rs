@@ -74,7 +74,7 @@ pub struct SendReport {
 }
 
 /// Build the OPS controller from a model file (checked against the pattern).
-fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>> {
+pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>> {
     let mf = KnnModelFile::load(&o.model).map_err(|e| {
         Error::invalid(format!(
             "{e}; pass --model with a model trained for {} probing (shipped: {})",
@@ -170,6 +170,15 @@ impl Log {
                 self.line(v)
             }
             DriverEvent::Rtt { rtt_ms, .. } => self.last_rtt = *rtt_ms,
+            DriverEvent::Decision {
+                cca,
+                latency_ns,
+                switched,
+            } => {
+                let v = json!({"label": self.label, "event": "decision", "cca": cca.as_str(),
+                    "decision_latency_us": *latency_ns as f64 / 1e3, "switched": switched});
+                self.line(v)
+            }
             DriverEvent::Interval {
                 start_ns,
                 end_ns,

@@ -153,6 +153,15 @@ pub enum DriverEvent {
         at_ns: u64,
         latency_ns: Option<u64>,
     },
+    /// A decision taken on an RTT sample has been carried out: `latency_ns`
+    /// runs from the prober's reading of the window's last echo to the end of
+    /// the setsockopt call (`switched`) or, when the socket already had the
+    /// chosen CCA, to the moment the steady phase began.
+    Decision {
+        cca: CcaName,
+        latency_ns: u64,
+        switched: bool,
+    },
     /// One 1 Hz RTT sample (mean of the burst's answered echoes; `None` if
     /// every echo was lost, in which case the previous sample is held).
     Rtt {
@@ -525,6 +534,8 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         sample_ns: Option<u64>,
         on_event: &mut dyn FnMut(&DriverEvent),
     ) -> Result<()> {
+        let mut decided: Option<CcaName> = None;
+        let mut switched = false;
         while let Some(out) = self.ctl.poll() {
             match out {
                 Output::Action(Action::SetCca(cca)) => {
@@ -532,6 +543,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                     set_cca(fd, cca.as_str())?;
                     let at_ns = monotonic_ns();
                     self.cca_sets += 1;
+                    switched |= decided == Some(cca);
                     on_event(&DriverEvent::CcaSet {
                         cca,
                         at_ns,
@@ -552,9 +564,19 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                         // Align the prober's 1 Hz grid to this probe (sample k ↔ second k).
                         self.origin.store(at_ns, Ordering::Relaxed);
                     }
+                    if let Event::Selected { cca, .. } = ev {
+                        decided = Some(cca);
+                    }
                     on_event(&DriverEvent::Ops(ev));
                 }
             }
+        }
+        if let (Some(cca), Some(s)) = (decided, sample_ns) {
+            on_event(&DriverEvent::Decision {
+                cca,
+                latency_ns: monotonic_ns().saturating_sub(s),
+                switched,
+            });
         }
         Ok(())
     }
