@@ -228,6 +228,7 @@ fn loopback_transfer_resume_and_refusal() {
 }
 
 #[test]
+#[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
 fn ops_transfer_with_switches_and_loss_is_byte_identical() {
     // SAFETY: no preconditions.
     if unsafe { libc::geteuid() } != 0 {

@@ -168,6 +168,7 @@ impl Read for Stream {
 }
 
 #[test]
+#[ignore = "root: creates network namespaces; run by `make test-ops`"]
 fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
     if !root() {
         return;
