@@ -343,3 +343,23 @@ fn rejects_a_socket_that_is_not_tcp() {
         .to_string();
     assert!(e.contains("TCP") || e.contains("tcp"), "{e}");
 }
+
+#[test]
+fn an_unavailable_cca_in_the_pattern_fails_with_the_kernel_list() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let sock = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let _peer = l.accept().unwrap();
+    let classifier = ScriptedClassifier::new(2, &SIX_CLASSES, &[("B1-C0", 0.9)]).unwrap();
+    let cfg = Config::active(Pattern::parse("nosuchcca:1-S1").unwrap());
+    let ctl = Controller::new(cfg, classifier, Stump::default()).unwrap();
+    let mut drv = OpsDriver::new(
+        ctl,
+        RttSource::UdpEcho("127.0.0.1:9".parse().unwrap()),
+        DriverConfig::default(),
+    )
+    .unwrap();
+    let e = drv.start(&sock, 0, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("nosuchcca") && e.contains("available"), "{e}");
+    // The socket keeps its last good CCA.
+    assert_eq!(opsel::sys::linux::get_cca(&sock).unwrap(), "cubic");
+}

@@ -32,7 +32,7 @@ use std::thread::JoinHandle;
 use super::cca::set_cca;
 use super::clock::{monotonic_ns, sleep_until_monotonic};
 use super::rtt::{echo_burst, BurstConfig, EchoProbe, IcmpProber, UdpEchoProber};
-use super::sockopt::{get_int, os_error, require_tcp, set_val};
+use super::sockopt::{get_int, get_raw, os_error, require_tcp, set_raw, set_val};
 use super::tcp_info::tcp_info;
 use crate::ops::{Action, Classifier, Controller, Event, Output, Phase, Policy, Stats};
 use crate::probe::CcaName;
@@ -540,7 +540,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
             match out {
                 Output::Action(Action::SetCca(cca)) => {
                     // 000 Table 7.2: TCP_CONGESTION on the live connection, read back.
-                    set_cca(fd, cca.as_str())?;
+                    switch_cca(fd, cca)?;
                     let at_ns = monotonic_ns();
                     self.cca_sets += 1;
                     switched |= decided == Some(cca);
@@ -760,6 +760,35 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
     }
 }
 
+/// `setsockopt(TCP_CONGESTION)` with read-back, allocation-free on success
+/// (the hot path of every pattern segment). On failure the adapter's
+/// [`set_cca`] runs again to produce its precise error (unknown CCA, not
+/// allowed, not TCP).
+fn switch_cca(fd: BorrowedFd<'_>, cca: CcaName) -> Result<()> {
+    let name = cca.as_str().as_bytes();
+    if set_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name).is_err() {
+        return set_cca(fd, cca.as_str()).map(|_| ());
+    }
+    let mut buf = [0u8; 16];
+    let n = get_raw(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_CONGESTION,
+        "getsockopt(TCP_CONGESTION)",
+        &mut buf,
+    )?;
+    let raw = &buf[..n.min(16)];
+    let back = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+    if back != name {
+        return Err(Error::Unsupported(format!(
+            "set congestion control {cca} on fd {} but the kernel reports {:?}",
+            fd.as_raw_fd(),
+            String::from_utf8_lossy(back)
+        )));
+    }
+    Ok(())
+}
+
 /// Sets `TCP_NOTSENT_LOWAT` and restores the previous value on drop.
 struct LowatGuard<'a> {
     fd: BorrowedFd<'a>,
@@ -902,6 +931,16 @@ mod tests {
             ..s
         };
         assert!(WireSample::decode(&lost.encode()).rtt_ms.is_nan());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn wire_sample_roundtrips(at in proptest::prelude::any::<u64>(), rtt in proptest::prelude::any::<f64>(), n in proptest::prelude::any::<u16>()) {
+            let d = WireSample::decode(&WireSample { at_ns: at, rtt_ms: rtt, answered: n }.encode());
+            proptest::prop_assert_eq!(d.at_ns, at);
+            proptest::prop_assert_eq!(d.rtt_ms.to_bits(), rtt.to_bits());
+            proptest::prop_assert_eq!(d.answered, n);
+        }
     }
 
     #[test]
