@@ -17,7 +17,7 @@
 //!
 //! Silence must really be silent: with a large send buffer the kernel would
 //! keep draining megabytes queued before the silence began. The driver sets
-//! `TCP_NOTSENT_LOWAT` (default 256 KiB) so that little unsent data sits in
+//! `TCP_NOTSENT_LOWAT` (default 128 KiB) so that little unsent data sits in
 //! the socket, and restores the previous value when it returns.
 //!
 //! [`UdpEchoResponder`]: super::rtt::UdpEchoResponder
@@ -39,6 +39,8 @@ use crate::probe::CcaName;
 use crate::{Error, Result};
 
 const NS_PER_S: u64 = 1_000_000_000;
+/// How late the prober may notice a tick and still fire it.
+const LATE_NS: u64 = 100_000_000;
 
 /// Where the RTT probe goes (000 §3.2: toward the peer).
 pub enum RttSource {
@@ -109,7 +111,8 @@ impl Default for DriverConfig {
             },
             interval_ns: NS_PER_S,
             time_limit_ns: None,
-            notsent_lowat_bytes: Some(256 * 1024),
+            // 128 KiB: what the netlab training collection used.
+            notsent_lowat_bytes: Some(128 * 1024),
             chunk_bytes: 256 * 1024,
         }
     }
@@ -309,29 +312,36 @@ fn wait(sock: BorrowedFd<'_>, want_write: bool, wake: &OwnedFd, deadline_ns: u64
     unsafe { libc::ppoll(pfds.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
 }
 
-/// One sample as written by the prober thread into the wake pipe: 24 bytes
+const WIRE: usize = 32;
+
+/// One sample as written by the prober thread into the wake pipe: 32 bytes
 /// (atomic for pipes, < PIPE_BUF).
 #[derive(Debug, Clone, Copy)]
 struct WireSample {
+    /// When the burst's last reply was in (or its timeout ran out).
     at_ns: u64,
+    /// When the burst's first echo left.
+    start_ns: u64,
     rtt_ms: f64,
     answered: u16,
 }
 
 impl WireSample {
-    fn encode(&self) -> [u8; 24] {
-        let mut b = [0u8; 24];
+    fn encode(&self) -> [u8; WIRE] {
+        let mut b = [0u8; WIRE];
         b[..8].copy_from_slice(&self.at_ns.to_ne_bytes());
-        b[8..16].copy_from_slice(&self.rtt_ms.to_bits().to_ne_bytes());
-        b[16..18].copy_from_slice(&self.answered.to_ne_bytes());
+        b[8..16].copy_from_slice(&self.start_ns.to_ne_bytes());
+        b[16..24].copy_from_slice(&self.rtt_ms.to_bits().to_ne_bytes());
+        b[24..26].copy_from_slice(&self.answered.to_ne_bytes());
         b
     }
-    fn decode(b: &[u8; 24]) -> Self {
+    fn decode(b: &[u8; WIRE]) -> Self {
         let u = |r: &[u8]| u64::from_ne_bytes(r.try_into().unwrap_or([0; 8]));
         Self {
             at_ns: u(&b[..8]),
-            rtt_ms: f64::from_bits(u(&b[8..16])),
-            answered: u16::from_ne_bytes([b[16], b[17]]),
+            start_ns: u(&b[8..16]),
+            rtt_ms: f64::from_bits(u(&b[16..24])),
+            answered: u16::from_ne_bytes([b[24], b[25]]),
         }
     }
 }
@@ -362,9 +372,11 @@ impl EchoProbe for DynProbe<'_> {
     }
 }
 
-/// The prober thread: one echo burst per period at `origin + period/2 + k·period`
-/// (sample k then summarises the middle of second k of the probe, matching
-/// `Pattern::segment_of_sample`); `origin` is moved to each probe's start.
+/// The prober thread: one echo burst per period at `origin + k·period`, the
+/// start of each second of the probe, as the netlab training collection
+/// samples (the burst goes out as the pattern segment changes); `origin` is
+/// moved to each probe's start. A tick noticed up to [`LATE_NS`] late still
+/// fires, so a probe never loses its first sample to the prober's sleep.
 fn spawn_prober(
     mut probe: Box<dyn EchoProbe + Send>,
     burst: BurstConfig,
@@ -380,33 +392,42 @@ fn spawn_prober(
             // SAFETY: prctl on this thread only.
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
             let mut seq: u16 = 0;
-            let half = period_ns / 2;
+            let mut fired: Option<u64> = None;
             loop {
-                // Next tick on the current origin's grid, strictly in the future.
                 let tick = loop {
                     if stop.load(Ordering::Relaxed) {
                         return Ok(());
                     }
                     let now = monotonic_ns();
                     let o = origin.load(Ordering::Relaxed);
-                    let base = o + half;
-                    let tick = if now < base {
-                        base
+                    // The latest grid point at or before now, if still fresh
+                    // and not fired yet; else the next one.
+                    let tick = if now < o {
+                        o
                     } else {
-                        base + ((now - base) / period_ns + 1) * period_ns
+                        let last = o + (now - o) / period_ns * period_ns;
+                        if now - last <= LATE_NS && fired != Some(last) {
+                            last
+                        } else {
+                            last + period_ns
+                        }
                     };
+                    if tick <= now {
+                        break tick;
+                    }
                     // Sleep in short steps so a moved origin or stop is seen.
-                    let step = tick.min(now + 50_000_000);
+                    let step = tick.min(now + 10_000_000);
                     sleep_until_monotonic(step);
                     if step == tick {
                         break tick;
                     }
                 };
-                let _ = tick;
+                fired = Some(tick);
                 let b = echo_burst(&mut DynProbe(probe.as_mut()), burst, seq)?;
                 seq = seq.wrapping_add(burst.count);
                 let s = WireSample {
                     at_ns: monotonic_ns(),
+                    start_ns: b.start_mono_ns,
                     rtt_ms: b.mean_rtt_ms().unwrap_or(f64::NAN),
                     answered: (b.rtts_ns.len() - b.lost()) as u16,
                 };
@@ -652,14 +673,17 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         let acked0 = tcp_info(fd).ok().and_then(|i| i.bytes_acked);
         let mut acked_base = acked0;
         let mut lost_samples = 0u64;
-        let mut sbuf = [0u8; 24];
+        let mut sbuf = [0u8; WIRE];
+        let half = self.ctl.config().sample_period_ns / 2;
+        // The first sample of a probe, held until half a period into the probe.
+        let mut held: Option<(u64, f64)> = None;
         let end = loop {
             let now = monotonic_ns();
             // Samples from the prober.
             loop {
                 // SAFETY: valid buffer; non-blocking pipe.
-                let n = unsafe { libc::read(rx.as_raw_fd(), sbuf.as_mut_ptr().cast(), 24) };
-                if n != 24 {
+                let n = unsafe { libc::read(rx.as_raw_fd(), sbuf.as_mut_ptr().cast(), WIRE) };
+                if n != WIRE as isize {
                     break;
                 }
                 let s = WireSample::decode(&sbuf);
@@ -681,13 +705,32 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                         self.last_rtt_ms
                     }
                 };
-                if let Some(v) = value {
+                let origin = self.origin.load(Ordering::Relaxed);
+                if let Some(v) = value.filter(|_| {
+                    self.ctl.phase() == Phase::Probe
+                        && s.start_ns.saturating_add(LATE_NS) >= origin
+                        && s.at_ns < origin + half
+                }) {
+                    // Sample 0 of a probe is read at the probe's start (the
+                    // training alignment) but, by the controller's convention,
+                    // joins the window only from half a period in: hold it.
+                    held = Some((origin + half, v));
+                } else if let Some(v) = value {
                     // Inputs must not go back in time: the main loop may have
                     // passed a later `now` before it read this sample.
                     let at = s.at_ns.max(self.t_in);
                     self.t_in = at;
                     self.ctl.handle_sample(at, v)?;
                     self.apply(fd, Some(s.at_ns), on_event)?;
+                }
+            }
+            if let Some((due, v)) = held {
+                if now >= due {
+                    held = None;
+                    let at = due.max(self.t_in);
+                    self.t_in = at;
+                    self.ctl.handle_sample(at, v)?;
+                    self.apply(fd, Some(at), on_event)?;
                 }
             }
             let now = now.max(self.t_in);
@@ -734,6 +777,9 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
             }
             if let Some(l) = limit {
                 deadline = deadline.min(l);
+            }
+            if let Some((due, _)) = held {
+                deadline = deadline.min(due);
             }
             if self.sending {
                 if pump.try_send(source)? {
@@ -921,11 +967,15 @@ mod tests {
     fn wire_sample_roundtrip() {
         let s = WireSample {
             at_ns: 123_456_789_012,
+            start_ns: 123_000_000_000,
             rtt_ms: 65.25,
             answered: 9,
         };
         let d = WireSample::decode(&s.encode());
-        assert_eq!((d.at_ns, d.rtt_ms, d.answered), (123_456_789_012, 65.25, 9));
+        assert_eq!(
+            (d.at_ns, d.start_ns, d.rtt_ms, d.answered),
+            (123_456_789_012, 123_000_000_000, 65.25, 9)
+        );
         let lost = WireSample {
             rtt_ms: f64::NAN,
             ..s
@@ -936,7 +986,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn wire_sample_roundtrips(at in proptest::prelude::any::<u64>(), rtt in proptest::prelude::any::<f64>(), n in proptest::prelude::any::<u16>()) {
-            let d = WireSample::decode(&WireSample { at_ns: at, rtt_ms: rtt, answered: n }.encode());
+            let d = WireSample::decode(&WireSample { at_ns: at, start_ns: at ^ 1, rtt_ms: rtt, answered: n }.encode());
             proptest::prop_assert_eq!(d.at_ns, at);
             proptest::prop_assert_eq!(d.rtt_ms.to_bits(), rtt.to_bits());
             proptest::prop_assert_eq!(d.answered, n);
