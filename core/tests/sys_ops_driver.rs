@@ -213,6 +213,7 @@ fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
         let dcfg = DriverConfig {
             interval_ns: 250_000_000,
             time_limit_ns: Some(11_000_000_000),
+            lead_in: false,
             ..DriverConfig::default()
         };
         let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(addr), dcfg).unwrap();

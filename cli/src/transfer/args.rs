@@ -80,6 +80,9 @@ pub struct SendArgs {
     /// Seed of the steady-time jitter PRNG.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Do not run the pattern's last segment before each probe (see DriverConfig::lead_in).
+    #[arg(long)]
+    no_lead_in: bool,
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -161,6 +164,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             early_exit: a.early_exit,
             icmp,
             seed: a.seed,
+            lead_in: !a.no_lead_in,
         })
     } else {
         Strategy::Fixed(CcaName::new(a.cca.as_deref().unwrap_or("cubic"))?)

@@ -86,6 +86,9 @@ pub struct DemoArgs {
     /// Seed of the steady-time jitter and of the pipe.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Do not run the pattern's last segment before each probe (see DriverConfig::lead_in).
+    #[arg(long)]
+    no_lead_in: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -257,6 +260,7 @@ fn run_cell(
         let _ = sock.set_nodelay(true);
         let cfg = DriverConfig {
             time_limit_ns: Some(dur_ns.saturating_sub(fg_start_ns)),
+            lead_in: ops2.lead_in,
             ..DriverConfig::default()
         };
         let mut evs: Vec<DriverEvent> = Vec::new();
@@ -300,17 +304,23 @@ fn run_cell(
         }
         k += 1;
     }
-    stop.store(true, Ordering::SeqCst);
+    // Both senders end on their own at the run's end; the receivers are
+    // stopped only after them, so no sender writes into a closed connection.
     let fg_res = tx_fg
         .join()
         .map_err(|_| Error::invalid("foreground thread panicked"))?;
     let bg_res = tx_bg
         .join()
         .map_err(|_| Error::invalid("background thread panicked"))?;
+    stop.store(true, Ordering::SeqCst);
     let _ = rx_bg.join();
     let _ = rx_fg.join();
     let _ = echo.stop();
-    bg_res?;
+    if let Err(e) = bg_res {
+        // The background's bytes were counted by its receiver; a late send
+        // error does not change the measurement window.
+        eprintln!("(background sender: {e})");
+    }
     let (report, evs) = fg_res?;
     let bg_mbps = mean_mbps(&bg_bins.values(), measure_from, seconds);
     let fg_mbps = mean_mbps(&fg_bins.values(), measure_from, seconds);
@@ -381,6 +391,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         early_exit: false,
         icmp: false,
         seed: a.seed,
+        lead_in: !a.no_lead_in,
     };
     if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
         // Fail before the lab comes up if the model is missing or mismatched.
@@ -410,13 +421,14 @@ pub fn main(a: DemoArgs) -> Result<()> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s; OPS: {} probing, steady Y = {} s, model {}.\n",
+        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s; OPS: {} probing{}, steady Y = {} s, model {}.\n",
         a.rate_mbps,
         a.rtt_ms,
         a.buffer_bdp,
         a.fg_start,
         a.measure_from,
         pattern,
+        if a.no_lead_in { "" } else { " with lead-in" },
         a.steady,
         a.model.file_name().and_then(|s| s.to_str()).unwrap_or("?")
     );

@@ -48,6 +48,8 @@ pub struct OpsOpts {
     /// `icmp` or `udp` echo toward the receiver.
     pub icmp: bool,
     pub seed: u64,
+    /// Run the pattern's last segment before each probe (DriverConfig::lead_in).
+    pub lead_in: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -346,6 +348,10 @@ pub fn run(
                 }
             } else {
                 RttSource::UdpEcho(opts.to)
+            };
+            let dcfg = DriverConfig {
+                lead_in: o.lead_in,
+                ..dcfg
             };
             let mut drv = OpsDriver::new(ctl, rtt, dcfg)?;
             if let Some(s) = &stop {

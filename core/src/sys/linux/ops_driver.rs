@@ -100,6 +100,13 @@ pub struct DriverConfig {
     pub notsent_lowat_bytes: Option<u32>,
     /// Bytes read from the source per read call.
     pub chunk_bytes: usize,
+    /// Active probing only: run the pattern's last segment (e.g. the B5 burst
+    /// of S5-C5-S5-B5) right before every probe, at the end of the steady
+    /// phase and before the first probe. Models trained on back-to-back
+    /// pattern runs (the netlab collection) saw every window follow that
+    /// segment, and the background's state at the window's start (a CUBIC
+    /// flow just knocked back by a BBR burst) is part of the signature.
+    pub lead_in: bool,
 }
 
 impl Default for DriverConfig {
@@ -114,6 +121,7 @@ impl Default for DriverConfig {
             // 128 KiB: what the netlab training collection used.
             notsent_lowat_bytes: Some(128 * 1024),
             chunk_bytes: 256 * 1024,
+            lead_in: true,
         }
     }
 }
@@ -468,6 +476,12 @@ pub struct OpsDriver<C, P> {
     stop: Arc<AtomicBool>,
     sending: bool,
     cca_sets: u64,
+    /// The CCA the driver last set on the socket (the controller's view can
+    /// differ during a lead-in).
+    actual: Option<CcaName>,
+    /// The lead-in segment, if enabled and probing is active.
+    lead: Option<crate::probe::Segment>,
+    leading: bool,
     last_rtt_ms: Option<f64>,
     origin: Arc<AtomicU64>,
     /// Latest time passed to the controller.
@@ -483,12 +497,19 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                 "the OPS controller was already started; give the driver a fresh controller",
             ));
         }
+        let lead = match &ctl.config().mode {
+            crate::ops::ProbeMode::Active(p) if cfg.lead_in => p.segments().last().copied(),
+            _ => None,
+        };
         Ok(Self {
             ctl,
             cfg,
             rtt: Some(rtt),
             stop: Arc::new(AtomicBool::new(false)),
             sending: false,
+            actual: None,
+            lead,
+            leading: false,
             cca_sets: 0,
             last_rtt_ms: None,
             origin: Arc::new(AtomicU64::new(0)),
@@ -520,6 +541,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         require_tcp(fd, "run OPS")?;
         let initial = self.ctl.config().initial_cca;
         set_cca(fd, initial.as_str())?;
+        self.actual = Some(initial);
         self.cca_sets += 1;
         on_event(&DriverEvent::CcaSet {
             cca: initial,
@@ -548,6 +570,48 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         self.apply(fd, Some(sample_ns), on_event)
     }
 
+    /// Switch the socket to `cca` unless the driver already set it; true if it switched.
+    fn ensure_cca(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        cca: CcaName,
+        sample_ns: Option<u64>,
+        on_event: &mut dyn FnMut(&DriverEvent),
+    ) -> Result<bool> {
+        if self.actual == Some(cca) {
+            return Ok(false);
+        }
+        // 000 Table 7.2: TCP_CONGESTION on the live connection, read back.
+        switch_cca(fd, cca)?;
+        self.actual = Some(cca);
+        let at_ns = monotonic_ns();
+        self.cca_sets += 1;
+        on_event(&DriverEvent::CcaSet {
+            cca,
+            at_ns,
+            latency_ns: sample_ns.map(|s| at_ns.saturating_sub(s)),
+        });
+        Ok(true)
+    }
+
+    /// Begin the lead-in segment (see [`DriverConfig::lead_in`]).
+    fn begin_lead_in(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        on_event: &mut dyn FnMut(&DriverEvent),
+    ) -> Result<()> {
+        let Some(seg) = self.lead else { return Ok(()) };
+        self.leading = true;
+        match seg.cca() {
+            Some(c) => {
+                self.ensure_cca(fd, c, None, on_event)?;
+                self.sending = true;
+            }
+            None => self.sending = false,
+        }
+        Ok(())
+    }
+
     /// Drain the controller's outputs: switch the CCA, start/stop sending.
     fn apply(
         &mut self,
@@ -560,21 +624,23 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         while let Some(out) = self.ctl.poll() {
             match out {
                 Output::Action(Action::SetCca(cca)) => {
-                    // 000 Table 7.2: TCP_CONGESTION on the live connection, read back.
-                    switch_cca(fd, cca)?;
-                    let at_ns = monotonic_ns();
-                    self.cca_sets += 1;
-                    switched |= decided == Some(cca);
-                    on_event(&DriverEvent::CcaSet {
-                        cca,
-                        at_ns,
-                        latency_ns: sample_ns.map(|s| at_ns.saturating_sub(s)),
-                    });
+                    if self.ensure_cca(fd, cca, sample_ns, on_event)? {
+                        switched |= decided == Some(cca);
+                    }
                 }
-                Output::Action(Action::SendFullSpeed { .. } | Action::Steady { .. }) => {
-                    self.sending = true
+                Output::Action(Action::SendFullSpeed { cca, .. } | Action::Steady { cca, .. }) => {
+                    // After a lead-in the socket may hold another CCA than
+                    // the controller believes: make it the action's CCA.
+                    if self.ensure_cca(fd, cca, sample_ns, on_event)? {
+                        switched |= decided == Some(cca);
+                    }
+                    self.sending = true;
+                    self.leading = false;
                 }
-                Output::Action(Action::Silence { .. }) => self.sending = false,
+                Output::Action(Action::Silence { .. }) => {
+                    self.sending = false;
+                    self.leading = false;
+                }
                 Output::Event(ev) => {
                     if let Event::Phase {
                         phase: Phase::Probe,
@@ -664,7 +730,27 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         rx: &OwnedFd,
         t0: u64,
     ) -> Result<DriverReport> {
-        self.start(fd, t0, on_event)?;
+        // Lead-in before the first probe; the controller starts after it.
+        let lead_ns = self.lead.map_or(0, |s| s.duration_ns);
+        let ctl_start = t0 + lead_ns;
+        let mut started = false;
+        if self.lead.is_some() {
+            require_tcp(fd, "run OPS")?;
+            if let Some(c) = self.lead.and_then(|s| s.cca()) {
+                set_cca(fd, c.as_str())?;
+                self.actual = Some(c);
+                self.cca_sets += 1;
+                on_event(&DriverEvent::CcaSet {
+                    cca: c,
+                    at_ns: monotonic_ns(),
+                    latency_ns: None,
+                });
+            }
+            self.begin_lead_in(fd, on_event)?;
+        } else {
+            self.start(fd, t0, on_event)?;
+            started = true;
+        }
         let mut pump = Pump::new(fd, self.cfg.chunk_bytes);
         let limit = self.cfg.time_limit_ns.map(|l| t0.saturating_add(l));
         let mut next_interval = t0 + self.cfg.interval_ns;
@@ -706,7 +792,9 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                     }
                 };
                 let origin = self.origin.load(Ordering::Relaxed);
-                if let Some(v) = value.filter(|_| {
+                if !started {
+                    // Lead-in before the first probe: nothing to classify yet.
+                } else if let Some(v) = value.filter(|_| {
                     self.ctl.phase() == Phase::Probe
                         && s.start_ns.saturating_add(LATE_NS) >= origin
                         && s.at_ns < origin + half
@@ -733,11 +821,24 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                     self.apply(fd, Some(at), on_event)?;
                 }
             }
+            if !started && now >= ctl_start {
+                self.leading = false;
+                self.start(fd, ctl_start, on_event)?;
+                started = true;
+            }
             let now = now.max(self.t_in);
             self.t_in = now;
-            if self.ctl.poll_timeout().is_some_and(|t| t <= now) {
+            if started && self.ctl.poll_timeout().is_some_and(|t| t <= now) {
                 self.ctl.handle_timeout(now)?;
                 self.apply(fd, None, on_event)?;
+            }
+            // Lead-in at the end of each steady phase.
+            if started && !self.leading && lead_ns > 0 && self.ctl.phase() == Phase::Steady {
+                if let Some(u) = self.ctl.poll_timeout() {
+                    if now.saturating_add(lead_ns) >= u {
+                        self.begin_lead_in(fd, on_event)?;
+                    }
+                }
             }
             if now >= next_interval {
                 let bytes = pump.total - interval_base;
@@ -747,15 +848,17 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                     _ => None,
                 };
                 acked_base = acked;
-                self.ctl.handle_bytes(now, bytes)?;
-                self.apply(fd, None, on_event)?;
+                if started {
+                    self.ctl.handle_bytes(now, bytes)?;
+                    self.apply(fd, None, on_event)?;
+                }
                 on_event(&DriverEvent::Interval {
                     start_ns: interval_start,
                     end_ns: next_interval,
                     bytes,
                     acked_bytes: acked_delta,
                     total_bytes: pump.total,
-                    cca: self.ctl.socket_cca(),
+                    cca: self.actual.unwrap_or(self.ctl.socket_cca()),
                     phase: self.ctl.phase(),
                 });
                 interval_base = pump.total;
@@ -780,6 +883,13 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
             }
             if let Some((due, _)) = held {
                 deadline = deadline.min(due);
+            }
+            if !started {
+                deadline = deadline.min(ctl_start);
+            } else if lead_ns > 0 && !self.leading && self.ctl.phase() == Phase::Steady {
+                if let Some(u) = self.ctl.poll_timeout() {
+                    deadline = deadline.min(u.saturating_sub(lead_ns).max(now));
+                }
             }
             if self.sending {
                 if pump.try_send(source)? {
