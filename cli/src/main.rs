@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bwe;
 mod lab;
+mod transfer;
 
 #[derive(Parser)]
 #[command(
@@ -24,6 +25,12 @@ enum Cmd {
     Lab(lab::LabArgs),
     /// Live available-bandwidth probing (p-streams, BASS, ML, rate adapter).
     Bwe(bwe::BweArgs),
+    /// Send a file with a fixed CCA or with OPS choosing it (000 Ch. 7, iPerfOPS client).
+    Send(transfer::args::SendArgs),
+    /// Receive one transfer into a file, confirming every byte (iPerfOPS server).
+    Recv(transfer::args::RecvArgs),
+    /// OPS vs fixed CUBIC / BBR on the emulated WAN: 000 Table 6.3 (static) and ALT-X backgrounds.
+    Demo(transfer::demo::DemoArgs),
 }
 
 fn main() {
@@ -31,6 +38,9 @@ fn main() {
     let r = match cli.cmd {
         Cmd::Lab(a) => lab::main(a),
         Cmd::Bwe(a) => bwe::main(a),
+        Cmd::Send(a) => transfer::args::send_main(a),
+        Cmd::Recv(a) => transfer::args::recv_main(a),
+        Cmd::Demo(a) => transfer::demo::main(a),
     };
     if let Err(e) = r {
         eprintln!("opsel: {e}");

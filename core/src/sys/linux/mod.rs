@@ -6,6 +6,7 @@
 
 pub mod cca;
 pub mod clock;
+pub mod ops_driver;
 pub mod pacing_rate;
 pub mod qdisc;
 pub mod receiver;
@@ -18,6 +19,7 @@ mod netlink;
 mod sockopt;
 
 pub use cca::{allowed_ccas, available_ccas, get_cca, set_cca, Cca};
+pub use ops_driver::{DriverConfig, DriverEvent, DriverReport, EndReason, OpsDriver, RttSource};
 pub use pacing_rate::{get_max_pacing_rate, set_max_pacing_rate};
 pub use tcp_info::{tcp_info, TcpInfo, TcpInfoSampler, TcpInterval};
 

@@ -1,0 +1,529 @@
+//! `opsel demo`: OPS against fixed CCAs on the emulated WAN (000 Table 6.3,
+//! §7.6 ALT-X), printed as a table of background / foreground Mbit/s and
+//! Jain's index.
+//!
+//! The lab is netlab's dumbbell (100 Mbit/s, RTT 65 ms, buffer 0.5 × BDP by
+//! default: docs/results/netlab-table63-halfbdp.md shows the mismatched
+//! CUBIC/BBR pairs are unfair only at that buffer on this machine). Pair 0
+//! carries the background (a static CUBIC or BBR flow, or ALT-X toggling its
+//! CCA every X s) from t = 0; pair 1 carries the foreground from t = 10 s
+//! (000 §2.2: the FG starts after the BG). The foreground runs in process in
+//! the sender namespace: [`OpsDriver`] (or [`send_fixed`] for the fixed-CCA
+//! baselines) on one TCP connection to a netlab byte-counting receiver, with
+//! the RTT probe as UDP echoes to a responder in the receiver namespace.
+//! Throughput is what the receivers count, averaged over
+//! [measure_from_s, duration].
+
+use std::fmt::Write as _;
+use std::net::{SocketAddr, SocketAddrV4, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use opsel::fair;
+use opsel::ops::Event;
+use opsel::probe::{CcaName, Pattern};
+use opsel::sys::linux::ops_driver::{
+    send_fixed, DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource,
+};
+use opsel::sys::linux::rtt::UdpEchoResponder;
+use opsel::{Error, Result};
+use opsel_netlab::run::mean_mbps;
+use opsel_netlab::scenario::bdp_bytes;
+use opsel_netlab::sys::{in_netns, now_ns, sleep_until_ns, spawn_in_netns};
+use opsel_netlab::topo::{self, receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
+use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
+use serde_json::json;
+
+use super::send::{OpsOpts, ACTIVE_MODEL};
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// The short variant: OPS only, against a CUBIC and a BBR background, 50 s each.
+    #[arg(long)]
+    quick: bool,
+    /// Model for OPS (active S5-C5-S5-B5 unless --pattern says otherwise).
+    #[arg(long, default_value = ACTIVE_MODEL)]
+    model: PathBuf,
+    /// Backgrounds: cubic, bbr, altX (ALT-X: toggle CUBIC/BBR every X s).
+    #[arg(long, value_delimiter = ',')]
+    bg: Option<Vec<String>>,
+    /// Foreground strategies: cubic, bbr, ops, ops-adaptive, ops-early, ops-adaptive-early.
+    #[arg(long, value_delimiter = ',')]
+    fg: Option<Vec<String>>,
+    /// Length of each run (s).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Throughput is averaged from this time (s) to the end.
+    #[arg(long, default_value_t = 20.0)]
+    measure_from: f64,
+    /// Foreground start (s).
+    #[arg(long, default_value_t = 10.0)]
+    fg_start: f64,
+    /// Runs per cell.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    #[arg(long, default_value = "S5-C5-S5-B5")]
+    pattern: String,
+    /// OPS steady time Y (s).
+    #[arg(long, default_value_t = 100.0)]
+    steady: f64,
+    #[arg(long, default_value_t = 100.0)]
+    rate_mbps: f64,
+    #[arg(long, default_value_t = 65.0)]
+    rtt_ms: f64,
+    /// Drop-tail buffer in BDPs.
+    #[arg(long, default_value_t = 0.5)]
+    buffer_bdp: f64,
+    /// Also write the table (markdown) here.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Append one JSON line per run here (decisions, switches, latencies).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Seed of the steady-time jitter and of the pipe.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Do not run the pattern's last segment before each probe (see DriverConfig::lead_in).
+    #[arg(long)]
+    no_lead_in: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Bg {
+    Static(String),
+    Alt(f64),
+}
+
+impl Bg {
+    fn parse(s: &str) -> Result<Bg> {
+        let l = s.trim().to_ascii_lowercase();
+        if let Some(x) = l.strip_prefix("alt") {
+            let x: f64 = x.parse().map_err(|_| {
+                Error::invalid(format!(
+                    "background {s:?}: write altX with X in seconds, e.g. alt30"
+                ))
+            })?;
+            if !(x.is_finite() && x > 0.0) {
+                return Err(Error::invalid(format!("background {s:?}: X must be > 0")));
+            }
+            return Ok(Bg::Alt(x));
+        }
+        CcaName::new(&l)?;
+        Ok(Bg::Static(l))
+    }
+    fn name(&self) -> String {
+        match self {
+            Bg::Static(c) => c.clone(),
+            Bg::Alt(x) => format!("ALT-{x}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Fg {
+    Fixed(CcaName),
+    Ops { adaptive: bool, early: bool },
+}
+
+impl Fg {
+    fn parse(s: &str) -> Result<Fg> {
+        let l = s.trim().to_ascii_lowercase();
+        Ok(match l.as_str() {
+            "ops" => Fg::Ops {
+                adaptive: false,
+                early: false,
+            },
+            "ops-adaptive" => Fg::Ops {
+                adaptive: true,
+                early: false,
+            },
+            "ops-early" => Fg::Ops {
+                adaptive: false,
+                early: true,
+            },
+            "ops-adaptive-early" => Fg::Ops {
+                adaptive: true,
+                early: true,
+            },
+            other => Fg::Fixed(CcaName::new(other).map_err(|_| {
+                Error::invalid(format!(
+                    "foreground {s:?}: use cubic, bbr, ops, ops-adaptive, ops-early or ops-adaptive-early"
+                ))
+            })?),
+        })
+    }
+    fn name(&self) -> String {
+        match self {
+            Fg::Fixed(c) => format!("fixed {c}"),
+            Fg::Ops { adaptive, early } => format!(
+                "OPS{}{}",
+                if *adaptive { " adaptive-Y" } else { "" },
+                if *early { " early-exit" } else { "" }
+            ),
+        }
+    }
+}
+
+/// One run of one cell.
+#[derive(Debug, Clone)]
+struct Cell {
+    bg_mbps: f64,
+    fg_mbps: f64,
+    jain: f64,
+    report: Option<DriverReport>,
+    decisions: Vec<(f64, String, f64, String, usize)>,
+    latencies_us: Vec<f64>,
+}
+
+const BG_PORT: u16 = 5001;
+const FG_PORT: u16 = 5002;
+const ECHO_PORT: u16 = 7008;
+
+#[allow(clippy::too_many_arguments)]
+fn run_cell(
+    lab: &Lab,
+    bg: &Bg,
+    fg: &Fg,
+    ops: &OpsOpts,
+    seconds: f64,
+    fg_start: f64,
+    measure_from: f64,
+    progress: &mut dyn FnMut(f64),
+) -> Result<Cell> {
+    let dur_ns = (seconds * 1e9) as u64;
+    let fg_start_ns = (fg_start * 1e9) as u64;
+    let stop = Arc::new(AtomicBool::new(false));
+    let events: traffic::Events = Arc::new(Mutex::new(Vec::new()));
+    let bg_plan = FlowPlan {
+        name: "bg".into(),
+        traffic: match bg {
+            Bg::Static(c) => Traffic::Tcp {
+                cca: c.clone(),
+                on_off_s: None,
+            },
+            Bg::Alt(x) => Traffic::Alt {
+                ccas: ["cubic".into(), "bbr".into()],
+                period_s: *x,
+            },
+        },
+        src_ns: lab.sender_ns[0].clone(),
+        dst_ns: lab.receiver_ns[0].clone(),
+        dst: SocketAddrV4::new(receiver_ip(0), BG_PORT),
+        start_ns: 0,
+        stop_ns: dur_ns,
+    };
+    // The FG receiver only counts bytes; its plan's traffic is not used to send.
+    let fg_plan = FlowPlan {
+        name: "fg".into(),
+        traffic: Traffic::Tcp {
+            cca: "cubic".into(),
+            on_off_s: None,
+        },
+        src_ns: lab.sender_ns[1].clone(),
+        dst_ns: lab.receiver_ns[1].clone(),
+        dst: SocketAddrV4::new(receiver_ip(1), FG_PORT),
+        start_ns: fg_start_ns,
+        stop_ns: dur_ns,
+    };
+    let t0 = now_ns() + 300_000_000;
+    let bg_bins = Arc::new(Bins::new(t0, dur_ns));
+    let fg_bins = Arc::new(Bins::new(t0, dur_ns));
+
+    struct Stopper(Arc<AtomicBool>);
+    impl Drop for Stopper {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let _stopper = Stopper(stop.clone());
+    let echo_addr = SocketAddr::from((receiver_ip(1), ECHO_PORT));
+    let echo = in_netns(&lab.receiver_ns[1], move || {
+        let s = std::net::UdpSocket::bind(echo_addr)
+            .map_err(|e| Error::io(format!("bind echo {echo_addr}"), e))?;
+        UdpEchoResponder::spawn(s, Duration::ZERO)
+    })?;
+    let rx_bg = traffic::spawn_receiver(&bg_plan, bg_bins.clone(), stop.clone())?;
+    let rx_fg = traffic::spawn_receiver(&fg_plan, fg_bins.clone(), stop.clone())?;
+    let tx_bg = traffic::spawn_sender(bg_plan, t0, stop.clone(), events.clone())?;
+
+    let fg2 = fg.clone();
+    let ops2 = ops.clone();
+    let stop2 = stop.clone();
+    let dst = SocketAddr::from((receiver_ip(1), FG_PORT));
+    let tx_fg = spawn_in_netns(&lab.sender_ns[1], "tx-fg-ops", move || {
+        sleep_until_ns(t0 + fg_start_ns);
+        let sock = TcpStream::connect_timeout(&dst, Duration::from_secs(3))
+            .map_err(|e| Error::io(format!("connect the foreground to {dst}"), e))?;
+        let _ = sock.set_nodelay(true);
+        let cfg = DriverConfig {
+            time_limit_ns: Some(dur_ns.saturating_sub(fg_start_ns)),
+            lead_in: ops2.lead_in,
+            ..DriverConfig::default()
+        };
+        let mut evs: Vec<DriverEvent> = Vec::new();
+        let mut zeros = std::io::repeat(0x5a);
+        let rep = match &fg2 {
+            Fg::Fixed(c) => send_fixed(&sock, &mut zeros, *c, &cfg, &stop2, &mut |e| {
+                evs.push(e.clone())
+            })?,
+            Fg::Ops { adaptive, early } => {
+                let o = OpsOpts {
+                    adaptive: *adaptive,
+                    early_exit: *early,
+                    ..ops2
+                };
+                let ctl = super::send::controller(&o)?;
+                let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(echo_addr), cfg)?;
+                let h = drv.stop_handle();
+                let s = stop2.clone();
+                let watcher = std::thread::spawn(move || {
+                    while !s.load(Ordering::Relaxed) && Arc::strong_count(&h) > 1 {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    h.store(true, Ordering::Relaxed);
+                });
+                let r = drv.run(&sock, &mut zeros, &mut |e| evs.push(e.clone()));
+                drop(drv);
+                let _ = watcher.join();
+                r?
+            }
+        };
+        Ok((rep, evs))
+    })?;
+
+    let mut k = 1u64;
+    while k * 100_000_000 <= dur_ns {
+        sleep_until_ns(t0 + k * 100_000_000);
+        progress(k as f64 / 10.0);
+        if opsel_netlab::sys::interrupted() {
+            stop.store(true, Ordering::SeqCst);
+            return Err(Error::invalid("interrupted (Ctrl-C); the lab is torn down"));
+        }
+        k += 1;
+    }
+    // Both senders end on their own at the run's end; the receivers are
+    // stopped only after them, so no sender writes into a closed connection.
+    let fg_res = tx_fg
+        .join()
+        .map_err(|_| Error::invalid("foreground thread panicked"))?;
+    let bg_res = tx_bg
+        .join()
+        .map_err(|_| Error::invalid("background thread panicked"))?;
+    stop.store(true, Ordering::SeqCst);
+    let _ = rx_bg.join();
+    let _ = rx_fg.join();
+    let _ = echo.stop();
+    if let Err(e) = bg_res {
+        // The background's bytes were counted by its receiver; a late send
+        // error does not change the measurement window.
+        eprintln!("(background sender: {e})");
+    }
+    let (report, evs) = fg_res?;
+    let bg_mbps = mean_mbps(&bg_bins.values(), measure_from, seconds);
+    let fg_mbps = mean_mbps(&fg_bins.values(), measure_from, seconds);
+    let mut decisions = Vec::new();
+    let mut latencies_us = Vec::new();
+    let mut pending: Option<(String, f64, usize)> = None;
+    for e in &evs {
+        match e {
+            DriverEvent::Ops(Event::Classified {
+                classified,
+                samples,
+                ..
+            }) => pending = Some((classified.mix.to_string(), classified.confidence, *samples)),
+            DriverEvent::Ops(Event::Selected { cca, at_ns, .. }) => {
+                if let Some((mix, conf, n)) = pending.take() {
+                    let t = at_ns.saturating_sub(t0) as f64 / 1e9;
+                    decisions.push((t, mix, conf, cca.to_string(), n));
+                }
+            }
+            DriverEvent::Decision { latency_ns, .. } => latencies_us.push(*latency_ns as f64 / 1e3),
+            _ => {}
+        }
+    }
+    Ok(Cell {
+        bg_mbps,
+        fg_mbps,
+        jain: fair::jain(&[bg_mbps, fg_mbps]).unwrap_or(1.0),
+        report: matches!(fg, Fg::Ops { .. }).then_some(report),
+        decisions,
+        latencies_us,
+    })
+}
+
+pub fn main(a: DemoArgs) -> Result<()> {
+    opsel_netlab::sys::install_interrupt_handler();
+    opsel_netlab::sys::require_root()?;
+    let bgs: Vec<Bg> =
+        a.bg.clone()
+            .unwrap_or_else(|| vec!["cubic".into(), "bbr".into()])
+            .iter()
+            .map(|s| Bg::parse(s))
+            .collect::<Result<_>>()?;
+    let fgs: Vec<Fg> =
+        a.fg.clone()
+            .unwrap_or_else(|| {
+                if a.quick {
+                    vec!["ops".into()]
+                } else {
+                    vec!["cubic".into(), "bbr".into(), "ops".into()]
+                }
+            })
+            .iter()
+            .map(|s| Fg::parse(s))
+            .collect::<Result<_>>()?;
+    let seconds = a.seconds.unwrap_or(if a.quick { 50.0 } else { 75.0 });
+    if !(seconds > a.measure_from && a.measure_from >= 0.0 && a.fg_start < seconds) {
+        return Err(Error::invalid(format!(
+            "--seconds {seconds} must exceed --measure-from {} and --fg-start {}",
+            a.measure_from, a.fg_start
+        )));
+    }
+    let pattern = Pattern::parse(&a.pattern)?;
+    let ops = OpsOpts {
+        pattern: Some(pattern.clone()),
+        steady_s: a.steady,
+        model: a.model.clone(),
+        adaptive: false,
+        early_exit: false,
+        icmp: false,
+        seed: a.seed,
+        lead_in: !a.no_lead_in,
+    };
+    if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
+        // Fail before the lab comes up if the model is missing or mismatched.
+        super::send::controller(&ops).map_err(|e| {
+            Error::invalid(format!(
+                "{e}\n(the shipped model is {ACTIVE_MODEL}; pass --model PATH to use another)"
+            ))
+        })?;
+    }
+    let _ = topo::down(false);
+    let delay_ns = (a.rtt_ms / 2.0 * 1e6) as u64;
+    let lab = Lab::up(
+        &TopologySpec {
+            pairs: 2,
+            mtu: 1500,
+            offloads_off: true,
+        },
+        &PipeSpec {
+            kind: PipeKind::Tun,
+            rate_bps: Some((a.rate_mbps * 1e6) as u64),
+            delay_ns,
+            buffer_bytes: bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
+            loss: 0.0,
+            seed: a.seed,
+        },
+    )?;
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s; OPS: {} probing{}, steady Y = {} s, model {}.\n",
+        a.rate_mbps,
+        a.rtt_ms,
+        a.buffer_bdp,
+        a.fg_start,
+        a.measure_from,
+        pattern,
+        if a.no_lead_in { "" } else { " with lead-in" },
+        a.steady,
+        a.model.file_name().and_then(|s| s.to_str()).unwrap_or("?")
+    );
+    let _ = writeln!(
+        md,
+        "| BG | FG strategy | run | BG (Mbit/s) | FG (Mbit/s) | Jain | FG / fair share | probing (s) | CCA switches | decisions (t s: mix → CCA) |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    println!("{}", md.trim_end());
+    let fair_share = a.rate_mbps / 2.0;
+    let mut json_out = match &a.json {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| Error::io(format!("open {}", p.display()), e))?,
+        ),
+        None => None,
+    };
+    for bg in &bgs {
+        for fg in &fgs {
+            for run in 1..=a.runs.max(1) {
+                let label = format!("{} vs {}", fg.name(), bg.name());
+                eprint!("running {label} ({seconds} s) ...");
+                let mut last = -1i64;
+                let cell = run_cell(
+                    &lab,
+                    bg,
+                    fg,
+                    &ops,
+                    seconds,
+                    a.fg_start,
+                    a.measure_from,
+                    &mut |t| {
+                        let s = t as i64;
+                        if s % 10 == 0 && s != last {
+                            last = s;
+                            eprint!(" {s}");
+                        }
+                    },
+                )?;
+                eprintln!();
+                let (probe_s, switches) = cell.report.map_or((String::new(), String::new()), |r| {
+                    (
+                        format!("{:.0}", r.stats.probe_ns as f64 / 1e9),
+                        r.stats.cca_switches.to_string(),
+                    )
+                });
+                let dec = cell
+                    .decisions
+                    .iter()
+                    .map(|(t, mix, _, cca, n)| {
+                        format!(
+                            "{t:.0}: {mix} → {cca}{}",
+                            if *n < 20 {
+                                format!(" ({n} samples)")
+                            } else {
+                                String::new()
+                            }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let line = format!(
+                    "| {} | {} | {run} | {:.1} | {:.1} | {:.3} | {:.2} | {probe_s} | {switches} | {dec} |",
+                    bg.name(),
+                    fg.name(),
+                    cell.bg_mbps,
+                    cell.fg_mbps,
+                    cell.jain,
+                    cell.fg_mbps / fair_share
+                );
+                println!("{line}");
+                let _ = writeln!(md, "{line}");
+                if let Some(f) = json_out.as_mut() {
+                    use std::io::Write;
+                    let v = json!({"bg": bg.name(), "fg": fg.name(), "run": run, "seconds": seconds,
+                        "measure_from_s": a.measure_from, "bg_mbps": cell.bg_mbps, "fg_mbps": cell.fg_mbps,
+                        "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": a.steady,
+                        "probe_s": cell.report.map(|r| r.stats.probe_ns as f64 / 1e9),
+                        "steady_total_s": cell.report.map(|r| r.stats.steady_ns as f64 / 1e9),
+                        "cca_switches": cell.report.map(|r| r.stats.cca_switches),
+                        "early_exits": cell.report.map(|r| r.stats.early_exits),
+                        "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n})).collect::<Vec<_>>(),
+                        "decision_latency_us": cell.latencies_us,
+                        "model": a.model.display().to_string()});
+                    let _ = writeln!(f, "{v}");
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+    drop(lab);
+    if let Some(p) = &a.markdown {
+        std::fs::write(p, &md).map_err(|e| Error::io(format!("write {}", p.display()), e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,441 @@
+//! `opsel send`: send a file (from an offset) over one control and one data
+//! connection, with a fixed CCA or with OPS choosing the CCA on the live data
+//! connection (000 Ch. 7, iPerfOPS), then wait until the receiver confirms
+//! every byte and its SHA-256.
+
+use std::io::{BufReader, Seek, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opsel::model::{KnnModelFile, ProbingMode};
+use opsel::ops::{
+    AdaptiveSteady, Classifier, Config, Controller, Event, KnnClassifier, Progressive, Stump,
+};
+use opsel::probe::{CcaName, Pattern};
+use opsel::sys::linux::ops_driver::{
+    send_fixed, DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource,
+};
+use opsel::{Error, Result};
+use serde_json::{json, Value};
+
+use super::{field_str, field_u64, read_msg, sha256_range, write_msg, HELLO, VERSION};
+
+/// Shipped models (trained on netlab; owned by the training issue).
+pub const ACTIVE_MODEL: &str = "models/active-s5c5s5b5/model.json";
+pub const PASSIVE_MODEL: &str = "models/passive/model.json";
+
+/// How the CCA is chosen.
+#[derive(Debug, Clone)]
+pub enum Strategy {
+    Fixed(CcaName),
+    Ops(OpsOpts),
+}
+
+#[derive(Debug, Clone)]
+pub struct OpsOpts {
+    /// Active pattern, or `None` for passive probing.
+    pub pattern: Option<Pattern>,
+    /// Steady time Y in seconds (0 = probe once).
+    pub steady_s: f64,
+    pub model: PathBuf,
+    /// Adaptive Y (000 §6 future work).
+    pub adaptive: bool,
+    /// Progressive probing with early exit (000 §6 future work).
+    pub early_exit: bool,
+    /// `icmp` or `udp` echo toward the receiver.
+    pub icmp: bool,
+    pub seed: u64,
+    /// Run the pattern's last segment before each probe (DriverConfig::lead_in).
+    pub lead_in: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct SendOpts {
+    pub to: SocketAddr,
+    pub file: PathBuf,
+    pub strategy: Strategy,
+    pub time_s: Option<f64>,
+    pub offset: u64,
+    /// JSON-lines log file and run label.
+    pub log: Option<(PathBuf, String)>,
+    pub interval_s: f64,
+}
+
+/// Outcome of a confirmed transfer.
+#[derive(Debug, Clone)]
+pub struct SendReport {
+    pub driver: DriverReport,
+    pub offset: u64,
+    /// The receiver's whole file equals the source's first `file_size` bytes.
+    pub file_identical: bool,
+    pub file_size: u64,
+    pub sha256: String,
+}
+
+/// Build the OPS controller from a model file (checked against the pattern).
+pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>> {
+    let mf = KnnModelFile::load(&o.model).map_err(|e| {
+        Error::invalid(format!(
+            "{e}; pass --model with a model trained for {} probing (shipped: {})",
+            o.pattern
+                .as_ref()
+                .map_or("passive".into(), |p| p.to_string()),
+            if o.pattern.is_some() {
+                ACTIVE_MODEL
+            } else {
+                PASSIVE_MODEL
+            }
+        ))
+    })?;
+    let probing = &mf.meta.probing;
+    match (&o.pattern, probing.mode) {
+        (Some(p), ProbingMode::Active) => {
+            if let Some(mp) = &probing.pattern {
+                let mp = Pattern::parse(mp)?;
+                if &mp != p {
+                    return Err(Error::invalid(format!(
+                        "model {} was trained with pattern {mp} but --pattern is {p}; use the same pattern or a matching model",
+                        o.model.display()
+                    )));
+                }
+            }
+        }
+        (None, ProbingMode::Passive) => {}
+        (p, m) => {
+            return Err(Error::invalid(format!(
+                "model {} is for {m:?} probing but the run asks for {}; pass a matching --model",
+                o.model.display(),
+                p.as_ref()
+                    .map_or("passive".into(), |p| format!("active {p}"))
+            )))
+        }
+    }
+    let classifier: Box<dyn Classifier> = if o.early_exit {
+        let w = mf.model.window();
+        // 000 §6: cut the probe to 5, 10 or 15 s when confident.
+        let lens: Vec<usize> = [5, 10, 15].into_iter().filter(|&l| l < w).collect();
+        Box::new(KnnClassifier::progressive(mf.model, &lens)?)
+    } else {
+        Box::new(KnnClassifier::new(mf.model)?)
+    };
+    let mut cfg = match &o.pattern {
+        Some(p) => Config::active(p.clone()),
+        None => Config::passive(),
+    };
+    if !(o.steady_s.is_finite() && o.steady_s >= 0.0) {
+        return Err(Error::invalid(format!(
+            "--steady {} must be a number of seconds >= 0 (0 = probe once)",
+            o.steady_s
+        )));
+    }
+    cfg.steady_ns = (o.steady_s * 1e9) as u64;
+    cfg.seed = o.seed;
+    if o.adaptive {
+        cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
+    }
+    if o.early_exit {
+        cfg.progressive = Some(Progressive::default());
+    }
+    Controller::new(cfg, classifier, Stump::default())
+}
+
+/// JSON-lines logger: one line per interval and per OPS event.
+struct Log {
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    label: String,
+    t0: Option<u64>,
+    offset: u64,
+    last_rtt: Option<f64>,
+}
+
+impl Log {
+    fn line(&mut self, v: Value) {
+        if let Some(w) = self.out.as_mut() {
+            let _ = writeln!(w, "{v}");
+        }
+    }
+
+    fn event(&mut self, e: &DriverEvent) {
+        let t = |ns: u64, t0: Option<u64>| ns.saturating_sub(t0.unwrap_or(ns)) as f64 / 1e9;
+        match e {
+            DriverEvent::CcaSet {
+                cca,
+                at_ns,
+                latency_ns,
+            } => {
+                self.t0.get_or_insert(*at_ns);
+                let v = json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "cca",
+                    "cca": cca.as_str(), "decision_latency_us": latency_ns.map(|l| l as f64 / 1e3)});
+                self.line(v)
+            }
+            DriverEvent::Rtt { rtt_ms, .. } => self.last_rtt = *rtt_ms,
+            DriverEvent::Decision {
+                cca,
+                latency_ns,
+                switched,
+            } => {
+                let v = json!({"label": self.label, "event": "decision", "cca": cca.as_str(),
+                    "decision_latency_us": *latency_ns as f64 / 1e3, "switched": switched});
+                self.line(v)
+            }
+            DriverEvent::Interval {
+                start_ns,
+                end_ns,
+                bytes,
+                acked_bytes,
+                total_bytes,
+                cca,
+                phase,
+            } => {
+                let dt = (end_ns - start_ns) as f64 / 1e9;
+                let v = json!({"label": self.label, "t_s": t(*end_ns, self.t0),
+                    "bytes": bytes, "mbps": *bytes as f64 * 8.0 / dt / 1e6,
+                    "acked_mbps": acked_bytes.map(|a| a as f64 * 8.0 / dt / 1e6),
+                    "offset": self.offset + total_bytes, "cca": cca.as_str(),
+                    "phase": format!("{phase:?}").to_lowercase(), "rtt_ms": self.last_rtt});
+                self.line(v)
+            }
+            DriverEvent::Ops(ev) => {
+                let v = match ev {
+                    Event::Phase {
+                        phase,
+                        cycle,
+                        at_ns,
+                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "phase",
+                        "phase": format!("{phase:?}").to_lowercase(), "cycle": cycle}),
+                    Event::Classified {
+                        classified,
+                        samples,
+                        early,
+                        at_ns,
+                    } => {
+                        json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "classified",
+                        "mix": classified.mix.to_string(), "confidence": classified.confidence,
+                        "distance": classified.distance, "samples": samples, "early": early})
+                    }
+                    Event::Selected {
+                        cca,
+                        steady_ns,
+                        at_ns,
+                    } => {
+                        json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "selected",
+                        "cca": cca.as_str(), "steady_s": steady_ns.map(|s| s as f64 / 1e9)})
+                    }
+                    Event::DecisionFailed { message, at_ns } => json!({"label": self.label,
+                        "t_s": t(*at_ns, self.t0), "event": "decision_failed", "message": message}),
+                    Event::ProbeIncomplete {
+                        samples,
+                        needed,
+                        at_ns,
+                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0),
+                        "event": "probe_incomplete", "samples": samples, "needed": needed}),
+                };
+                self.line(v)
+            }
+        }
+    }
+}
+
+fn open_log(log: &Option<(PathBuf, String)>, offset: u64) -> Result<Log> {
+    let (out, label) = match log {
+        Some((p, l)) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| Error::io(format!("open log {}", p.display()), e))?;
+            (Some(std::io::BufWriter::new(f)), l.clone())
+        }
+        None => (None, String::new()),
+    };
+    Ok(Log {
+        out,
+        label,
+        t0: None,
+        offset,
+        last_rtt: None,
+    })
+}
+
+/// Run one transfer. `on_event` sees every driver event (progress bars,
+/// demo accounting); `stop` ends the sending early (then the transfer is
+/// completed and confirmed up to the bytes sent).
+pub fn run(
+    opts: &SendOpts,
+    stop: Option<Arc<AtomicBool>>,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<SendReport> {
+    let path: &Path = &opts.file;
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| Error::io(format!("open {} to send it", path.display()), e))?;
+    let size = file
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
+        .len();
+    if opts.offset > size {
+        return Err(Error::invalid(format!(
+            "--offset {} is past the end of {} ({size} bytes)",
+            opts.offset,
+            path.display()
+        )));
+    }
+    file.seek(std::io::SeekFrom::Start(opts.offset))
+        .map_err(|e| Error::io(format!("seek {} to {}", path.display(), opts.offset), e))?;
+    // Build the controller before connecting, so a bad model fails fast.
+    let ctl = match &opts.strategy {
+        Strategy::Ops(o) => Some(controller(o)?),
+        Strategy::Fixed(_) => None,
+    };
+    let connect = |what: &str| {
+        TcpStream::connect_timeout(&opts.to, Duration::from_secs(10)).map_err(|e| {
+            Error::io(
+                format!(
+                    "connect the {what} connection to {} (is `opsel recv` listening there?)",
+                    opts.to
+                ),
+                e,
+            )
+        })
+    };
+    let ctl_sock = connect("control")?;
+    let mut ctl_w = ctl_sock
+        .try_clone()
+        .map_err(|e| Error::io("clone control socket", e))?;
+    let mut ctl_r = BufReader::new(ctl_sock);
+    write_msg(
+        &mut ctl_w,
+        &json!({"hello": HELLO, "version": VERSION, "offset": opts.offset, "size": size - opts.offset}),
+    )?;
+    let reply = read_msg(&mut ctl_r)?;
+    if reply.get("ok").and_then(Value::as_bool) != Some(true) {
+        return Err(Error::invalid(format!(
+            "the receiver refused the transfer: {}",
+            reply
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("no reason given")
+        )));
+    }
+    let token = field_u64(&reply, "token")?;
+    let mut data = connect("data")?;
+    data.write_all(&token.to_be_bytes())
+        .map_err(|e| Error::io("send the data connection's token", e))?;
+
+    let dcfg = DriverConfig {
+        interval_ns: (opts.interval_s.max(0.01) * 1e9) as u64,
+        time_limit_ns: opts.time_s.map(|t| (t.max(0.0) * 1e9) as u64),
+        ..DriverConfig::default()
+    };
+    let mut log = open_log(&opts.log, opts.offset)?;
+    let mut cb = |e: &DriverEvent| {
+        log.event(e);
+        on_event(e);
+    };
+    let mut src = std::io::BufReader::with_capacity(1 << 20, file);
+    let driver = match (ctl, &opts.strategy) {
+        (Some(ctl), Strategy::Ops(o)) => {
+            let rtt = if o.icmp {
+                match opts.to.ip() {
+                    std::net::IpAddr::V4(a) => RttSource::Icmp(a),
+                    std::net::IpAddr::V6(_) => {
+                        return Err(Error::invalid(
+                            "ICMP RTT probing supports IPv4 only; use the UDP echo (default)",
+                        ))
+                    }
+                }
+            } else {
+                RttSource::UdpEcho(opts.to)
+            };
+            let dcfg = DriverConfig {
+                lead_in: o.lead_in,
+                ..dcfg
+            };
+            let mut drv = OpsDriver::new(ctl, rtt, dcfg)?;
+            if let Some(s) = &stop {
+                let h = drv.stop_handle();
+                let s = s.clone();
+                // Forward the caller's stop flag (Ctrl-C) to the driver.
+                std::thread::spawn(move || loop {
+                    if s.load(std::sync::atomic::Ordering::Relaxed) {
+                        h.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                    if Arc::strong_count(&h) == 1 {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                });
+            }
+            drv.run(&data, &mut src, &mut cb)?
+        }
+        (_, Strategy::Fixed(cca)) => {
+            let never = AtomicBool::new(false);
+            let s: &AtomicBool = stop.as_deref().unwrap_or(&never);
+            send_fixed(&data, &mut src, *cca, &dcfg, s, &mut cb)?
+        }
+        _ => unreachable!("controller built for OPS only"),
+    };
+    drop(cb);
+    if let Some(w) = log.out.as_mut() {
+        let _ = w.flush();
+    }
+    // Last byte written: close our side so the receiver sees EOF after it.
+    data.shutdown(Shutdown::Write)
+        .map_err(|e| Error::io("shut down the data connection", e))?;
+    let (hashed, sha) = sha256_range(path, opts.offset, Some(driver.bytes_sent))?;
+    if hashed != driver.bytes_sent {
+        return Err(Error::invalid(format!(
+            "{} changed while it was sent: could re-read only {hashed} of {} bytes",
+            path.display(),
+            driver.bytes_sent
+        )));
+    }
+    write_msg(
+        &mut ctl_w,
+        &json!({"end": driver.bytes_sent, "sha256": sha}),
+    )?;
+    // The receiver answers once every byte is on its disk.
+    ctl_r
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(600)))
+        .map_err(|e| Error::io("control read timeout", e))?;
+    let conf = read_msg(&mut ctl_r)?;
+    let received = field_u64(&conf, "received")?;
+    let confirmed = conf.get("ok").and_then(Value::as_bool) == Some(true)
+        && received == driver.bytes_sent
+        && field_str(&conf, "sha256")? == sha;
+    let file_size = field_u64(&conf, "file_size")?;
+    let file_identical = confirmed && file_size <= size && {
+        let (n, whole) = sha256_range(path, 0, Some(file_size))?;
+        n == file_size && whole == field_str(&conf, "file_sha256")?
+    };
+    if let Some(w) = log.out.as_mut() {
+        let v = json!({"label": log.label, "event": "done", "bytes": driver.bytes_sent,
+            "next_offset": opts.offset + driver.bytes_sent, "confirmed": confirmed,
+            "sha256": sha, "file_identical": file_identical, "file_size": file_size,
+            "end": format!("{:?}", driver.end).to_lowercase(),
+            "probe_s": driver.stats.probe_ns as f64 / 1e9, "steady_s": driver.stats.steady_ns as f64 / 1e9,
+            "decisions": driver.stats.decisions, "early_exits": driver.stats.early_exits,
+            "cca_switches": driver.stats.cca_switches});
+        let _ = writeln!(w, "{v}");
+        let _ = w.flush();
+    }
+    if !confirmed {
+        return Err(Error::invalid(format!(
+            "the receiver did not confirm the transfer: it has {received} of {} bytes, sha256 {} vs ours {sha}; resend with --offset {} and recv --append",
+            driver.bytes_sent,
+            conf.get("sha256").and_then(Value::as_str).unwrap_or("?"),
+            opts.offset
+        )));
+    }
+    Ok(SendReport {
+        driver,
+        offset: opts.offset,
+        file_identical,
+        file_size,
+        sha256: sha,
+    })
+}

@@ -1,0 +1,366 @@
+//! `OpsDriver` on a real connection between two network namespaces this test
+//! creates (names `odrv-<pid>-<n>-{a,b}`, removed by an RAII guard even on
+//! failure; leftovers of dead processes are removed first). The sender's veth
+//! is shaped to 50 Mbit/s with tbf; the receiver runs a UDP echo responder
+//! with a 20 ms user-space delay as the RTT target. Bounded: ~13 s.
+#![cfg(target_os = "linux")]
+
+use std::fs::File;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use opsel::mix::SIX_CLASSES;
+use opsel::ops::doubles::ScriptedClassifier;
+use opsel::ops::{Config, Controller, Event, Phase, Stump};
+use opsel::probe::{CcaName, Pattern};
+use opsel::sys::linux::ops_driver::{DriverConfig, DriverEvent, EndReason, OpsDriver, RttSource};
+use opsel::sys::linux::rtt::UdpEchoResponder;
+
+const PREFIX: &str = "odrv-";
+static N: AtomicU32 = AtomicU32::new(0);
+
+fn sh(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{args:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+fn root() -> bool {
+    // SAFETY: no preconditions.
+    let ok = unsafe { libc::geteuid() } == 0 && sh(&["ip", "-V"]).is_ok();
+    if !ok {
+        eprintln!("SKIPPED: needs root and iproute2 to create network namespaces");
+    }
+    ok
+}
+
+fn cleanup_leftovers() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let pid: i32 = rest
+            .split('-')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        // SAFETY: signal 0 only checks existence.
+        if pid <= 0 || unsafe { libc::kill(pid, 0) } != 0 {
+            let _ = sh(&["ip", "netns", "del", name]);
+        }
+    }
+}
+
+/// Two namespaces joined by a veth pair: a = 10.202.0.1, b = 10.202.0.2.
+struct Lab {
+    a: String,
+    b: String,
+}
+
+impl Lab {
+    fn new(rate: &str) -> Lab {
+        cleanup_leftovers();
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let pid = std::process::id();
+        let lab = Lab {
+            a: format!("{PREFIX}{pid}-{n}-a"),
+            b: format!("{PREFIX}{pid}-{n}-b"),
+        };
+        let (a, b) = (lab.a.as_str(), lab.b.as_str());
+        let steps: Vec<Vec<&str>> = vec![
+            vec!["ip", "netns", "add", a],
+            vec!["ip", "netns", "add", b],
+            vec![
+                "ip", "-n", a, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-b",
+                "netns", b,
+            ],
+            vec![
+                "ip",
+                "-n",
+                a,
+                "addr",
+                "add",
+                "10.202.0.1/24",
+                "dev",
+                "veth-a",
+            ],
+            vec![
+                "ip",
+                "-n",
+                b,
+                "addr",
+                "add",
+                "10.202.0.2/24",
+                "dev",
+                "veth-b",
+            ],
+            vec!["ip", "-n", a, "link", "set", "veth-a", "up"],
+            vec!["ip", "-n", b, "link", "set", "veth-b", "up"],
+            vec!["ip", "-n", a, "link", "set", "lo", "up"],
+            vec!["ip", "-n", b, "link", "set", "lo", "up"],
+            vec![
+                "tc", "-n", a, "qdisc", "add", "dev", "veth-a", "root", "tbf", "rate", rate,
+                "burst", "32kb", "latency", "100ms",
+            ],
+        ];
+        for s in steps {
+            sh(&s).unwrap_or_else(|e| panic!("lab setup: {e}"));
+        }
+        lab
+    }
+
+    fn spawn_in<T: Send + 'static>(
+        &self,
+        ns: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let path = format!("/var/run/netns/{ns}");
+        std::thread::spawn(move || {
+            let file = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+            // SAFETY: setns on this thread only.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {path}");
+            f()
+        })
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = sh(&["ip", "netns", "del", &self.a]);
+        let _ = sh(&["ip", "netns", "del", &self.b]);
+    }
+}
+
+/// Byte i of the deterministic test stream.
+fn byte_at(i: u64) -> u8 {
+    let mut z = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z ^= z >> 29;
+    (z.wrapping_mul(0xBF58_476D_1CE4_E5B9) >> 56) as u8
+}
+
+/// An endless source of `byte_at` bytes.
+struct Stream(u64);
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        for b in buf.iter_mut() {
+            *b = byte_at(self.0);
+            self.0 += 1;
+        }
+        Ok(buf.len())
+    }
+}
+
+#[test]
+#[ignore = "root: creates network namespaces; run by `make test-ops`"]
+fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
+    if !root() {
+        return;
+    }
+    let lab = Lab::new("50mbit");
+    let addr: SocketAddr = "10.202.0.2:5301".parse().unwrap();
+    // Receiver: one accepted connection, every byte checked against the stream.
+    let rx = lab.spawn_in(&lab.b, move || {
+        let echo =
+            UdpEchoResponder::spawn(UdpSocket::bind(addr).unwrap(), Duration::from_millis(20))
+                .unwrap();
+        let l = TcpListener::bind(addr).unwrap();
+        let (mut c, _) = l.accept().unwrap();
+        l.set_nonblocking(true).unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let (mut pos, mut bad) = (0u64, 0u64);
+        loop {
+            let n = c.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            for &b in &buf[..n] {
+                bad += (b != byte_at(pos)) as u64;
+                pos += 1;
+            }
+        }
+        let second_conn = l.accept().is_ok();
+        let echoed = echo.stop().unwrap();
+        (pos, bad, second_conn, echoed)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+
+    let tx = lab.spawn_in(&lab.a, move || {
+        let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).unwrap();
+        // 4-sample window, pattern S1-C1-S1-B1, Y = 2 s; decisions alternate
+        // bbr (B1-C0) / cubic (B0-C1) so the socket switches several times.
+        let classifier =
+            ScriptedClassifier::new(4, &SIX_CLASSES, &[("B1-C0", 0.9), ("B0-C1", 0.9)]).unwrap();
+        let mut cfg = Config::active(Pattern::parse("S1-C1-S1-B1").unwrap());
+        cfg.steady_ns = 2_000_000_000;
+        let ctl = Controller::new(cfg, classifier, Stump::default()).unwrap();
+        let dcfg = DriverConfig {
+            interval_ns: 250_000_000,
+            time_limit_ns: Some(11_000_000_000),
+            lead_in: false,
+            ..DriverConfig::default()
+        };
+        let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(addr), dcfg).unwrap();
+        let mut events = Vec::new();
+        let report = drv
+            .run(&sock, &mut Stream(0), &mut |e| events.push(e.clone()))
+            .unwrap();
+        let final_cca = opsel::sys::linux::get_cca(&sock).unwrap();
+        drop(sock);
+        (report, events, final_cca)
+    });
+    let (report, events, final_cca) = tx.join().unwrap();
+    let (received, bad, second_conn, echoed) = rx.join().unwrap();
+
+    assert_eq!(report.end, EndReason::TimeLimit);
+    // Every byte handed to the socket arrived, in order, on one connection.
+    assert_eq!(received, report.bytes_sent);
+    assert_eq!(bad, 0);
+    assert!(
+        !second_conn,
+        "the driver must never open a second connection"
+    );
+    assert!(report.bytes_sent > 5_000_000, "{}", report.bytes_sent);
+
+    // CCA switches on the live socket: initial cubic, bbr burst, cubic/bbr
+    // bursts of probe 2, then the cubic decision (000 Table 7.2).
+    let sets: Vec<(CcaName, Option<u64>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::CcaSet {
+                cca, latency_ns, ..
+            } => Some((*cca, *latency_ns)),
+            _ => None,
+        })
+        .collect();
+    let names: Vec<&str> = sets.iter().map(|(c, _)| c.as_str()).collect();
+    assert!(
+        names.starts_with(&["cubic", "bbr", "cubic", "bbr", "cubic"]),
+        "{names:?}"
+    );
+    assert!(
+        sets.iter().any(|(_, l)| l.is_some()),
+        "a decision-driven switch carries its latency"
+    );
+    assert_eq!(final_cca, "cubic");
+    let decisions: Vec<(CcaName, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::Decision { cca, switched, .. } => Some((*cca, *switched)),
+            _ => None,
+        })
+        .collect();
+    // Probe 1 ends on the bbr burst and decides bbr (no switch); probe 2
+    // decides cubic (a switch).
+    assert_eq!(decisions[0], (CcaName::BBR, false), "{decisions:?}");
+    assert_eq!(decisions[1], (CcaName::CUBIC, true), "{decisions:?}");
+    assert!(report.stats.decisions >= 2, "{:?}", report.stats);
+    assert!(report.stats.cca_switches >= 4);
+
+    // RTT samples at ~1 Hz, above the responder's 20 ms delay.
+    let rtts: Vec<f64> = events
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::Rtt { rtt_ms, .. } => *rtt_ms,
+            _ => None,
+        })
+        .collect();
+    assert!((8..=13).contains(&rtts.len()), "{} samples", rtts.len());
+    assert!(rtts.iter().all(|&r| r >= 20.0), "{rtts:?}");
+    assert!(echoed >= 80);
+
+    // Silence is silent: in the second half of each silence segment of the
+    // first probe ([0.5, 1) s and [2.5, 3) s) nothing is written and nothing
+    // more is acknowledged; bursts do send.
+    let t0 = report.started_ns;
+    let in_range = |a: f64, b: f64| {
+        events.iter().filter_map(move |e| match e {
+            DriverEvent::Interval {
+                start_ns,
+                end_ns,
+                bytes,
+                acked_bytes,
+                ..
+            } if (*start_ns - t0) as f64 / 1e9 >= a - 1e-3
+                && (*end_ns - t0) as f64 / 1e9 <= b + 1e-3 =>
+            {
+                Some((*bytes, acked_bytes.unwrap_or(0)))
+            }
+            _ => None,
+        })
+    };
+    for (a, b) in [(0.5, 1.0), (2.5, 3.0)] {
+        let v: Vec<_> = in_range(a, b).collect();
+        assert!(!v.is_empty());
+        assert!(
+            v.iter().all(|&(w, k)| w == 0 && k == 0),
+            "silence [{a}, {b}) s: {v:?}"
+        );
+    }
+    let burst: u64 = in_range(1.0, 2.0).map(|(w, _)| w).sum();
+    assert!(burst > 2_000_000, "C1 burst wrote {burst} bytes");
+    // The phases the controller went through were reported.
+    let probes = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                DriverEvent::Ops(Event::Phase {
+                    phase: Phase::Probe,
+                    ..
+                })
+            )
+        })
+        .count();
+    assert!(probes >= 2);
+}
+
+#[test]
+fn rejects_a_socket_that_is_not_tcp() {
+    let classifier = ScriptedClassifier::new(4, &SIX_CLASSES, &[("B1-C0", 0.9)]).unwrap();
+    let ctl = Controller::new(Config::passive(), classifier, Stump::default()).unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = udp.local_addr().unwrap();
+    let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(target), DriverConfig::default()).unwrap();
+    let e = drv
+        .run(&udp, &mut Stream(0), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("TCP") || e.contains("tcp"), "{e}");
+}
+
+#[test]
+fn an_unavailable_cca_in_the_pattern_fails_with_the_kernel_list() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let sock = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let _peer = l.accept().unwrap();
+    let classifier = ScriptedClassifier::new(2, &SIX_CLASSES, &[("B1-C0", 0.9)]).unwrap();
+    let cfg = Config::active(Pattern::parse("nosuchcca:1-S1").unwrap());
+    let ctl = Controller::new(cfg, classifier, Stump::default()).unwrap();
+    let mut drv = OpsDriver::new(
+        ctl,
+        RttSource::UdpEcho("127.0.0.1:9".parse().unwrap()),
+        DriverConfig::default(),
+    )
+    .unwrap();
+    let e = drv.start(&sock, 0, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("nosuchcca") && e.contains("available"), "{e}");
+    // The socket keeps its last good CCA.
+    assert_eq!(opsel::sys::linux::get_cca(&sock).unwrap(), "cubic");
+}
