@@ -4,6 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod collect;
 mod lab;
 
 #[derive(Parser)]
