@@ -64,7 +64,8 @@ def accuracy_vs_w(rows, path: str, *, title: str | None = None, key=("model", "n
     ax.set_xlabel("window length w (s)")
     ax.set_ylabel("5-fold CV accuracy (%)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if groups:
+        ax.legend(fontsize=7)
     if title:
         ax.set_title(title)
     fig.tight_layout()
