@@ -28,6 +28,8 @@ enum LabCmd {
         #[arg(long)]
         duration: Option<f64>,
     },
+    /// Record RTT training traces for the background-mix classifier (resumable).
+    Collect(crate::collect::CollectArgs),
     /// Remove leftover lab namespaces of crashed runs (all `onl*` with --all).
     Down {
         #[arg(long)]
@@ -114,6 +116,7 @@ pub fn main(a: LabArgs) -> Result<()> {
             println!("  outputs in {}", out.display());
             Ok(())
         }
+        LabCmd::Collect(c) => crate::collect::main(c),
         LabCmd::Down { all } => {
             let v = topo::down(all)?;
             println!(

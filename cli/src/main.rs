@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 
 mod bwe;
+mod collect;
 mod lab;
 mod transfer;
 

@@ -10,6 +10,7 @@
 //! Everything needs root (namespaces, TUN). Namespaces are named `onl…` and
 //! removed on drop; `opsel lab down` removes leftovers of crashed runs.
 
+pub mod collect;
 pub mod experiments;
 pub mod pipe;
 pub mod run;

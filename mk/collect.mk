@@ -1,0 +1,39 @@
+# Training data and shipped background-mix models (issue 6).
+#
+#   collect         record traces in netlab (root, hours; resumable: rerun to continue)
+#   collect-status  windows per trace of $(COLLECT_DIR)
+#   models          retrain models/passive and models/active-s5c5s5b5 (cards, figures,
+#                   docs/results/classifier.json) from $(COLLECT_DIR) if given, else from
+#                   the traces already copied into models/*/traces/
+#   classifier-eval the sweeps behind docs/results/classifier.md
+#   test-collect    root-only smoke test of `collect` (~30 s, cleans up its namespaces)
+CARGO ?= cargo
+COLLECT_DIR ?=
+COLLECT_OUT ?= collect-out
+COLLECT_PLAN ?= default/passive@1,default/S5-C5-S5-B5@1,c50/passive@0.5,default/C5-B5-C5-S5@0.25
+COLLECT_JOBS ?= 3
+COLLECT_WINDOWS ?= 300
+COLLECT_PY ?= $(abspath .venv)/bin/python
+
+.PHONY: collect collect-status models classifier-eval test-collect
+
+collect:
+	$(CARGO) build --release -p opsel-cli
+	./target/release/opsel lab collect --plan "$(COLLECT_PLAN)" --windows $(COLLECT_WINDOWS) \
+	  --jobs $(COLLECT_JOBS) --out $(or $(COLLECT_DIR),$(COLLECT_OUT))
+
+collect-status:
+	$(CARGO) build --release -p opsel-cli
+	./target/release/opsel lab collect --status --plan "$(COLLECT_PLAN)" --out $(or $(COLLECT_DIR),$(COLLECT_OUT))
+
+models: python
+	$(COLLECT_PY) -m opsel.train models $(COLLECT_DIR) --models models --report docs/results/classifier.json
+
+classifier-eval: python
+	$(COLLECT_PY) -m opsel.train sweep models/passive/traces --condition default --mode . \
+	  --ks 1,3,5,10 --norms none,subtract-min,divide-min,z-score --baselines --json docs/results/classifier-passive.json
+	$(COLLECT_PY) -m opsel.train sweep models/active-s5c5s5b5/traces --condition default --mode . \
+	  --ks 1,3,5,10 --norms none,subtract-min,divide-min,z-score --baselines --json docs/results/classifier-active.json
+
+test-collect:
+	$(CARGO) test --release -p opsel-netlab --test collect_smoke -- --ignored --nocapture

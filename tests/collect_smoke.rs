@@ -1,0 +1,79 @@
+//! Root-only smoke test of `opsel lab collect` (issue 6), run by
+//! `make test-collect` (~30 s): one active session (S5-C5-S5-B5, one BBR
+//! background flow, 1 window of w = 20) into a temporary folder, then checks
+//! the CSV rows (aligned pattern phases, sane RTT), the side-car, that a rerun
+//! records nothing more (resume), and that the lab's namespaces are gone.
+
+use std::sync::atomic::AtomicBool;
+
+use opsel_netlab::collect::{self, CollectConfig, Condition, Mode, TraceSpec};
+use opsel_netlab::topo;
+
+#[test]
+#[ignore = "needs root; run by `make test-collect`"]
+fn collect_one_active_window_and_resume() {
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "collect needs root (namespaces, TUN devices): run `sudo make test-collect`"
+    );
+    let _ = topo::down(false);
+    let out = std::env::temp_dir().join(format!("opsel-collect-smoke-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let spec = TraceSpec::new(
+        Condition::preset("default").unwrap(),
+        Mode::parse("S5-C5-S5-B5").unwrap(),
+        "B1-C0",
+    )
+    .unwrap();
+    let cfg = CollectConfig {
+        w: 20,
+        target_windows: 1,
+        warmup_s: 3.0,
+        ..Default::default()
+    };
+    let cancel = AtomicBool::new(false);
+    let r = collect::collect_session(&spec, &cfg, &out, &cancel, &mut |_, _| {}).unwrap();
+    assert_eq!((r.run, r.written, r.windows_after), (Some(0), 20, 1));
+
+    let text = std::fs::read_to_string(spec.csv_path(&out)).unwrap();
+    let rows = collect::parse_trace(&text).unwrap();
+    assert_eq!(rows.len(), 20);
+    let segs: Vec<&str> = rows.iter().map(|r| r.segment.as_str()).collect();
+    assert_eq!(&segs[..5], &["silence"; 5]);
+    assert_eq!(&segs[5..10], &["cubic"; 5]);
+    assert_eq!(&segs[15..20], &["bbr"; 5]);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row.k, i as u64);
+        assert_eq!((row.cycle, row.phase), (Some(0), Some(i as u64)));
+        // Base RTT 65 ms; at most base + buffer/rate = 65 + 32.5 ms (plus slack for a loaded machine).
+        assert!(
+            row.valid() && row.rtt_ms > 64.0 && row.rtt_ms < 110.0,
+            "sample {i}: {row:?}"
+        );
+    }
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(spec.sidecar_path(&out)).unwrap()).unwrap();
+    assert_eq!(side["conditions"]["pattern"], "S5-C5-S5-B5");
+    assert_eq!(side["conditions"]["buffer_bytes"], 406_250);
+    let run = &side["runs"][0];
+    assert_eq!(run["samples_written"], 20);
+    let base = run["base_rtt_ms"][0].as_f64().unwrap();
+    assert!((base - 65.0).abs() < 2.0, "base RTT {base}");
+    assert!(run["background_mbps"]["bg0-bbr"].as_f64().unwrap() > 10.0);
+    assert_eq!(run["active_cca_switches"], 2);
+
+    // Resume: the trace is complete, so nothing is recorded.
+    let r = collect::collect_session(&spec, &cfg, &out, &cancel, &mut |_, _| {}).unwrap();
+    assert_eq!((r.run, r.written), (None, 0));
+
+    // The lab is gone.
+    let me = std::process::id() as u64;
+    let left: Vec<String> = topo::list_namespaces()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| topo::owner_pid(n) == Some(me))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -1,0 +1,98 @@
+//! The shipped models (issue 6) load, match the traces they were trained on,
+//! and classify every window of those traces as its own class (1-NN: each
+//! window is its own nearest reference at distance 0). The windows are cut
+//! here in Rust with the collector's rules (per run, `k / w`, all samples
+//! valid), so this also checks that the Python trainer cut the same windows.
+
+use std::path::{Path, PathBuf};
+
+use opsel::mix::SIX_CLASSES;
+use opsel_netlab::collect::{parse_trace, Row};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Complete, aligned windows of `w` samples (the rule of `collect::count_windows`).
+fn windows(rows: &[Row], w: usize) -> Vec<Vec<f64>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let g = (rows[i].run, rows[i].k / w as u64);
+        let mut j = i;
+        while j < rows.len() && (rows[j].run, rows[j].k / w as u64) == g {
+            j += 1;
+        }
+        if j - i == w && rows[i..j].iter().all(Row::valid) {
+            out.push(rows[i..j].iter().map(|r| r.rtt_ms).collect());
+        }
+        i = j;
+    }
+    out
+}
+
+fn check(name: &str, mode: &str) {
+    let dir = repo().join("models").join(name);
+    let file = opsel::model::load(dir.join("model.json"))
+        .unwrap_or_else(|e| panic!("models/{name}/model.json: {e}"));
+    let m = &file.model;
+    let w = m.window();
+    assert_eq!(w, 20, "{name}: window");
+    let mut classes = m.classes().to_vec();
+    classes.sort();
+    let mut six = SIX_CLASSES.map(String::from).to_vec();
+    six.sort();
+    assert_eq!(classes, six, "{name}: classes");
+    assert_eq!(
+        file.meta.probing.mode,
+        if mode == "passive" {
+            opsel::model::ProbingMode::Passive
+        } else {
+            opsel::model::ProbingMode::Active
+        }
+    );
+    let condition = file.meta.training["condition"]
+        .as_str()
+        .unwrap_or("default");
+    let mut ws = m.workspace();
+    let mut total = 0;
+    for class in SIX_CLASSES {
+        let ci = m.classes().iter().position(|c| c == class).unwrap();
+        let p = dir
+            .join("traces")
+            .join(condition)
+            .join(format!("{class}.csv"));
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let rows = parse_trace(&text).unwrap();
+        let wins = windows(&rows, w);
+        assert!(!wins.is_empty(), "{name}/{class}: no windows");
+        for (i, win) in wins.iter().enumerate() {
+            let pred = m.classify(win, &mut ws).unwrap();
+            assert_eq!(
+                m.classes()[pred.class],
+                class,
+                "{name}/{class} window {i} classified as {} at distance {}",
+                m.classes()[pred.class],
+                pred.distance
+            );
+            assert_eq!(pred.distance, 0.0, "{name}/{class} window {i}");
+        }
+        assert_eq!(
+            m.labels().iter().filter(|&&l| l as usize == ci).count(),
+            wins.len(),
+            "{name}/{class}: the model's reference count differs from the trace's windows"
+        );
+        total += wins.len();
+    }
+    assert_eq!(total, m.len(), "{name}: references");
+}
+
+#[test]
+fn passive_model_classifies_its_own_traces() {
+    check("passive", "passive");
+}
+
+#[test]
+fn active_model_classifies_its_own_traces() {
+    check("active-s5c5s5b5", "active");
+}
