@@ -12,7 +12,7 @@ ROOT := $(abspath .)
 export CARGO_TERM_COLOR ?= never
 
 
-.PHONY: all test demo demo-quick toolchain deps python test-rust test-python bench bench-peers fmt clean
+.PHONY: all test demo demo-quick demo-classify toolchain deps python test-rust test-python bench bench-peers fmt clean
 all: test
 
 toolchain:
@@ -43,13 +43,21 @@ test-python: python
 include $(wildcard mk/*.mk)
 
 # C (make + CMake, ASan, valgrind) and Node (node:test) suites come from mk/bind.mk;
-# the netlab validation scenario (root, ~60 s) from mk/netlab.mk.
-test: test-rust test-python test-bind test-netlab
+# the root-only bounded network suites from mk/: netlab validation (~60 s), the
+# socket/OPS binding examples, OpsDriver + send/recv (~1 min), live bwe (~15 s),
+# and a collect smoke run (~30 s).
+test: test-rust test-python test-bind test-sysbind test-netlab test-ops test-bwe test-collect
 	@echo "make test: all suites passed"
 
-# The main job. Until the OPS transfer lands, the demo trains a DTW K-NN on
-# synthetic 6-class RTT signatures, cross-validates it and classifies fresh windows.
-demo: python
+# The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with
+# the shipped active model against a static CUBIC and a static BBR background
+# (~8 min; `make demo-quick`: OPS only, ~2 min). mk/ops.mk has the recipes.
+demo: ops-demo
+
+demo-quick: ops-demo-quick
+
+# The classifier alone on synthetic 6-class signatures (no root needed).
+demo-classify: python
 	$(VPY) examples/python/classify_demo.py
 
 bench: toolchain
