@@ -56,7 +56,8 @@ def test_pstream_and_adapter():
     want = GOLDEN["thesis_pstream_7gbps"]
     rates = opsel.pstream_rates(7e9, 4, 16, range=1.15**3 - 1)
     assert np.allclose(rates, want["rates_bps"], rtol=1e-12)
-    assert np.allclose(np.round(rates / 1e6) / 1e3, [5.746, 6.608, 7.599, 8.738])  # 001 §1.3
+    # 001 §1.3 prints the rates to 3 decimals (6.6075 appears as 6.608): within 0.6 Mbit/s.
+    assert np.allclose(rates / 1e9, [5.746, 6.608, 7.599, 8.738], rtol=0, atol=6e-4)
     gaps = opsel.pstream_send_gaps(7e9, range=1.15**3 - 1)
     assert gaps.shape == (64,) and np.allclose(gaps, want["send_gaps_ns"], rtol=1e-12)
     a = opsel.RateAdapter(init_bps=GOLDEN["adapter"]["init_bps"])
