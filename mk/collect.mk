@@ -9,7 +9,7 @@
 #   test-collect    root-only smoke test of `collect` (~30 s, cleans up its namespaces)
 CARGO ?= cargo
 COLLECT_DIR ?=
-COLLECT_OUT ?= collect-out
+COLLECT_OUT ?= data/collect
 COLLECT_PLAN ?= default/passive@1,default/S5-C5-S5-B5@1,c50/passive@0.5,default/C5-B5-C5-S5@0.25
 COLLECT_JOBS ?= 3
 COLLECT_WINDOWS ?= 300
