@@ -310,8 +310,14 @@ if (!nativeBinding) {
   throw new Error(`Failed to load native binding`)
 }
 
-const { dtwDistance, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, version } = nativeBinding
+const { bweEstimate, bweDecideSingleRate, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, dtwDistance, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, version } = nativeBinding
 
+module.exports.bweEstimate = bweEstimate
+module.exports.bweDecideSingleRate = bweDecideSingleRate
+module.exports.pstreamRates = pstreamRates
+module.exports.pstreamSendGaps = pstreamSendGaps
+module.exports.BweMl = BweMl
+module.exports.RateAdapter = RateAdapter
 module.exports.dtwDistance = dtwDistance
 module.exports.Model = Model
 module.exports.KnnDtw = KnnDtw
