@@ -1,16 +1,12 @@
 //! `OpsDriver` on a real connection between two network namespaces this test
-//! creates (names `odrv-<pid>-<n>-{a,b}`, removed by an RAII guard even on
+//! creates (sys_common's lab: names `osy-<pid>-<n>-{a,b}`, removed by an RAII guard even on
 //! failure; leftovers of dead processes are removed first). The sender's veth
 //! is shaped to 50 Mbit/s with tbf; the receiver runs a UDP echo responder
 //! with a 20 ms user-space delay as the RTT target. Bounded: ~13 s.
 #![cfg(target_os = "linux")]
 
-use std::fs::File;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use opsel::mix::SIX_CLASSES;
@@ -20,132 +16,21 @@ use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{DriverConfig, DriverEvent, EndReason, OpsDriver, RttSource};
 use opsel::sys::linux::rtt::UdpEchoResponder;
 
-const PREFIX: &str = "odrv-";
-static N: AtomicU32 = AtomicU32::new(0);
+mod sys_common;
+use sys_common::{can_run, Lab, ADDR_B};
 
-fn sh(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{args:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
-}
-
-fn root() -> bool {
-    // SAFETY: no preconditions.
-    let ok = unsafe { libc::geteuid() } == 0 && sh(&["ip", "-V"]).is_ok();
-    if !ok {
-        eprintln!("SKIPPED: needs root and iproute2 to create network namespaces");
-    }
-    ok
-}
-
-fn cleanup_leftovers() {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let pid: i32 = rest
-            .split('-')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        // SAFETY: signal 0 only checks existence.
-        if pid <= 0 || unsafe { libc::kill(pid, 0) } != 0 {
-            let _ = sh(&["ip", "netns", "del", name]);
-        }
-    }
-}
-
-/// Two namespaces joined by a veth pair: a = 10.202.0.1, b = 10.202.0.2.
-struct Lab {
-    a: String,
-    b: String,
-}
-
-impl Lab {
-    fn new(rate: &str) -> Lab {
-        cleanup_leftovers();
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        let pid = std::process::id();
-        let lab = Lab {
-            a: format!("{PREFIX}{pid}-{n}-a"),
-            b: format!("{PREFIX}{pid}-{n}-b"),
-        };
-        let (a, b) = (lab.a.as_str(), lab.b.as_str());
-        let steps: Vec<Vec<&str>> = vec![
-            vec!["ip", "netns", "add", a],
-            vec!["ip", "netns", "add", b],
-            vec![
-                "ip", "-n", a, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-b",
-                "netns", b,
-            ],
-            vec![
-                "ip",
-                "-n",
-                a,
-                "addr",
-                "add",
-                "10.202.0.1/24",
-                "dev",
-                "veth-a",
-            ],
-            vec![
-                "ip",
-                "-n",
-                b,
-                "addr",
-                "add",
-                "10.202.0.2/24",
-                "dev",
-                "veth-b",
-            ],
-            vec!["ip", "-n", a, "link", "set", "veth-a", "up"],
-            vec!["ip", "-n", b, "link", "set", "veth-b", "up"],
-            vec!["ip", "-n", a, "link", "set", "lo", "up"],
-            vec!["ip", "-n", b, "link", "set", "lo", "up"],
-            vec![
-                "tc", "-n", a, "qdisc", "add", "dev", "veth-a", "root", "tbf", "rate", rate,
-                "burst", "32kb", "latency", "100ms",
-            ],
-        ];
-        for s in steps {
-            sh(&s).unwrap_or_else(|e| panic!("lab setup: {e}"));
-        }
-        lab
-    }
-
-    fn spawn_in<T: Send + 'static>(
-        &self,
-        ns: &str,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> std::thread::JoinHandle<T> {
-        let path = format!("/var/run/netns/{ns}");
-        std::thread::spawn(move || {
-            let file = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
-            // SAFETY: setns on this thread only.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns {path}");
-            f()
-        })
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = sh(&["ip", "netns", "del", &self.a]);
-        let _ = sh(&["ip", "netns", "del", &self.b]);
-    }
+/// The driver test's lab: sys_common's veth pair with a tbf bottleneck on a's side.
+fn lab(rate: &str) -> Lab {
+    let lab = Lab::new();
+    lab.exec(
+        &lab.a,
+        &[
+            "tc", "qdisc", "add", "dev", "veth-a", "root", "tbf", "rate", rate, "burst", "32kb",
+            "latency", "100ms",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("lab setup: {e}"));
+    lab
 }
 
 /// Byte i of the deterministic test stream.
@@ -170,11 +55,11 @@ impl Read for Stream {
 #[test]
 #[ignore = "root: creates network namespaces; run by `make test-ops`"]
 fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
-    if !root() {
+    if !can_run("switches_cca_live_keeps_silence_and_delivers_every_byte") {
         return;
     }
-    let lab = Lab::new("50mbit");
-    let addr: SocketAddr = "10.202.0.2:5301".parse().unwrap();
+    let lab = lab("50mbit");
+    let addr: SocketAddr = format!("{ADDR_B}:5301").parse().unwrap();
     // Receiver: one accepted connection, every byte checked against the stream.
     let rx = lab.spawn_in(&lab.b, move || {
         let echo =

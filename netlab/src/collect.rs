@@ -712,41 +712,6 @@ fn spawn_stream_prober(
     })
 }
 
-/// UDP echo server for the prober ([`traffic::spawn_echo`] with real-time
-/// priority, for the same reason as the prober).
-fn spawn_rt_echo(
-    ns: &str,
-    addr: SocketAddrV4,
-    stop: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<Result<()>>> {
-    let (tx, rx) = mpsc::channel::<Result<()>>();
-    let h = sys::spawn_in_netns(ns, "collect-echo", move || {
-        sys::set_realtime_priority();
-        let s = match UdpSocket::bind(addr) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = tx.send(Err(Error::io(format!("bind echo {addr}"), e)));
-                return Ok(());
-            }
-        };
-        let _ = tx.send(Ok(()));
-        s.set_read_timeout(Some(Duration::from_millis(50)))
-            .map_err(|e| Error::io("SO_RCVTIMEO", e))?;
-        let mut buf = [0u8; 64];
-        while !stop.load(Ordering::Relaxed) {
-            if let Ok((n, from)) = s.recv_from(&mut buf) {
-                let _ = s.send_to(&buf[..n], from);
-            }
-        }
-        Ok(())
-    })?;
-    match rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => Ok(h),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(Error::invalid("echo server did not start within 5 s")),
-    }
-}
-
 /// The active-probing sender: one persistent TCP connection from the probing
 /// host, following `pattern` cyclically from `pattern_start_ns` until `stop`.
 fn spawn_active_sender(
@@ -933,8 +898,12 @@ pub fn collect_session(
         bins.push(b);
     }
     let echo = SocketAddrV4::new(topo::receiver_ip(0), ECHO_PORT);
-    th.units
-        .push(spawn_rt_echo(&lab.receiver_ns[0], echo, stop.clone())?);
+    th.units.push(crate::traffic::spawn_echo_with(
+        &lab.receiver_ns[0],
+        echo,
+        stop.clone(),
+        true,
+    )?);
     let active_bins = Arc::new(Bins::new(bg_start, total_ns));
     if let Mode::Active { pattern, .. } = &spec.mode {
         let dst = SocketAddrV4::new(topo::receiver_ip(0), ACTIVE_PORT);

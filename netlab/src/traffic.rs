@@ -476,8 +476,22 @@ pub fn spawn_echo(
     addr: SocketAddrV4,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<Result<()>>> {
+    spawn_echo_with(ns, addr, stop, false)
+}
+
+/// [`spawn_echo`], optionally at real-time priority (the training collector
+/// runs its echo server like its prober, so CPU load does not shift the RTT).
+pub fn spawn_echo_with(
+    ns: &str,
+    addr: SocketAddrV4,
+    stop: Arc<AtomicBool>,
+    realtime: bool,
+) -> Result<std::thread::JoinHandle<Result<()>>> {
     let (tx, rx) = std::sync::mpsc::channel::<Result<()>>();
     let h = crate::sys::spawn_in_netns(ns, "echo", move || {
+        if realtime {
+            crate::sys::set_realtime_priority();
+        }
         let s = match UdpSocket::bind(addr) {
             Ok(s) => s,
             Err(e) => {
