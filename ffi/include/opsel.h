@@ -232,6 +232,61 @@
 #define OPSEL_OPS_PHASE_STEADY 4
 
 /**
+ * `opsel_ops_driver_config.probe`: UDP echo to `probe_peer` (`"ip:port"`),
+ * e.g. an `opsel_udp_echo_responder` or `opsel recv`'s listen port. No privilege needed.
+ */
+#define OPSEL_DRIVER_PROBE_UDP 0
+
+/**
+ * `opsel_ops_driver_config.probe`: ICMP echo to `probe_peer` (an IPv4
+ * address); needs `net.ipv4.ping_group_range` or CAP_NET_RAW.
+ */
+#define OPSEL_DRIVER_PROBE_ICMP 1
+
+/**
+ * `opsel_ops_driver_event.kind` (beyond the controller's
+ * `OPSEL_OPS_EVENT_PHASE` … `OPSEL_OPS_EVENT_PROBE_INCOMPLETE`, which keep
+ * their values): the CCA was set on the socket and read back (`cca`,
+ * `at_ns`; `latency_ns` when the switch was decided on an RTT sample).
+ */
+#define OPSEL_DRIVER_EVENT_CCA_SET 9
+
+/**
+ * A decision was carried out: `cca`, `switched`, and `latency_ns` from the
+ * reading of the window's last echo to the end of the setsockopt call
+ * (000 §5.5: the decision latency).
+ */
+#define OPSEL_DRIVER_EVENT_DECISION 10
+
+/**
+ * One 1 Hz RTT sample: `rtt_ms` (NaN when every echo was lost), `answered`, `at_ns`.
+ */
+#define OPSEL_DRIVER_EVENT_RTT 11
+
+/**
+ * Bytes handed to the socket in `[start_ns, end_ns)`: `bytes`,
+ * `acked_bytes` (`OPSEL_NOT_AVAILABLE` when the kernel does not say),
+ * `total_bytes`, the socket's `cca` and the controller's `phase`.
+ */
+#define OPSEL_DRIVER_EVENT_INTERVAL 12
+
+/**
+ * `opsel_ops_driver_report.end`: the data source reached EOF and every byte
+ * was handed to the socket.
+ */
+#define OPSEL_DRIVER_END_EOF 0
+
+/**
+ * `time_limit_ns` passed.
+ */
+#define OPSEL_DRIVER_END_TIME_LIMIT 1
+
+/**
+ * `opsel_ops_driver_stop()` was called or the event callback returned non-zero.
+ */
+#define OPSEL_DRIVER_END_STOPPED 2
+
+/**
  * Bytes a buffer needs for any congestion-control name plus its NUL
  * (`TCP_CA_NAME_MAX` in the kernel).
  */
@@ -354,6 +409,15 @@ typedef struct opsel_model opsel_model;
  * machine; feed it from the thread that drives the socket).
  */
 typedef struct opsel_ops_controller opsel_ops_controller;
+
+/**
+ * An OPS driver: a controller plus the RTT probe target, for one run.
+ * Opaque: `opsel_ops_driver_new()` / `opsel_ops_driver_free()`.
+ * Thread-safety: `opsel_ops_driver_stop()` may be called from any thread
+ * while another thread is inside `opsel_ops_driver_run()`; free only after
+ * the run returned.
+ */
+typedef struct opsel_ops_driver opsel_ops_driver;
 
 /**
  * A decision policy. Opaque: `opsel_ops_policy_stump()`,
@@ -812,6 +876,167 @@ typedef struct {
    */
   size_t window_len;
 } opsel_ops_stats;
+
+/**
+ * Driver settings. Start from `opsel_ops_driver_config_default()` (000 §3.2:
+ * 10 echoes 1 ms apart per 1 s sample; bytes per 1 s interval; lead-in on;
+ * `TCP_NOTSENT_LOWAT` 128 KiB) and set `probe_peer`.
+ */
+typedef struct {
+  /**
+   * `OPSEL_DRIVER_PROBE_UDP` or `OPSEL_DRIVER_PROBE_ICMP`.
+   */
+  uint32_t probe;
+  /**
+   * Where the RTT probe goes (NUL-terminated; read during
+   * `opsel_ops_driver_new()` only): `"ip:port"` for UDP, `"ip"` for ICMP.
+   */
+  const char *probe_peer;
+  /**
+   * Stop after this long, ns (fixed-time transfer); 0 = until EOF or stop.
+   */
+  uint64_t time_limit_ns;
+  /**
+   * Length of the byte-accounting interval of INTERVAL events, ns.
+   */
+  uint64_t interval_ns;
+  /**
+   * Active probing: run the pattern's last segment right before every
+   * probe (as the training collection saw it).
+   */
+  bool lead_in;
+  /**
+   * Set `TCP_NOTSENT_LOWAT` to `notsent_lowat_bytes` while running (so a
+   * silence is silent); false leaves the socket alone.
+   */
+  bool set_notsent_lowat;
+  uint32_t notsent_lowat_bytes;
+  /**
+   * Bytes read from the data source per read call (1..=64 MiB).
+   */
+  size_t chunk_bytes;
+  /**
+   * Echoes per RTT sample, their spacing and the reply timeout, ns.
+   */
+  uint16_t echo_count;
+  uint64_t echo_interval_ns;
+  uint64_t echo_timeout_ns;
+} opsel_ops_driver_config;
+
+/**
+ * The data source: write up to `cap` bytes into `buf` and return how many
+ * (> 0), 0 at end of data, or a negative value (e.g. `-errno`) on failure,
+ * which ends the run with `OPSEL_IO`. Called on the driver's thread.
+ */
+typedef ptrdiff_t (*opsel_read_fn)(void *user_data, uint8_t *buf, size_t cap);
+
+/**
+ * One driver event; which fields are meaningful depends on `kind` (see the
+ * `OPSEL_DRIVER_EVENT_*` and `OPSEL_OPS_EVENT_*` kinds); the others are zero.
+ * Valid during the callback only (copy what you keep).
+ */
+typedef struct {
+  uint32_t kind;
+  /**
+   * CCA name (CCA_SET, DECISION, INTERVAL, SELECTED), NUL-terminated.
+   */
+  char cca[16];
+  /**
+   * Event time, CLOCK_MONOTONIC ns.
+   */
+  uint64_t at_ns;
+  /**
+   * `OPSEL_OPS_PHASE_*` (PHASE, INTERVAL).
+   */
+  uint32_t phase;
+  /**
+   * OPS cycle (PHASE).
+   */
+  uint64_t cycle;
+  /**
+   * Class name (CLASSIFIED), valid while the driver lives.
+   */
+  const char *label;
+  size_t class_index;
+  double confidence;
+  double distance;
+  /**
+   * Samples in the classified window (CLASSIFIED) or that arrived (PROBE_INCOMPLETE).
+   */
+  size_t samples;
+  size_t needed;
+  /**
+   * The probe ended early (CLASSIFIED, progressive probing).
+   */
+  bool early;
+  /**
+   * Steady time Y chosen (SELECTED); `has_steady` false = to the end.
+   */
+  uint64_t steady_ns;
+  bool has_steady;
+  /**
+   * Failure message (DECISION_FAILED), valid during the callback; else "".
+   */
+  const char *message;
+  /**
+   * Decision latency, ns (DECISION; CCA_SET when `has_latency`).
+   */
+  uint64_t latency_ns;
+  bool has_latency;
+  /**
+   * The decision changed the socket's CCA (DECISION).
+   */
+  bool switched;
+  /**
+   * Mean RTT of the answered echoes, ms; NaN when all were lost (RTT).
+   */
+  double rtt_ms;
+  uint16_t answered;
+  /**
+   * Interval bounds and byte counts (INTERVAL).
+   */
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t bytes;
+  uint64_t acked_bytes;
+  uint64_t total_bytes;
+} opsel_ops_driver_event;
+
+/**
+ * Receives every driver event on the thread that runs the driver. Return 0
+ * to continue; any other value stops the driver (the run then ends with
+ * `OPSEL_DRIVER_END_STOPPED`). Must not call back into the same driver
+ * except `opsel_ops_driver_stop()`.
+ */
+typedef int (*opsel_ops_driver_event_fn)(void *user_data, const opsel_ops_driver_event *event);
+
+/**
+ * Summary of a run.
+ */
+typedef struct {
+  /**
+   * Bytes handed to the socket (the next byte offset past where the source started).
+   */
+  uint64_t bytes_sent;
+  uint64_t started_ns;
+  uint64_t ended_ns;
+  /**
+   * `OPSEL_DRIVER_END_*`.
+   */
+  uint32_t end;
+  /**
+   * Successful `setsockopt(TCP_CONGESTION)` calls.
+   */
+  uint64_t cca_sets;
+  /**
+   * RTT samples where every echo was lost.
+   */
+  uint64_t lost_samples;
+  /**
+   * Controller counters at the end (zero for `opsel_send_fixed()`, except `phase`).
+   */
+  opsel_ops_stats stats;
+} opsel_ops_driver_report;
 
 /**
  * One `TCP_INFO` snapshot. Times in µs as the kernel reports them, rates in
@@ -1715,6 +1940,89 @@ opsel_status opsel_fair_jain(const double *rates, size_t rates_len, double *out_
  * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (capacity not > 0, 0 streams).
  */
 opsel_status opsel_fair_share(double capacity, size_t n_streams, double *out_share);
+
+/**
+ * The defaults of the Rust `DriverConfig` (000 §3.2), UDP probe, no peer yet.
+ */
+opsel_ops_driver_config opsel_ops_driver_config_default(void);
+
+/**
+ * Create a driver for one transfer: a controller built exactly as
+ * `opsel_ops_controller_new(model, policy, ops_config)` (the model is
+ * copied; NULL policy = the stump; NULL ops_config = passive) and the
+ * driver settings `driver_config` (NULL = defaults, which have no probe
+ * peer, so pass one).
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for a bad pattern,
+ * CCA name, probe peer or setting (named in the message).
+ * Ownership: the caller owns `*out_driver`.
+ */
+opsel_status opsel_ops_driver_new(const opsel_model *model,
+                                  const opsel_ops_policy *policy,
+                                  const opsel_ops_config *ops_config,
+                                  const opsel_ops_driver_config *driver_config,
+                                  opsel_ops_driver **out_driver);
+
+/**
+ * Release a driver (NULL ignored). Not while it runs.
+ */
+void opsel_ops_driver_free(opsel_ops_driver *driver);
+
+/**
+ * Ask a running driver to stop (any thread; also before the run starts, in
+ * which case the run returns at once). The run ends within a few ms with
+ * `OPSEL_DRIVER_END_STOPPED`.
+ * Errors: `OPSEL_NULL_POINTER`.
+ */
+opsel_status opsel_ops_driver_stop(const opsel_ops_driver *driver);
+
+/**
+ * Run the OPS cycle on the connected TCP socket `fd` (borrowed, left open),
+ * sending data from `read(read_user, buf, cap)`, until the data source is
+ * exhausted, `time_limit_ns` passes or the driver is stopped. Every event
+ * goes to `on_event(event_user, event)` (may be NULL). The summary goes to
+ * `*out_report` (may be NULL). Blocks the calling thread. A driver runs once.
+ *
+ * Errors: `OPSEL_NULL_POINTER` (driver, read); `OPSEL_INVALID_INPUT` (fd is
+ * negative or not a TCP socket, an unknown CCA, the driver already ran or
+ * is running); `OPSEL_PERMISSION` (a CCA not allowed, ICMP without
+ * privilege); `OPSEL_IO` (send failed, the read callback failed).
+ */
+opsel_status opsel_ops_driver_run(const opsel_ops_driver *driver,
+                                  int fd,
+                                  opsel_read_fn read,
+                                  void *read_user,
+                                  opsel_ops_driver_event_fn on_event,
+                                  void *event_user,
+                                  opsel_ops_driver_report *out_report);
+
+/**
+ * As `opsel_ops_driver_run()`, reading the data from the descriptor
+ * `data_fd` (a file or pipe, borrowed and left open) until EOF.
+ */
+opsel_status opsel_ops_driver_run_fd(const opsel_ops_driver *driver,
+                                     int fd,
+                                     int data_fd,
+                                     opsel_ops_driver_event_fn on_event,
+                                     void *event_user,
+                                     opsel_ops_driver_report *out_report);
+
+/**
+ * The fixed-CCA baseline (000 Table 6.3 "fixed CUBIC" / "fixed BBR"): set
+ * `cca` on `fd` once, then send from `read` with the driver's sending loop
+ * and INTERVAL events (no RTT probe) until EOF, `config->time_limit_ns` or
+ * a non-zero return of `on_event`. `config` NULL = defaults (its probe
+ * fields are ignored).
+ * Errors: as `opsel_ops_driver_run()`.
+ */
+opsel_status opsel_send_fixed(int fd,
+                              const char *cca,
+                              const opsel_ops_driver_config *config,
+                              opsel_read_fn read,
+                              void *read_user,
+                              opsel_ops_driver_event_fn on_event,
+                              void *event_user,
+                              opsel_ops_driver_report *out_report);
 
 /**
  * The CCAs registered in the kernel

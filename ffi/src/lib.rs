@@ -26,6 +26,8 @@ pub mod model;
 #[cfg(target_os = "linux")]
 pub mod ops;
 #[cfg(target_os = "linux")]
+pub mod ops_driver;
+#[cfg(target_os = "linux")]
 pub mod sys;
 
 pub use bwe::*;
@@ -35,6 +37,8 @@ pub use knn::*;
 pub use model::*;
 #[cfg(target_os = "linux")]
 pub use ops::*;
+#[cfg(target_os = "linux")]
+pub use ops_driver::*;
 #[cfg(target_os = "linux")]
 pub use sys::*;
 

@@ -222,7 +222,7 @@ pub type opsel_ops_policy_fn = Option<
 >;
 
 #[derive(Clone)]
-enum PolicyKind {
+pub(crate) enum PolicyKind {
     Stump(Stump),
     Table(TablePolicy),
     Callback {
@@ -384,7 +384,7 @@ pub unsafe extern "C" fn opsel_ops_policy_free(policy: *mut opsel_ops_policy) {
 /// `opsel_ops_controller_free()`. One thread at a time (it is a state
 /// machine; feed it from the thread that drives the socket).
 pub struct opsel_ops_controller {
-    inner: Controller<Box<dyn Classifier + Send>, PolicyKind>,
+    inner: CtlCore,
     names: Vec<CString>,
     /// Message of the last polled DecisionFailed event (kept for the pointer).
     message: CString,
@@ -408,39 +408,55 @@ pub unsafe extern "C" fn opsel_ops_controller_new(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_controller)?;
-        let m = unsafe { model_ref(model) }?;
-        let (cfg, mut lens) = match unsafe { config.as_ref() } {
-            None => (Config::passive(), Vec::new()),
-            Some(c) => unsafe { config_from_c(c) }?,
-        };
-        let model = m.file.model.clone();
-        let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
-            Some(p) => {
-                if lens.is_empty() {
-                    let step = p.step.max(1);
-                    lens = (p.min_samples.max(1)..model.window())
-                        .step_by(step)
-                        .collect();
-                }
-                Box::new(KnnClassifier::progressive(model, &lens)?)
-            }
-            None => Box::new(KnnClassifier::new(model)?),
-        };
-        let mut kind = match unsafe { policy.as_ref() } {
-            None => PolicyKind::Stump(Stump::default()),
-            Some(p) => p.kind.clone(),
-        };
-        if let PolicyKind::Callback { names, .. } = &mut kind {
-            names.clone_from(&m.names);
-        }
-        let inner = Controller::new(cfg, classifier, kind)?;
+        let (inner, names) = unsafe { build_controller(model, policy, config) }?;
         *out = Box::into_raw(Box::new(opsel_ops_controller {
             inner,
-            names: m.names.clone(),
+            names,
             message: CString::default(),
         }));
         Ok(())
     })
+}
+
+/// The controller type behind `opsel_ops_controller` and `opsel_ops_driver`.
+pub(crate) type CtlCore = Controller<Box<dyn Classifier + Send>, PolicyKind>;
+
+/// Build a controller from the C arguments of `opsel_ops_controller_new()`
+/// (shared with `opsel_ops_driver_new()`): the one place that maps
+/// `opsel_ops_config` + policy + model to the core; also returns the model's
+/// class names as C strings.
+pub(crate) unsafe fn build_controller(
+    model: *const opsel_model,
+    policy: *const opsel_ops_policy,
+    config: *const opsel_ops_config,
+) -> Result<(CtlCore, Vec<CString>), Fail> {
+    let m = unsafe { model_ref(model) }?;
+    let (cfg, mut lens) = match unsafe { config.as_ref() } {
+        None => (Config::passive(), Vec::new()),
+        Some(c) => unsafe { config_from_c(c) }?,
+    };
+    let model = m.file.model.clone();
+    let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
+        Some(p) => {
+            if lens.is_empty() {
+                let step = p.step.max(1);
+                lens = (p.min_samples.max(1)..model.window())
+                    .step_by(step)
+                    .collect();
+            }
+            Box::new(KnnClassifier::progressive(model, &lens)?)
+        }
+        None => Box::new(KnnClassifier::new(model)?),
+    };
+    let mut kind = match unsafe { policy.as_ref() } {
+        None => PolicyKind::Stump(Stump::default()),
+        Some(p) => p.kind.clone(),
+    };
+    if let PolicyKind::Callback { names, .. } = &mut kind {
+        names.clone_from(&m.names);
+    }
+    let inner = Controller::new(cfg, classifier, kind)?;
+    Ok((inner, m.names.clone()))
 }
 
 /// Release a controller (NULL ignored).
@@ -578,7 +594,17 @@ pub struct opsel_ops_output {
     pub message: *const c_char,
 }
 
-fn cca_arr(c: &CcaName) -> [c_char; 16] {
+pub(crate) fn phase_c(p: Phase) -> u32 {
+    match p {
+        Phase::Idle => OPSEL_OPS_PHASE_IDLE,
+        Phase::Probe => OPSEL_OPS_PHASE_PROBE,
+        Phase::Classify => OPSEL_OPS_PHASE_CLASSIFY,
+        Phase::Select => OPSEL_OPS_PHASE_SELECT,
+        Phase::Steady => OPSEL_OPS_PHASE_STEADY,
+    }
+}
+
+pub(crate) fn cca_arr(c: &CcaName) -> [c_char; 16] {
     let mut a = [0 as c_char; 16];
     for (d, &b) in a.iter_mut().zip(c.as_str().as_bytes()) {
         *d = b as c_char;
@@ -646,13 +672,7 @@ pub unsafe extern "C" fn opsel_ops_controller_poll(
                 at_ns,
             }) => {
                 r.kind = OPSEL_OPS_EVENT_PHASE;
-                r.phase = match phase {
-                    Phase::Idle => OPSEL_OPS_PHASE_IDLE,
-                    Phase::Probe => OPSEL_OPS_PHASE_PROBE,
-                    Phase::Classify => OPSEL_OPS_PHASE_CLASSIFY,
-                    Phase::Select => OPSEL_OPS_PHASE_SELECT,
-                    Phase::Steady => OPSEL_OPS_PHASE_STEADY,
-                };
+                r.phase = phase_c(phase);
                 (r.cycle, r.at_ns) = (cycle, at_ns);
             }
             Output::Event(Event::Classified {
@@ -734,30 +754,28 @@ pub unsafe extern "C" fn opsel_ops_controller_stats(
     guard(|| {
         let c = unsafe { controller.as_ref() }.ok_or_else(|| Fail::null("controller"))?;
         let o = out_ptr(out_stats, "out_stats")?;
-        let s = c.inner.stats_at(now_ns);
-        *o = opsel_ops_stats {
-            decisions: s.decisions,
-            early_exits: s.early_exits,
-            failed_decisions: s.failed_decisions,
-            incomplete_probes: s.incomplete_probes,
-            cca_switches: s.cca_switches,
-            probe_ns: s.probe_ns,
-            steady_ns: s.steady_ns,
-            probe_bytes: s.probe_bytes,
-            steady_bytes: s.steady_bytes,
-            phase: match c.inner.phase() {
-                Phase::Idle => OPSEL_OPS_PHASE_IDLE,
-                Phase::Probe => OPSEL_OPS_PHASE_PROBE,
-                Phase::Classify => OPSEL_OPS_PHASE_CLASSIFY,
-                Phase::Select => OPSEL_OPS_PHASE_SELECT,
-                Phase::Steady => OPSEL_OPS_PHASE_STEADY,
-            },
-            cycle: c.inner.cycle(),
-            current_steady_ns: c.inner.steady_ns(),
-            window_len: c.inner.window_len(),
-        };
+        *o = stats_c(&c.inner, c.inner.stats_at(now_ns));
         Ok(())
     })
+}
+
+/// `opsel_ops_stats` from the controller's counters `s` and its current state.
+pub(crate) fn stats_c(ctl: &CtlCore, s: opsel::ops::Stats) -> opsel_ops_stats {
+    opsel_ops_stats {
+        decisions: s.decisions,
+        early_exits: s.early_exits,
+        failed_decisions: s.failed_decisions,
+        incomplete_probes: s.incomplete_probes,
+        cca_switches: s.cca_switches,
+        probe_ns: s.probe_ns,
+        steady_ns: s.steady_ns,
+        probe_bytes: s.probe_bytes,
+        steady_bytes: s.steady_bytes,
+        phase: phase_c(ctl.phase()),
+        cycle: ctl.cycle(),
+        current_steady_ns: ctl.steady_ns(),
+        window_len: ctl.window_len(),
+    }
 }
 
 // ----------------------------------------------------------- fairness ---

@@ -91,7 +91,7 @@ fn with_fd<T>(fd: c_int, f: impl FnOnce(BorrowedFd<'_>) -> opsel::Result<T>) -> 
     Ok(sys::with_raw_fd(fd, f)?)
 }
 
-fn sock_addr(ptr: *const c_char, what: &str) -> Result<SocketAddr, Fail> {
+pub(crate) fn sock_addr(ptr: *const c_char, what: &str) -> Result<SocketAddr, Fail> {
     let s = unsafe { utf8(ptr, what) }?;
     s.parse().map_err(|_| {
         Fail::invalid(format!(
