@@ -161,6 +161,10 @@ int main(int argc, char **argv) {
     char allowed[256] = "", avail[256] = "";
     opsel_cca_allowed(allowed, sizeof allowed, NULL);
     opsel_cca_available(avail, sizeof avail, NULL);
+    /* Under valgrind everything runs ~20x slower: the behavioural checks
+       that depend on timing (1 Hz samples, decision latency, phase timing)
+       are left to the plain and ASan runs; bytes and errors are checked always. */
+    const bool timing = getenv("OPSEL_TEST_UNDER_VALGRIND") == NULL;
     const char *x = (strstr(avail, "bbr") && (geteuid() == 0 || strstr(allowed, "bbr"))) ? "bbr" : "reno";
     char pattern[64];
     snprintf(pattern, sizeof pattern, "cubic:1-silence:1-%s:1", x);
@@ -231,7 +235,7 @@ int main(int argc, char **argv) {
     double took = now_s() - t0;
     CHECK(st == OPSEL_OK, "run: %s", opsel_status_name(st));
     CHECK(rep.end == OPSEL_DRIVER_END_TIME_LIMIT, "end %u", rep.end);
-    CHECK(took > 5.0 && took < 9.0, "run took %.2f s", took);
+    if (timing) CHECK(took > 5.0 && took < 9.0, "run took %.2f s", took);
     /* The source may be one chunk ahead of the socket when the run ends: the
        next byte offset is bytes_sent (resume the source there). */
     CHECK(pos >= rep.bytes_sent && pos - rep.bytes_sent <= dc.chunk_bytes,
@@ -248,12 +252,12 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; i < ev.n; i++) {
         switch (ev.kind[i]) {
         case OPSEL_DRIVER_EVENT_CCA_SET:
-            if (nsets < 3) CHECK(!strcmp(ev.cca[i], want[nsets]), "CCA set %u: %s", nsets, ev.cca[i]);
+            if (timing && nsets < 3) CHECK(!strcmp(ev.cca[i], want[nsets]), "CCA set %u: %s", nsets, ev.cca[i]);
             nsets++;
             break;
         case OPSEL_DRIVER_EVENT_RTT:
             nrtt++;
-            CHECK(ev.rtt_ms[i] >= 20.0 && ev.rtt_ms[i] < 500.0, "rtt %.3f ms", ev.rtt_ms[i]);
+            if (timing) CHECK(ev.rtt_ms[i] >= 20.0 && ev.rtt_ms[i] < 500.0, "rtt %.3f ms", ev.rtt_ms[i]);
             break;
         case OPSEL_OPS_EVENT_CLASSIFIED:
             nclassified++;
@@ -261,7 +265,7 @@ int main(int argc, char **argv) {
             break;
         case OPSEL_DRIVER_EVENT_DECISION:
             ndecision++;
-            CHECK(!strcmp(ev.cca[i], "cubic") && ev.switched[i] && ev.has_latency[i] && ev.latency[i] > 0 &&
+            if (timing) CHECK(!strcmp(ev.cca[i], "cubic") && ev.switched[i] && ev.has_latency[i] && ev.latency[i] > 0 &&
                       ev.latency[i] < 1000000000ull,
                   "decision %s switched=%d latency %llu", ev.cca[i], ev.switched[i],
                   (unsigned long long)ev.latency[i]);
@@ -278,19 +282,19 @@ int main(int argc, char **argv) {
     }
     CHECK(nsets >= 3, "%u CCA sets", nsets);
     CHECK(rep.cca_sets == nsets, "report cca_sets %llu vs %u events", (unsigned long long)rep.cca_sets, nsets);
-    CHECK(nrtt >= 4 && nrtt <= 7, "%u RTT samples in 5.5 s", nrtt);
-    CHECK(nclassified == 1 && ndecision == 1 && policy_calls == 1, "classified %u decision %u policy %d",
+    if (timing) CHECK(nrtt >= 4 && nrtt <= 7, "%u RTT samples in 5.5 s", nrtt);
+    if (timing) CHECK(nclassified == 1 && ndecision == 1 && policy_calls == 1, "classified %u decision %u policy %d",
           nclassified, ndecision, policy_calls);
-    CHECK(nint >= 20 && nint <= 23, "%u intervals of 250 ms", nint);
+    if (timing) CHECK(nint >= 20 && nint <= 23, "%u intervals of 250 ms", nint);
     CHECK(interval_sum == last_total && last_total <= rep.bytes_sent, "intervals sum %llu, total %llu",
           (unsigned long long)interval_sum, (unsigned long long)last_total);
-    CHECK(nphase >= 4 && phase_seq[0] == OPSEL_OPS_PHASE_PROBE && phase_seq[1] == OPSEL_OPS_PHASE_CLASSIFY &&
+    if (timing) CHECK(nphase >= 4 && phase_seq[0] == OPSEL_OPS_PHASE_PROBE && phase_seq[1] == OPSEL_OPS_PHASE_CLASSIFY &&
               phase_seq[2] == OPSEL_OPS_PHASE_SELECT && phase_seq[3] == OPSEL_OPS_PHASE_STEADY,
           "phase order (%u phases)", nphase);
-    CHECK(rep.stats.decisions == 1 && rep.stats.window_len == 3, "stats decisions %llu w %zu",
+    if (timing) CHECK(rep.stats.decisions == 1 && rep.stats.window_len == 3, "stats decisions %llu w %zu",
           (unsigned long long)rep.stats.decisions, rep.stats.window_len);
     char cca[OPSEL_CCA_NAME_CAP];
-    CHECK(opsel_cca_get(cli, cca, sizeof cca) == OPSEL_OK && !strcmp(cca, "cubic"), "socket CCA %s", cca);
+    if (timing) CHECK(opsel_cca_get(cli, cca, sizeof cca) == OPSEL_OK && !strcmp(cca, "cubic"), "socket CCA %s", cca);
     st = opsel_ops_driver_run(drv, cli, read_stream, &pos, NULL, NULL, &rep);
     CHECK(st == OPSEL_INVALID_INPUT && strstr(opsel_last_error_message(), "already run"), "second run");
     opsel_ops_driver_free(drv);
@@ -309,7 +313,7 @@ int main(int argc, char **argv) {
     pthread_join(stt, NULL);
     CHECK(st == OPSEL_OK && rep.end == OPSEL_DRIVER_END_STOPPED, "stopped run: %s end %u",
           opsel_status_name(st), rep.end);
-    CHECK(took > 0.9 && took < 3.0, "stop took %.2f s", took);
+    if (timing) CHECK(took > 0.9 && took < 3.0, "stop took %.2f s", took);
     sent_total += rep.bytes_sent;
     pos = sent_total;
     opsel_ops_driver_free(drv);

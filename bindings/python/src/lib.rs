@@ -10,6 +10,8 @@ mod knn;
 mod mix;
 #[cfg(target_os = "linux")]
 mod ops;
+#[cfg(target_os = "linux")]
+mod ops_driver;
 mod series;
 #[cfg(target_os = "linux")]
 mod sys;
@@ -25,6 +27,7 @@ fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(target_os = "linux")]
     {
         ops::register(m)?;
+        ops_driver::register(m)?;
         sys::register(m)?;
     }
     Ok(())

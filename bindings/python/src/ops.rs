@@ -24,13 +24,13 @@ use std::sync::{Arc, Mutex};
 const NS_PER_S: f64 = 1e9;
 
 /// The Python callable behind a user policy, and the exception it raised.
-struct PyPolicy {
+pub(crate) struct PyPolicy {
     func: Py<PyAny>,
     classes: Vec<String>,
     raised: Arc<Mutex<Option<PyErr>>>,
 }
 
-enum AnyPolicy {
+pub(crate) enum AnyPolicy {
     Stump(Stump),
     Table(TablePolicy),
     Py(PyPolicy),
@@ -81,7 +81,23 @@ impl Policy for AnyPolicy {
     }
 }
 
-type Ctl = Core<Box<dyn Classifier + Send>, AnyPolicy>;
+pub(crate) type Ctl = Core<Box<dyn Classifier + Send>, AnyPolicy>;
+
+/// A locked controller that is known to be present.
+struct CtlGuard<'a>(std::sync::MutexGuard<'a, Option<Ctl>>);
+
+impl std::ops::Deref for CtlGuard<'_> {
+    type Target = Ctl;
+    fn deref(&self) -> &Ctl {
+        self.0.as_ref().expect("checked by Controller::lock")
+    }
+}
+
+impl std::ops::DerefMut for CtlGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Ctl {
+        self.0.as_mut().expect("checked by Controller::lock")
+    }
+}
 
 /// The OPS controller (000 Ch. 6–7): probe (passive, or active following
 /// `pattern`) → classify the RTT window with `model` → select a CCA with
@@ -101,16 +117,17 @@ type Ctl = Core<Box<dyn Classifier + Send>, AnyPolicy>;
 ///   `prefix_lens` (default every `step` from `min_samples` below w).
 #[pyclass(module = "opsel")]
 pub struct Controller {
-    inner: Mutex<Ctl>,
+    /// `None` once handed to an `opsel.OpsDriver`.
+    inner: Mutex<Option<Ctl>>,
     classes: Vec<String>,
     raised: Arc<Mutex<Option<PyErr>>>,
 }
 
-fn invalid(msg: String) -> PyErr {
+pub(crate) fn invalid(msg: String) -> PyErr {
     to_py(opsel::Error::invalid(msg))
 }
 
-fn secs_to_ns(s: f64, what: &str) -> PyResult<u64> {
+pub(crate) fn secs_to_ns(s: f64, what: &str) -> PyResult<u64> {
     if !(s.is_finite() && s >= 0.0 && s < 1.8e10) {
         return Err(invalid(format!(
             "{what} = {s} s must be a finite number of seconds >= 0"
@@ -130,14 +147,34 @@ impl Controller {
     /// The controller, or an error when it is already in use: the GIL is held
     /// throughout every method, so a busy lock means a policy callback called
     /// back into its own controller (which would deadlock).
-    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Ctl>> {
-        match self.inner.try_lock() {
-            Ok(g) => Ok(g),
-            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => Err(invalid(
+    fn lock(&self) -> PyResult<CtlGuard<'_>> {
+        let g = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(invalid(
                 "the controller is busy: a policy callback must not call back into its own controller".into(),
             )),
+        };
+        if g.is_none() {
+            return Err(invalid(
+                "this controller was handed to an opsel.OpsDriver; use the driver's events and report".into(),
+            ));
         }
+        Ok(CtlGuard(g))
+    }
+
+    /// Hand the (not yet started) core to an `opsel.OpsDriver`, with the
+    /// class names and the slot where a policy callable's exception lands.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn take_core(&self) -> PyResult<(Ctl, Vec<String>, Arc<Mutex<Option<PyErr>>>)> {
+        let mut g = self.lock()?;
+        if g.phase() != Phase::Idle {
+            return Err(invalid(
+                "the controller was already started; give the OpsDriver a fresh controller".into(),
+            ));
+        }
+        let core = g.0.take().ok_or_else(|| invalid("the controller was already handed to a driver".into()))?;
+        Ok((core, self.classes.clone(), Arc::clone(&self.raised)))
     }
 
     fn call<T>(&self, f: impl FnOnce(&mut Ctl) -> opsel::Result<T>) -> PyResult<T> {
@@ -164,7 +201,7 @@ impl Controller {
     }
 }
 
-fn output_dict<'py>(
+pub(crate) fn output_dict<'py>(
     py: Python<'py>,
     o: Output,
     classes: &[String],
@@ -243,7 +280,7 @@ fn output_dict<'py>(
     Ok(d)
 }
 
-fn phase_name(p: Phase) -> &'static str {
+pub(crate) fn phase_name(p: Phase) -> &'static str {
     match p {
         Phase::Idle => "idle",
         Phase::Probe => "probe",
@@ -382,7 +419,7 @@ impl Controller {
         };
         let inner = Core::new(cfg, classifier, policy).py_err()?;
         Ok(Self {
-            inner: Mutex::new(inner),
+            inner: Mutex::new(Some(inner)),
             classes,
             raised,
         })

@@ -30,7 +30,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// An int descriptor, or the result of `obj.fileno()`.
-fn fd_of(sock: &Bound<'_, PyAny>) -> PyResult<RawFd> {
+pub(crate) fn fd_of(sock: &Bound<'_, PyAny>) -> PyResult<RawFd> {
     if let Ok(fd) = sock.extract::<i64>() {
         return RawFd::try_from(fd).map_err(|_| {
             to_py(opsel::Error::invalid(format!(
