@@ -15,6 +15,8 @@ mod model;
 #[cfg(target_os = "linux")]
 mod ops;
 #[cfg(target_os = "linux")]
+mod ops_driver;
+#[cfg(target_os = "linux")]
 mod sys;
 
 use napi_derive::napi;

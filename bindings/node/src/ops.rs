@@ -242,7 +242,7 @@ impl OpsOutput {
     }
 }
 
-fn phase_name(p: Phase) -> &'static str {
+pub(crate) fn phase_name(p: Phase) -> &'static str {
     match p {
         Phase::Idle => "idle",
         Phase::Probe => "probe",
@@ -252,7 +252,7 @@ fn phase_name(p: Phase) -> &'static str {
     }
 }
 
-fn output(o: Output, classes: &[String]) -> OpsOutput {
+pub(crate) fn output(o: Output, classes: &[String]) -> OpsOutput {
     match o {
         Output::Action(Action::SetCca(c)) => OpsOutput {
             cca: Some(c.as_str().into()),
@@ -339,7 +339,7 @@ pub struct OpsStats {
     pub steady_bytes: f64,
 }
 
-fn secs(v: f64, what: &str) -> napi::Result<u64, Code> {
+pub(crate) fn secs(v: f64, what: &str) -> napi::Result<u64, Code> {
     if !(v.is_finite() && v >= 0.0 && v < 1.8e10) {
         return Err(invalid(format!(
             "{what} = {v} s must be a finite number of seconds >= 0"
@@ -381,8 +381,210 @@ fn get_opt<T: FromNapiValue>(o: &JsObject, key: &str) -> napi::Result<Option<T>>
     o.get::<_, T>(key)
 }
 
-fn js(e: napi::Error) -> napi::Error<Code> {
+pub(crate) fn js(e: napi::Error) -> napi::Error<Code> {
     invalid(e.reason)
+}
+
+/// A policy option as parsed, before it is bound to a controller or driver.
+pub(crate) enum PolicyChoice {
+    Stump(Stump),
+    Table(TablePolicy),
+    Function(JsFunction),
+}
+
+/// What `ControllerOptions` and the model give: the one place that maps the
+/// JS options to the core (shared by `Controller` and `OpsDriver`).
+pub(crate) struct Parts {
+    pub cfg: Config,
+    pub classifier: Box<dyn Classifier + Send>,
+    pub classes: Vec<String>,
+    pub policy: PolicyChoice,
+}
+
+pub(crate) fn parts(
+    env: Env,
+    model: JsUnknown,
+    options: Option<ControllerOptions>,
+) -> napi::Result<Parts, Code> {
+    let knn = match model.get_type().map_err(js)? {
+        ValueType::String => {
+            let p = model
+                .coerce_to_string()
+                .and_then(|s| s.into_utf8())
+                .and_then(|s| s.into_owned())
+                .map_err(js)?;
+            KnnModelFile::load(&p).map_err(to_js)?.model
+        }
+        ValueType::Object => {
+            // SAFETY: a live value of this env; unwrap checks it is a Model.
+            let m = unsafe {
+                <&Model as FromNapiValue>::from_napi_value(env.raw(), model.raw())
+            }
+            .map_err(|_| {
+                invalid("model must be a Model (from loadModel()) or a model-file path")
+            })?;
+            m.file.model.clone()
+        }
+        t => {
+            return Err(invalid(format!(
+                "model must be a Model or a model-file path, got {t:?}"
+            )))
+        }
+    };
+    let o = options.unwrap_or(ControllerOptions {
+        mode: None,
+        pattern: None,
+        steady_s: None,
+        policy: None,
+        initial_cca: None,
+        adaptive: None,
+        progressive: None,
+        sample_period_s: None,
+        grace_periods: None,
+        steady_jitter: None,
+        seed: None,
+    });
+    let classes = knn.classes().to_vec();
+    let mut cfg = match o.mode.as_deref().unwrap_or("passive") {
+        "passive" => {
+            if o.pattern.is_some() {
+                return Err(invalid("pattern is only used with mode \"active\""));
+            }
+            Config::passive()
+        }
+        "active" => Config::active(
+            Pattern::parse(o.pattern.as_deref().unwrap_or(Pattern::S5_C5_S5_B5))
+                .map_err(to_js)?,
+        ),
+        m => {
+            return Err(invalid(format!(
+                "mode {m:?} is unknown; use \"passive\" or \"active\""
+            )))
+        }
+    };
+    if let Some(s) = o.steady_s {
+        cfg.steady_ns = secs(s, "steadyS")?;
+    }
+    if let Some(s) = o.sample_period_s {
+        cfg.sample_period_ns = secs(s, "samplePeriodS")?;
+    }
+    if let Some(c) = &o.initial_cca {
+        cfg.initial_cca = CcaName::new(c).map_err(to_js)?;
+    }
+    cfg.grace_periods = o.grace_periods.unwrap_or(cfg.grace_periods);
+    cfg.steady_jitter = o.steady_jitter.unwrap_or(cfg.steady_jitter);
+    cfg.seed = o.seed.map_or(cfg.seed, u64::from);
+    if let Some(a) = o.adaptive {
+        let mut s = AdaptiveSteady::around(cfg.steady_ns);
+        match a.get_type().map_err(js)? {
+            ValueType::Boolean => {
+                if a.coerce_to_bool().and_then(|b| b.get_value()).map_err(js)? {
+                    cfg.adaptive = Some(s);
+                }
+            }
+            ValueType::Object => {
+                let obj: JsObject = unsafe { a.cast() };
+                if let Some(v) = get_opt::<f64>(&obj, "minS").map_err(js)? {
+                    s.min_ns = secs(v, "adaptive.minS")?;
+                }
+                if let Some(v) = get_opt::<f64>(&obj, "maxS").map_err(js)? {
+                    s.max_ns = secs(v, "adaptive.maxS")?;
+                }
+                s.grow = get_opt(&obj, "grow").map_err(js)?.unwrap_or(s.grow);
+                s.shrink = get_opt(&obj, "shrink").map_err(js)?.unwrap_or(s.shrink);
+                s.key = match get_opt::<String>(&obj, "key").map_err(js)?.as_deref() {
+                    None | Some("decision") => StabilityKey::Decision,
+                    Some("class") => StabilityKey::Class,
+                    Some(k) => {
+                        return Err(invalid(format!(
+                            "adaptive.key {k:?} is unknown; use \"decision\" or \"class\""
+                        )))
+                    }
+                };
+                cfg.adaptive = Some(s);
+            }
+            t => {
+                return Err(invalid(format!(
+                    "adaptive must be a boolean or an object, got {t:?}"
+                )))
+            }
+        }
+    }
+    let mut lens: Option<Vec<usize>> = None;
+    if let Some(p) = o.progressive {
+        let mut g = Progressive::default();
+        match p.get_type().map_err(js)? {
+            ValueType::Boolean => {
+                if p.coerce_to_bool().and_then(|b| b.get_value()).map_err(js)? {
+                    cfg.progressive = Some(g);
+                }
+            }
+            ValueType::Object => {
+                let obj: JsObject = unsafe { p.cast() };
+                g.min_samples = get_opt::<u32>(&obj, "minSamples")
+                    .map_err(js)?
+                    .map_or(g.min_samples, |v| v as usize);
+                g.step = get_opt::<u32>(&obj, "step")
+                    .map_err(js)?
+                    .map_or(g.step, |v| v as usize);
+                g.min_confidence = get_opt(&obj, "minConfidence")
+                    .map_err(js)?
+                    .unwrap_or(g.min_confidence);
+                g.agree = get_opt::<u32>(&obj, "agree")
+                    .map_err(js)?
+                    .map_or(g.agree, |v| v as usize);
+                lens = get_opt::<Vec<u32>>(&obj, "prefixLens")
+                    .map_err(js)?
+                    .map(|v| v.into_iter().map(|x| x as usize).collect());
+                cfg.progressive = Some(g);
+            }
+            t => {
+                return Err(invalid(format!(
+                    "progressive must be a boolean or an object, got {t:?}"
+                )))
+            }
+        }
+    }
+    let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
+        Some(g) => {
+            let lens = lens.unwrap_or_else(|| {
+                (g.min_samples.max(1)..knn.window())
+                    .step_by(g.step.max(1))
+                    .collect()
+            });
+            Box::new(KnnClassifier::progressive(knn, &lens).map_err(to_js)?)
+        }
+        None => Box::new(KnnClassifier::new(knn).map_err(to_js)?),
+    };
+    let policy = match o.policy {
+        None => PolicyChoice::Stump(Stump::default()),
+        Some(p) => match p.get_type().map_err(js)? {
+            ValueType::Function => PolicyChoice::Function(unsafe { p.cast() }),
+            ValueType::String => {
+                let s = p
+                    .coerce_to_string()
+                    .and_then(|s| s.into_utf8())
+                    .and_then(|s| s.into_owned())
+                    .map_err(js)?;
+                if s == "stump" {
+                    PolicyChoice::Stump(Stump::default())
+                } else {
+                    PolicyChoice::Table(TablePolicy::parse(&s).map_err(to_js)?)
+                }
+            }
+            t => {
+                return Err(invalid(format!(
+                    "policy must be \"stump\", a table spec or a function, got {t:?}"
+                )))
+            }
+        },
+    };
+    Ok(Parts {
+        cfg,
+        classifier,
+        classes,
+        policy,
+    })
 }
 
 #[napi]
@@ -395,190 +597,27 @@ impl Controller {
         options: Option<ControllerOptions>,
     ) -> napi::Result<Self, Code> {
         guard(|| {
-            let knn = match model.get_type().map_err(js)? {
-                ValueType::String => {
-                    let p = model
-                        .coerce_to_string()
-                        .and_then(|s| s.into_utf8())
-                        .and_then(|s| s.into_owned())
-                        .map_err(js)?;
-                    KnnModelFile::load(&p).map_err(to_js)?.model
-                }
-                ValueType::Object => {
-                    // SAFETY: a live value of this env; unwrap checks it is a Model.
-                    let m = unsafe {
-                        <&Model as FromNapiValue>::from_napi_value(env.raw(), model.raw())
-                    }
-                    .map_err(|_| {
-                        invalid("model must be a Model (from loadModel()) or a model-file path")
-                    })?;
-                    m.file.model.clone()
-                }
-                t => {
-                    return Err(invalid(format!(
-                        "model must be a Model or a model-file path, got {t:?}"
-                    )))
-                }
-            };
-            let o = options.unwrap_or(ControllerOptions {
-                mode: None,
-                pattern: None,
-                steady_s: None,
-                policy: None,
-                initial_cca: None,
-                adaptive: None,
-                progressive: None,
-                sample_period_s: None,
-                grace_periods: None,
-                steady_jitter: None,
-                seed: None,
-            });
-            let classes = knn.classes().to_vec();
-            let mut cfg = match o.mode.as_deref().unwrap_or("passive") {
-                "passive" => {
-                    if o.pattern.is_some() {
-                        return Err(invalid("pattern is only used with mode \"active\""));
-                    }
-                    Config::passive()
-                }
-                "active" => Config::active(
-                    Pattern::parse(o.pattern.as_deref().unwrap_or(Pattern::S5_C5_S5_B5))
-                        .map_err(to_js)?,
-                ),
-                m => {
-                    return Err(invalid(format!(
-                        "mode {m:?} is unknown; use \"passive\" or \"active\""
-                    )))
-                }
-            };
-            if let Some(s) = o.steady_s {
-                cfg.steady_ns = secs(s, "steadyS")?;
-            }
-            if let Some(s) = o.sample_period_s {
-                cfg.sample_period_ns = secs(s, "samplePeriodS")?;
-            }
-            if let Some(c) = &o.initial_cca {
-                cfg.initial_cca = CcaName::new(c).map_err(to_js)?;
-            }
-            cfg.grace_periods = o.grace_periods.unwrap_or(cfg.grace_periods);
-            cfg.steady_jitter = o.steady_jitter.unwrap_or(cfg.steady_jitter);
-            cfg.seed = o.seed.map_or(cfg.seed, u64::from);
-            if let Some(a) = o.adaptive {
-                let mut s = AdaptiveSteady::around(cfg.steady_ns);
-                match a.get_type().map_err(js)? {
-                    ValueType::Boolean => {
-                        if a.coerce_to_bool().and_then(|b| b.get_value()).map_err(js)? {
-                            cfg.adaptive = Some(s);
-                        }
-                    }
-                    ValueType::Object => {
-                        let obj: JsObject = unsafe { a.cast() };
-                        if let Some(v) = get_opt::<f64>(&obj, "minS").map_err(js)? {
-                            s.min_ns = secs(v, "adaptive.minS")?;
-                        }
-                        if let Some(v) = get_opt::<f64>(&obj, "maxS").map_err(js)? {
-                            s.max_ns = secs(v, "adaptive.maxS")?;
-                        }
-                        s.grow = get_opt(&obj, "grow").map_err(js)?.unwrap_or(s.grow);
-                        s.shrink = get_opt(&obj, "shrink").map_err(js)?.unwrap_or(s.shrink);
-                        s.key = match get_opt::<String>(&obj, "key").map_err(js)?.as_deref() {
-                            None | Some("decision") => StabilityKey::Decision,
-                            Some("class") => StabilityKey::Class,
-                            Some(k) => {
-                                return Err(invalid(format!(
-                                    "adaptive.key {k:?} is unknown; use \"decision\" or \"class\""
-                                )))
-                            }
-                        };
-                        cfg.adaptive = Some(s);
-                    }
-                    t => {
-                        return Err(invalid(format!(
-                            "adaptive must be a boolean or an object, got {t:?}"
-                        )))
-                    }
-                }
-            }
-            let mut lens: Option<Vec<usize>> = None;
-            if let Some(p) = o.progressive {
-                let mut g = Progressive::default();
-                match p.get_type().map_err(js)? {
-                    ValueType::Boolean => {
-                        if p.coerce_to_bool().and_then(|b| b.get_value()).map_err(js)? {
-                            cfg.progressive = Some(g);
-                        }
-                    }
-                    ValueType::Object => {
-                        let obj: JsObject = unsafe { p.cast() };
-                        g.min_samples = get_opt::<u32>(&obj, "minSamples")
-                            .map_err(js)?
-                            .map_or(g.min_samples, |v| v as usize);
-                        g.step = get_opt::<u32>(&obj, "step")
-                            .map_err(js)?
-                            .map_or(g.step, |v| v as usize);
-                        g.min_confidence = get_opt(&obj, "minConfidence")
-                            .map_err(js)?
-                            .unwrap_or(g.min_confidence);
-                        g.agree = get_opt::<u32>(&obj, "agree")
-                            .map_err(js)?
-                            .map_or(g.agree, |v| v as usize);
-                        lens = get_opt::<Vec<u32>>(&obj, "prefixLens")
-                            .map_err(js)?
-                            .map(|v| v.into_iter().map(|x| x as usize).collect());
-                        cfg.progressive = Some(g);
-                    }
-                    t => {
-                        return Err(invalid(format!(
-                            "progressive must be a boolean or an object, got {t:?}"
-                        )))
-                    }
-                }
-            }
-            let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
-                Some(g) => {
-                    let lens = lens.unwrap_or_else(|| {
-                        (g.min_samples.max(1)..knn.window())
-                            .step_by(g.step.max(1))
-                            .collect()
-                    });
-                    Box::new(KnnClassifier::progressive(knn, &lens).map_err(to_js)?)
-                }
-                None => Box::new(KnnClassifier::new(knn).map_err(to_js)?),
-            };
+            let Parts {
+                cfg,
+                classifier,
+                classes,
+                policy,
+            } = parts(env, model, options)?;
             let env_cell = Rc::new(Cell::new(std::ptr::null_mut()));
             let func = Rc::new(RefCell::new(None));
             let thrown = Rc::new(RefCell::new(None));
-            let policy = match o.policy {
-                None => AnyPolicy::Stump(Stump::default()),
-                Some(p) => match p.get_type().map_err(js)? {
-                    ValueType::Function => {
-                        let f: JsFunction = unsafe { p.cast() };
-                        *func.borrow_mut() = Some(env.create_reference(f).map_err(js)?);
-                        AnyPolicy::Js(JsPolicy {
-                            env: Rc::clone(&env_cell),
-                            func: Rc::clone(&func),
-                            classes: classes.clone(),
-                            thrown: Rc::clone(&thrown),
-                        })
-                    }
-                    ValueType::String => {
-                        let s = p
-                            .coerce_to_string()
-                            .and_then(|s| s.into_utf8())
-                            .and_then(|s| s.into_owned())
-                            .map_err(js)?;
-                        if s == "stump" {
-                            AnyPolicy::Stump(Stump::default())
-                        } else {
-                            AnyPolicy::Table(TablePolicy::parse(&s).map_err(to_js)?)
-                        }
-                    }
-                    t => {
-                        return Err(invalid(format!(
-                            "policy must be \"stump\", a table spec or a function, got {t:?}"
-                        )))
-                    }
-                },
+            let policy = match policy {
+                PolicyChoice::Stump(s) => AnyPolicy::Stump(s),
+                PolicyChoice::Table(t) => AnyPolicy::Table(t),
+                PolicyChoice::Function(f) => {
+                    *func.borrow_mut() = Some(env.create_reference(f).map_err(js)?);
+                    AnyPolicy::Js(JsPolicy {
+                        env: Rc::clone(&env_cell),
+                        func: Rc::clone(&func),
+                        classes: classes.clone(),
+                        thrown: Rc::clone(&thrown),
+                    })
+                }
             };
             let inner = match Core::new(cfg, classifier, policy) {
                 Ok(c) => c,

@@ -80,7 +80,7 @@ pub(crate) fn whole(v: f64, what: &str, unit: &str) -> R<u64> {
 }
 
 /// Run blocking work on a libuv worker; a panic becomes an OPSEL_PANIC error.
-fn off_loop<T>(what: &str, f: impl FnOnce() -> R<T>) -> napi::Result<R<T>> {
+pub(crate) fn off_loop<T>(what: &str, f: impl FnOnce() -> R<T>) -> napi::Result<R<T>> {
     Ok(catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         Err(napi::Error::new(
             PANIC,

@@ -51,6 +51,7 @@ try:
     from ._opsel import (  # noqa: F401
         Controller,
         IcmpProber,
+        OpsDriver,
         PacedSender,
         ProbeReceiver,
         TcpInfoSampler,
@@ -63,6 +64,7 @@ try:
         get_cca,
         get_max_pacing_rate,
         jain,
+        send_fixed,
         set_cca,
         set_max_pacing_rate,
         tcp_info,
@@ -73,7 +75,7 @@ try:
         "Controller", "IcmpProber", "PacedSender", "ProbeReceiver", "TcpInfoSampler",
         "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
         "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
-        "tcp_info", "tcp_rtt_ns",
+        "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed",
     ]
 except ImportError:  # not Linux
     _LINUX = []

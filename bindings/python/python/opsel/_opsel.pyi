@@ -1,6 +1,6 @@
 """Type stubs for the compiled core module `opsel._opsel`."""
 
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -214,6 +214,50 @@ class Controller:
     @property
     def classes(self) -> list[str]: ...
     def stats(self, now_ns: Optional[int] = None) -> dict[str, int]: ...
+
+# --- OPS driver (opsel::sys::linux::ops_driver) -----------------------------
+
+class OpsDriver:
+    """Run OPS on your own connected TCP socket; one run per driver."""
+
+    def __init__(
+        self,
+        model: Any,  # opsel.Model, a model-file path, or a fresh opsel.Controller
+        probe: str,  # "HOST:PORT" / "udp:HOST:PORT" (UDP echo) or "icmp:IPV4"
+        *,
+        time_limit_s: Optional[float] = None,
+        interval_s: float = 1.0,
+        lead_in: bool = True,
+        notsent_lowat_bytes: Optional[int] = 131072,
+        chunk_bytes: int = 262144,
+        echo_count: int = 10,
+        echo_interval_s: float = 0.001,
+        echo_timeout_s: float = 0.4,
+        **controller: Any,  # opsel.Controller keywords (mode, pattern, steady_s, policy, ...)
+    ) -> None: ...
+    def run(
+        self,
+        sock: Any,  # int descriptor or object with fileno(); connected TCP
+        data: Any,  # bytes-like, binary file object, or Callable[[int], bytes]
+        on_event: Optional[Callable[[dict[str, Any]], Any]] = None,
+        collect_events: Optional[bool] = None,  # default: when on_event is None
+    ) -> dict[str, Any]: ...
+    def stop(self) -> None: ...
+    @property
+    def classes(self) -> list[str]: ...
+
+def send_fixed(
+    sock: Any,
+    data: Any,
+    cca: str,
+    on_event: Optional[Callable[[dict[str, Any]], Any]] = None,
+    collect_events: Optional[bool] = None,
+    *,
+    time_limit_s: Optional[float] = None,
+    interval_s: float = 1.0,
+    notsent_lowat_bytes: Optional[int] = 131072,
+    chunk_bytes: int = 262144,
+) -> dict[str, Any]: ...
 
 def jain(rates: Sequence[float]) -> float: ...
 def fair_share(capacity: float, n_streams: int) -> float: ...

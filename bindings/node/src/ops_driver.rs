@@ -1,0 +1,599 @@
+//! `OpsDriver` and `sendFixed` (core: `opsel::sys::linux::ops_driver`): the
+//! OPS controller run on the application's own connected TCP socket (000
+//! Ch. 6–7, Table 7.2). The driver switches the CCA on the live socket, sends
+//! the data at full speed in bursts and steady phases (constructive probing,
+//! 000 §1.2), stays silent in silences, runs the 1 Hz echo-burst RTT probe
+//! toward the peer (000 §3.2) and reports phases, classifications, CCA
+//! switches, decision latency, RTT samples and bytes per interval.
+//!
+//! `run()` works off the event loop (a libuv worker thread) and returns a
+//! Promise of the report; events reach the `onEvent` listener through a
+//! threadsafe function as they happen (and the report's `events` array).
+//! A listener that throws is reported like a throwing EventEmitter listener
+//! (an uncaught exception). `stop()` ends a run. The decision policy is
+//! "stump" or a table spec: a JS policy function would have to run on the
+//! JS thread in the middle of the driver's loop, so it is refused here (use
+//! `Controller` for JS policies, or a table).
+
+use crate::error::{coded_error_value, guard, invalid, to_js, Code};
+use crate::ops::{js, output, parts, phase_name, secs, ControllerOptions, OpsStats, Parts, PolicyChoice};
+use crate::sys::off_loop;
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{
+    ErrorStrategy, ThreadSafeCallContext, ThreadsafeFunction, ThreadsafeFunctionCallMode,
+};
+use napi::{JsBuffer, JsFunction, JsUnknown};
+use napi_derive::napi;
+use opsel::ops::{Classifier, Output, Policy, Stump, TablePolicy};
+use opsel::probe::CcaName;
+use opsel::sys::linux::ops_driver::{
+    send_fixed as core_send_fixed, DriverConfig, DriverEvent, DriverReport, EndReason,
+    OpsDriver as Core, RttSource,
+};
+use opsel::sys::linux::with_raw_fd;
+use std::io::{self, Read};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+type R<T> = napi::Result<T, Code>;
+
+/// The policies a driver can run off the JS thread.
+enum SendPolicy {
+    Stump(Stump),
+    Table(TablePolicy),
+}
+
+impl Policy for SendPolicy {
+    fn select(&mut self, c: &opsel::ops::Classified) -> opsel::Result<CcaName> {
+        match self {
+            SendPolicy::Stump(s) => s.select(c),
+            SendPolicy::Table(t) => t.select(c),
+        }
+    }
+    fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
+        match self {
+            SendPolicy::Table(t) => t.check_classes(classes),
+            SendPolicy::Stump(_) => Ok(()),
+        }
+    }
+}
+
+type Drv = Core<Box<dyn Classifier + Send>, SendPolicy>;
+
+/// Driver options. `probe` is required by `OpsDriver` (ignored by
+/// `sendFixed`); the rest default to the Rust `DriverConfig` (000 §3.2).
+#[napi(object)]
+pub struct DriverOptions {
+    /// RTT probe target: "HOST:PORT" / "udp:HOST:PORT" (a UDP echo responder,
+    /// e.g. `opsel recv`'s port) or "icmp:IPV4" (needs privilege).
+    pub probe: Option<String>,
+    /// Stop after this many seconds (default: until the data ends).
+    pub time_limit_s: Option<f64>,
+    /// Length of the "interval" byte-count events, s (default 1).
+    pub interval_s: Option<f64>,
+    /// Run the pattern's last segment before every probe (default true).
+    pub lead_in: Option<bool>,
+    /// Set TCP_NOTSENT_LOWAT while running (default true, 131072 bytes).
+    pub set_notsent_lowat: Option<bool>,
+    pub notsent_lowat_bytes: Option<u32>,
+    /// Bytes read from the data source per read (default 262144).
+    pub chunk_bytes: Option<u32>,
+    /// Echoes per RTT sample (10), their spacing (0.001 s) and reply timeout (0.4 s).
+    pub echo_count: Option<u32>,
+    pub echo_interval_s: Option<f64>,
+    pub echo_timeout_s: Option<f64>,
+}
+
+/// The one place that maps `DriverOptions` to `DriverConfig`.
+fn driver_config(o: &DriverOptions) -> R<DriverConfig> {
+    let mut c = DriverConfig::default();
+    if let Some(v) = o.time_limit_s {
+        c.time_limit_ns = Some(secs(v, "timeLimitS")?);
+    }
+    if let Some(v) = o.interval_s {
+        c.interval_ns = secs(v, "intervalS")?;
+    }
+    c.lead_in = o.lead_in.unwrap_or(c.lead_in);
+    if o.set_notsent_lowat == Some(false) {
+        c.notsent_lowat_bytes = None;
+    } else if let Some(b) = o.notsent_lowat_bytes {
+        c.notsent_lowat_bytes = Some(b);
+    }
+    if let Some(v) = o.chunk_bytes {
+        c.chunk_bytes = v as usize;
+    }
+    if let Some(v) = o.echo_count {
+        c.burst.count = u16::try_from(v)
+            .map_err(|_| invalid(format!("echoCount = {v} must be at most 65535")))?;
+    }
+    if let Some(v) = o.echo_interval_s {
+        c.burst.interval_ns = secs(v, "echoIntervalS")?;
+    }
+    if let Some(v) = o.echo_timeout_s {
+        c.burst.timeout_ns = secs(v, "echoTimeoutS")?;
+    }
+    Ok(c)
+}
+
+fn rtt_source(probe: Option<&str>) -> R<RttSource> {
+    let probe = probe.ok_or_else(|| {
+        invalid("driver option probe is missing; pass e.g. \"10.0.0.2:5001\" (UDP echo) or \"icmp:10.0.0.2\"")
+    })?;
+    if let Some(ip) = probe.strip_prefix("icmp:") {
+        let a: Ipv4Addr = ip.parse().map_err(|_| {
+            invalid(format!(
+                "probe {probe:?}: {ip:?} is not an IPv4 address; write e.g. \"icmp:10.0.0.2\""
+            ))
+        })?;
+        return Ok(RttSource::Icmp(a));
+    }
+    let addr = probe.strip_prefix("udp:").unwrap_or(probe);
+    let a: SocketAddr = addr.parse().map_err(|_| {
+        invalid(format!(
+            "probe {probe:?} is not an address with a port; write e.g. \"127.0.0.1:9000\" (UDP echo) or \"icmp:10.0.0.2\""
+        ))
+    })?;
+    Ok(RttSource::UdpEcho(a))
+}
+
+/// One driver event. `kind` is "phase", "classified", "selected",
+/// "decisionFailed", "probeIncomplete" (controller events, fields as in
+/// `OpsOutput`), "ccaSet" (cca, atNs, latencyNs), "decision" (cca,
+/// latencyNs, switched), "rtt" (atNs, rttMs: null when every echo was lost,
+/// answered) or "interval" (startNs, endNs, bytes, ackedBytes, totalBytes,
+/// cca, phase). Times are CLOCK_MONOTONIC ns.
+#[napi(object)]
+#[derive(Clone)]
+pub struct DriverEventJs {
+    pub kind: String,
+    pub cca: Option<String>,
+    pub at_ns: Option<f64>,
+    pub phase: Option<String>,
+    pub cycle: Option<f64>,
+    pub label: Option<String>,
+    pub class_index: Option<u32>,
+    pub confidence: Option<f64>,
+    pub distance: Option<f64>,
+    pub samples: Option<u32>,
+    pub needed: Option<u32>,
+    pub early: Option<bool>,
+    pub steady_ns: Option<f64>,
+    pub message: Option<String>,
+    pub latency_ns: Option<f64>,
+    pub switched: Option<bool>,
+    pub rtt_ms: Option<f64>,
+    pub answered: Option<u32>,
+    pub start_ns: Option<f64>,
+    pub end_ns: Option<f64>,
+    pub bytes: Option<f64>,
+    pub acked_bytes: Option<f64>,
+    pub total_bytes: Option<f64>,
+}
+
+impl DriverEventJs {
+    fn new(kind: &str) -> Self {
+        Self {
+            kind: kind.into(),
+            cca: None,
+            at_ns: None,
+            phase: None,
+            cycle: None,
+            label: None,
+            class_index: None,
+            confidence: None,
+            distance: None,
+            samples: None,
+            needed: None,
+            early: None,
+            steady_ns: None,
+            message: None,
+            latency_ns: None,
+            switched: None,
+            rtt_ms: None,
+            answered: None,
+            start_ns: None,
+            end_ns: None,
+            bytes: None,
+            acked_bytes: None,
+            total_bytes: None,
+        }
+    }
+}
+
+fn event_js(e: &DriverEvent, classes: &[String]) -> DriverEventJs {
+    match e {
+        DriverEvent::Ops(ev) => {
+            let o = output(Output::Event(ev.clone()), classes);
+            DriverEventJs {
+                cca: o.cca,
+                at_ns: o.at_ns,
+                phase: o.phase,
+                cycle: o.cycle,
+                label: o.label,
+                class_index: o.class_index,
+                confidence: o.confidence,
+                distance: o.distance,
+                samples: o.samples,
+                needed: o.needed,
+                early: o.early,
+                steady_ns: o.steady_ns,
+                message: o.message,
+                ..DriverEventJs::new(&o.kind)
+            }
+        }
+        DriverEvent::CcaSet {
+            cca,
+            at_ns,
+            latency_ns,
+        } => DriverEventJs {
+            cca: Some(cca.as_str().into()),
+            at_ns: Some(*at_ns as f64),
+            latency_ns: latency_ns.map(|v| v as f64),
+            ..DriverEventJs::new("ccaSet")
+        },
+        DriverEvent::Decision {
+            cca,
+            latency_ns,
+            switched,
+        } => DriverEventJs {
+            cca: Some(cca.as_str().into()),
+            latency_ns: Some(*latency_ns as f64),
+            switched: Some(*switched),
+            ..DriverEventJs::new("decision")
+        },
+        DriverEvent::Rtt {
+            at_ns,
+            rtt_ms,
+            answered,
+        } => DriverEventJs {
+            at_ns: Some(*at_ns as f64),
+            rtt_ms: *rtt_ms,
+            answered: Some(u32::from(*answered)),
+            ..DriverEventJs::new("rtt")
+        },
+        DriverEvent::Interval {
+            start_ns,
+            end_ns,
+            bytes,
+            acked_bytes,
+            total_bytes,
+            cca,
+            phase,
+        } => DriverEventJs {
+            start_ns: Some(*start_ns as f64),
+            end_ns: Some(*end_ns as f64),
+            at_ns: Some(*end_ns as f64),
+            bytes: Some(*bytes as f64),
+            acked_bytes: acked_bytes.map(|v| v as f64),
+            total_bytes: Some(*total_bytes as f64),
+            cca: Some(cca.as_str().into()),
+            phase: Some(phase_name(*phase).into()),
+            ..DriverEventJs::new("interval")
+        },
+    }
+}
+
+/// Summary of a run. `bytesSent` is also the offset to resume the data at.
+#[napi(object)]
+pub struct DriverReportJs {
+    pub bytes_sent: f64,
+    pub started_ns: f64,
+    pub ended_ns: f64,
+    /// "eof", "timeLimit" or "stopped".
+    pub end: String,
+    pub cca_sets: f64,
+    pub lost_samples: f64,
+    pub stats: OpsStats,
+    /// Every event of the run, in order (empty when `collectEvents` is false).
+    pub events: Vec<DriverEventJs>,
+}
+
+/// The data to send, read on the worker thread.
+enum Source {
+    Bytes(io::Cursor<Vec<u8>>),
+    File(std::fs::File),
+    /// A caller-owned descriptor, borrowed (never closed).
+    Fd(i32),
+}
+
+impl Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Source::Bytes(c) => c.read(buf),
+            Source::File(f) => f.read(buf),
+            Source::Fd(fd) => {
+                // SAFETY: valid buffer; a bad descriptor yields EBADF.
+                let n = unsafe { libc::read(*fd, buf.as_mut_ptr().cast(), buf.len()) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            }
+        }
+    }
+}
+
+fn source(data: JsUnknown) -> R<Source> {
+    match data.get_type().map_err(js)? {
+        ValueType::String => {
+            let p = data
+                .coerce_to_string()
+                .and_then(|s| s.into_utf8())
+                .and_then(|s| s.into_owned())
+                .map_err(js)?;
+            let f = std::fs::File::open(&p)
+                .map_err(|e| to_js(opsel::Error::io(format!("open the data file {p:?}"), e)))?;
+            Ok(Source::File(f))
+        }
+        ValueType::Number => {
+            let v = data
+                .coerce_to_number()
+                .and_then(|n| n.get_double())
+                .map_err(js)?;
+            if !(v.fract() == 0.0 && (0.0..=i32::MAX as f64).contains(&v)) {
+                return Err(invalid(format!(
+                    "data descriptor {v} is not a valid file descriptor"
+                )));
+            }
+            Ok(Source::Fd(v as i32))
+        }
+        ValueType::Object if data.is_buffer().map_err(js)? => {
+            // SAFETY: checked to be a Buffer.
+            let b: JsBuffer = unsafe { data.cast() };
+            Ok(Source::Bytes(io::Cursor::new(
+                b.into_value().map_err(js)?.to_vec(),
+            )))
+        }
+        t => Err(invalid(format!(
+            "data must be a Buffer, a file path or a file descriptor, got {t:?}"
+        ))),
+    }
+}
+
+type Tsfn = ThreadsafeFunction<DriverEventJs, ErrorStrategy::Fatal>;
+
+fn listener(on_event: Option<JsFunction>) -> R<Option<Tsfn>> {
+    on_event
+        .map(|f| {
+            f.create_threadsafe_function(0, |ctx: ThreadSafeCallContext<DriverEventJs>| {
+                Ok(vec![ctx.value])
+            })
+            .map_err(js)
+        })
+        .transpose()
+}
+
+enum Mode {
+    Ops(Box<Drv>),
+    Fixed(CcaName, DriverConfig),
+}
+
+/// The work of `OpsDriver.run` / `sendFixed`, on a libuv worker thread.
+pub struct DriverRun {
+    mode: Option<Mode>,
+    fd: i32,
+    source: Source,
+    tsfn: Option<Tsfn>,
+    classes: Vec<String>,
+    collect: bool,
+}
+
+pub struct RunOut {
+    report: DriverReport,
+    events: Vec<DriverEventJs>,
+}
+
+impl Task for DriverRun {
+    type Output = R<RunOut>;
+    type JsValue = DriverReportJs;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        off_loop("OpsDriver.run", || {
+            let mode = self
+                .mode
+                .take()
+                .ok_or_else(|| invalid("this run was already carried out"))?;
+            let mut events = Vec::new();
+            let (collect, classes, tsfn) = (self.collect, &self.classes, &self.tsfn);
+            let mut sink = |e: &DriverEvent| {
+                let js = event_js(e, classes);
+                if let Some(t) = tsfn {
+                    t.call(js.clone(), ThreadsafeFunctionCallMode::NonBlocking);
+                }
+                if collect {
+                    events.push(js);
+                }
+            };
+            let source = &mut self.source;
+            let report = with_raw_fd(self.fd, |fd| match mode {
+                Mode::Ops(mut drv) => drv.run(fd, source, &mut sink),
+                Mode::Fixed(cca, cfg) => {
+                    let stop = AtomicBool::new(false);
+                    core_send_fixed(fd, source, cca, &cfg, &stop, &mut sink)
+                }
+            })
+            .map_err(to_js)?;
+            // Release the listener now so the process may exit once the
+            // queued events are delivered.
+            self.tsfn = None;
+            Ok(RunOut { report, events })
+        })
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        match output {
+            Ok(RunOut { report: r, events }) => {
+                let s = r.stats;
+                Ok(DriverReportJs {
+                    bytes_sent: r.bytes_sent as f64,
+                    started_ns: r.started_ns as f64,
+                    ended_ns: r.ended_ns as f64,
+                    end: match r.end {
+                        EndReason::Eof => "eof",
+                        EndReason::TimeLimit => "timeLimit",
+                        EndReason::Stopped => "stopped",
+                    }
+                    .into(),
+                    cca_sets: r.cca_sets as f64,
+                    lost_samples: r.lost_samples as f64,
+                    stats: OpsStats {
+                        decisions: s.decisions as f64,
+                        early_exits: s.early_exits as f64,
+                        failed_decisions: s.failed_decisions as f64,
+                        incomplete_probes: s.incomplete_probes as f64,
+                        cca_switches: s.cca_switches as f64,
+                        probe_ns: s.probe_ns as f64,
+                        steady_ns: s.steady_ns as f64,
+                        probe_bytes: s.probe_bytes as f64,
+                        steady_bytes: s.steady_bytes as f64,
+                    },
+                    events,
+                })
+            }
+            Err(e) => Err(coded_error_value(env, e)),
+        }
+    }
+}
+
+/// Run OPS on your own connected TCP socket (000 Ch. 6–7).
+///
+/// ```js
+/// const drv = new OpsDriver('model.json', { mode: 'active', pattern: 'S5-C5-S5-B5' },
+///                           { probe: '10.0.0.2:5001' })
+/// const report = await drv.run(socket._handle.fd, 'data.bin', (e) => console.log(e))
+/// ```
+#[napi]
+pub struct OpsDriver {
+    inner: Arc<Mutex<Option<Drv>>>,
+    stop: Arc<AtomicBool>,
+    classes: Vec<String>,
+}
+
+#[napi]
+impl OpsDriver {
+    /// `model` is a `Model` or a model-file path; `options` are the
+    /// `Controller` options (the policy must be "stump" or a table spec);
+    /// `driver` needs `probe`.
+    #[napi(constructor)]
+    pub fn new(
+        env: Env,
+        #[napi(ts_arg_type = "Model | string")] model: JsUnknown,
+        options: Option<ControllerOptions>,
+        driver: DriverOptions,
+    ) -> napi::Result<Self, Code> {
+        guard(|| {
+            let cfg = driver_config(&driver)?;
+            let rtt = rtt_source(driver.probe.as_deref())?;
+            let Parts {
+                cfg: ccfg,
+                classifier,
+                classes,
+                policy,
+            } = parts(env, model, options)?;
+            let policy = match policy {
+                PolicyChoice::Stump(s) => SendPolicy::Stump(s),
+                PolicyChoice::Table(t) => SendPolicy::Table(t),
+                PolicyChoice::Function(_) => {
+                    return Err(invalid(
+                        "OpsDriver runs off the event loop and cannot call a policy function; pass \"stump\" or a table spec such as \"B1-C1=bbr, *=cubic\" (a Controller takes functions)",
+                    ))
+                }
+            };
+            let ctl = opsel::ops::Controller::new(ccfg, classifier, policy).map_err(to_js)?;
+            let drv = Core::new(ctl, rtt, cfg).map_err(to_js)?;
+            Ok(Self {
+                stop: drv.stop_handle(),
+                inner: Arc::new(Mutex::new(Some(drv))),
+                classes,
+            })
+        })
+    }
+
+    /// Run the OPS cycle on the connected TCP socket `fd` (e.g.
+    /// `socket._handle.fd`; left open) sending `data` (a Buffer, a file
+    /// path, or a file descriptor read to EOF) until it ends, the time limit
+    /// passes or `stop()` is called. Off the event loop; resolves to the
+    /// report. `onEvent` receives every event as it happens. One run per driver.
+    #[napi(ts_return_type = "Promise<DriverReportJs>")]
+    pub fn run(
+        &self,
+        fd: i32,
+        #[napi(ts_arg_type = "Buffer | string | number")] data: JsUnknown,
+        #[napi(ts_arg_type = "(event: DriverEventJs) => void")] on_event: Option<JsFunction>,
+        collect_events: Option<bool>,
+    ) -> napi::Result<AsyncTask<DriverRun>, Code> {
+        guard(|| {
+            if fd < 0 {
+                return Err(invalid(format!(
+                    "socket descriptor {fd} is negative; pass the connected TCP socket's descriptor"
+                )));
+            }
+            let source = source(data)?;
+            let drv = self
+                .inner
+                .lock()
+                .map_err(|_| invalid("driver is poisoned by an earlier panic"))?
+                .take()
+                .ok_or_else(|| {
+                    invalid("this OpsDriver has already run; create a new driver per transfer")
+                })?;
+            Ok(AsyncTask::new(DriverRun {
+                mode: Some(Mode::Ops(Box::new(drv))),
+                fd,
+                source,
+                tsfn: listener(on_event)?,
+                classes: self.classes.clone(),
+                collect: collect_events.unwrap_or(true),
+            }))
+        })
+    }
+
+    /// End a running `run()` within a few ms (its report's end is "stopped").
+    #[napi]
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// The model's class names (labels of "classified" events).
+    #[napi(getter)]
+    pub fn classes(&self) -> Vec<String> {
+        self.classes.clone()
+    }
+}
+
+/// The fixed-CCA baseline (000 Table 6.3 "fixed CUBIC" / "fixed BBR"): set
+/// `cca` on `fd` once and send `data` with the driver's loop and "interval"
+/// events (no RTT probe) until it ends or `options.timeLimitS` passes. Off
+/// the event loop; resolves to the report.
+#[napi(ts_return_type = "Promise<DriverReportJs>")]
+pub fn send_fixed(
+    fd: i32,
+    #[napi(ts_arg_type = "Buffer | string | number")] data: JsUnknown,
+    cca: String,
+    options: Option<DriverOptions>,
+    #[napi(ts_arg_type = "(event: DriverEventJs) => void")] on_event: Option<JsFunction>,
+    collect_events: Option<bool>,
+) -> napi::Result<AsyncTask<DriverRun>, Code> {
+    guard(|| {
+        let cfg = match &options {
+            Some(o) => driver_config(o)?,
+            None => DriverConfig::default(),
+        };
+        let cca = CcaName::new(&cca).map_err(to_js)?;
+        if fd < 0 {
+            return Err(invalid(format!(
+                "socket descriptor {fd} is negative; pass the connected TCP socket's descriptor"
+            )));
+        }
+        Ok(AsyncTask::new(DriverRun {
+            mode: Some(Mode::Fixed(cca, cfg)),
+            fd,
+            source: source(data)?,
+            tsfn: listener(on_event)?,
+            classes: Vec::new(),
+            collect: collect_events.unwrap_or(true),
+        }))
+    })
+}
