@@ -238,6 +238,85 @@ export interface OpsStats {
 export declare function jain(rates: Array<number>): number
 /** Equal share of a bottleneck of `capacity` among `nStreams` (000 §4.2). */
 export declare function fairShare(capacity: number, nStreams: number): number
+/**
+ * Driver options. `probe` is required by `OpsDriver` (ignored by
+ * `sendFixed`); the rest default to the Rust `DriverConfig` (000 §3.2).
+ */
+export interface DriverOptions {
+  /**
+   * RTT probe target: "HOST:PORT" / "udp:HOST:PORT" (a UDP echo responder,
+   * e.g. `opsel recv`'s port) or "icmp:IPV4" (needs privilege).
+   */
+  probe?: string
+  /** Stop after this many seconds (default: until the data ends). */
+  timeLimitS?: number
+  /** Length of the "interval" byte-count events, s (default 1). */
+  intervalS?: number
+  /** Run the pattern's last segment before every probe (default true). */
+  leadIn?: boolean
+  /** Set TCP_NOTSENT_LOWAT while running (default true, 131072 bytes). */
+  setNotsentLowat?: boolean
+  notsentLowatBytes?: number
+  /** Bytes read from the data source per read (default 262144). */
+  chunkBytes?: number
+  /** Echoes per RTT sample (10), their spacing (0.001 s) and reply timeout (0.4 s). */
+  echoCount?: number
+  echoIntervalS?: number
+  echoTimeoutS?: number
+}
+/**
+ * One driver event. `kind` is "phase", "classified", "selected",
+ * "decisionFailed", "probeIncomplete" (controller events, fields as in
+ * `OpsOutput`), "ccaSet" (cca, atNs, latencyNs), "decision" (cca,
+ * latencyNs, switched), "rtt" (atNs, rttMs: null when every echo was lost,
+ * answered) or "interval" (startNs, endNs, bytes, ackedBytes, totalBytes,
+ * cca, phase). Times are CLOCK_MONOTONIC ns.
+ */
+export interface DriverEventJs {
+  kind: string
+  cca?: string
+  atNs?: number
+  phase?: string
+  cycle?: number
+  label?: string
+  classIndex?: number
+  confidence?: number
+  distance?: number
+  samples?: number
+  needed?: number
+  early?: boolean
+  steadyNs?: number
+  message?: string
+  latencyNs?: number
+  switched?: boolean
+  rttMs?: number
+  answered?: number
+  startNs?: number
+  endNs?: number
+  bytes?: number
+  ackedBytes?: number
+  totalBytes?: number
+}
+/** Summary of a run. `bytesSent` is also the offset to resume the data at. */
+export interface DriverReportJs {
+  bytesSent: number
+  startedNs: number
+  endedNs: number
+  /** "eof", "timeLimit" or "stopped". */
+  end: string
+  ccaSets: number
+  lostSamples: number
+  stats: OpsStats
+  /** Every event of the run, in order (empty when `collectEvents` is false). */
+  events: Array<DriverEventJs>
+}
+/**
+ * The fixed-CCA baseline (000 Table 6.3 "fixed CUBIC" / "fixed BBR"): set
+ * `cca` on `fd` once and send `data` with the driver's loop and "interval"
+ * events (no RTT probe) until it ends or `options.timeLimitS` passes. Off
+ * the event loop; resolves to the report.
+ */
+export declare function sendFixed(fd: number, data: Buffer | string | number, cca: string, options?: DriverOptions | undefined | null, onEvent?: (event: DriverEventJs) => void, collectEvents?: boolean | undefined | null): Promise<DriverReportJs>
 /** CCAs registered in the kernel (`net.ipv4.tcp_available_congestion_control`). */
 export declare function availableCcas(): Array<string>
 /** CCAs an unprivileged process may select (`net.ipv4.tcp_allowed_congestion_control`). */
@@ -539,6 +618,35 @@ export declare class Controller {
   get classes(): Array<string>
   /** Counters, with the running phase accounted up to `nowNs` when given. */
   stats(nowNs?: number | undefined | null): OpsStats
+}
+/**
+ * Run OPS on your own connected TCP socket (000 Ch. 6–7).
+ *
+ * ```js
+ * const drv = new OpsDriver('model.json', { mode: 'active', pattern: 'S5-C5-S5-B5' },
+ *                           { probe: '10.0.0.2:5001' })
+ * const report = await drv.run(socket._handle.fd, 'data.bin', (e) => console.log(e))
+ * ```
+ */
+export declare class OpsDriver {
+  /**
+   * `model` is a `Model` or a model-file path; `options` are the
+   * `Controller` options (the policy must be "stump" or a table spec);
+   * `driver` needs `probe`.
+   */
+  constructor(model: Model | string, options: ControllerOptions | undefined | null, driver: DriverOptions)
+  /**
+   * Run the OPS cycle on the connected TCP socket `fd` (e.g.
+   * `socket._handle.fd`; left open) sending `data` (a Buffer, a file
+   * path, or a file descriptor read to EOF) until it ends, the time limit
+   * passes or `stop()` is called. Off the event loop; resolves to the
+   * report. `onEvent` receives every event as it happens. One run per driver.
+   */
+  run(fd: number, data: Buffer | string | number, onEvent?: (event: DriverEventJs) => void, collectEvents?: boolean | undefined | null): Promise<DriverReportJs>
+  /** End a running `run()` within a few ms (its report's end is "stopped"). */
+  stop(): void
+  /** The model's class names (labels of "classified" events). */
+  get classes(): Array<string>
 }
 /**
  * Polls `TCP_INFO` of one socket. `sample()` returns the interval since the

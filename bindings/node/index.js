@@ -310,7 +310,7 @@ if (!nativeBinding) {
   throw new Error(`Failed to load native binding`)
 }
 
-const { bweEstimate, bweDecideSingleRate, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, dtwDistance, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, version } = nativeBinding
+const { bweEstimate, bweDecideSingleRate, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, dtwDistance, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, OpsDriver, sendFixed, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, version } = nativeBinding
 
 module.exports.bweEstimate = bweEstimate
 module.exports.bweDecideSingleRate = bweDecideSingleRate
@@ -326,6 +326,8 @@ module.exports.modelFromJson = modelFromJson
 module.exports.Controller = Controller
 module.exports.jain = jain
 module.exports.fairShare = fairShare
+module.exports.OpsDriver = OpsDriver
+module.exports.sendFixed = sendFixed
 module.exports.availableCcas = availableCcas
 module.exports.allowedCcas = allowedCcas
 module.exports.getCca = getCca
