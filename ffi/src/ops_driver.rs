@@ -239,8 +239,9 @@ impl opsel_ops_driver_event {
 /// to continue; any other value stops the driver (the run then ends with
 /// `OPSEL_DRIVER_END_STOPPED`). Must not call back into the same driver
 /// except `opsel_ops_driver_stop()`.
-pub type opsel_ops_driver_event_fn =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const opsel_ops_driver_event) -> c_int>;
+pub type opsel_ops_driver_event_fn = Option<
+    unsafe extern "C" fn(user_data: *mut c_void, event: *const opsel_ops_driver_event) -> c_int,
+>;
 
 /// The data source: write up to `cap` bytes into `buf` and return how many
 /// (> 0), 0 at end of data, or a negative value (e.g. `-errno`) on failure,

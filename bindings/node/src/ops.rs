@@ -417,10 +417,8 @@ pub(crate) fn parts(
         }
         ValueType::Object => {
             // SAFETY: a live value of this env; unwrap checks it is a Model.
-            let m = unsafe {
-                <&Model as FromNapiValue>::from_napi_value(env.raw(), model.raw())
-            }
-            .map_err(|_| {
+            let m = unsafe { <&Model as FromNapiValue>::from_napi_value(env.raw(), model.raw()) }
+                .map_err(|_| {
                 invalid("model must be a Model (from loadModel()) or a model-file path")
             })?;
             m.file.model.clone()
@@ -453,8 +451,7 @@ pub(crate) fn parts(
             Config::passive()
         }
         "active" => Config::active(
-            Pattern::parse(o.pattern.as_deref().unwrap_or(Pattern::S5_C5_S5_B5))
-                .map_err(to_js)?,
+            Pattern::parse(o.pattern.as_deref().unwrap_or(Pattern::S5_C5_S5_B5)).map_err(to_js)?,
         ),
         m => {
             return Err(invalid(format!(

@@ -16,7 +16,9 @@
 //! `Controller` for JS policies, or a table).
 
 use crate::error::{coded_error_value, guard, invalid, to_js, Code};
-use crate::ops::{js, output, parts, phase_name, secs, ControllerOptions, OpsStats, Parts, PolicyChoice};
+use crate::ops::{
+    js, output, parts, phase_name, secs, ControllerOptions, OpsStats, Parts, PolicyChoice,
+};
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
