@@ -173,7 +173,9 @@ impl Controller {
                 "the controller was already started; give the OpsDriver a fresh controller".into(),
             ));
         }
-        let core = g.0.take().ok_or_else(|| invalid("the controller was already handed to a driver".into()))?;
+        let core =
+            g.0.take()
+                .ok_or_else(|| invalid("the controller was already handed to a driver".into()))?;
         Ok((core, self.classes.clone(), Arc::clone(&self.raised)))
     }
 

@@ -66,9 +66,7 @@ fn driver_config(kw: Option<&Bound<'_, PyDict>>) -> PyResult<DriverConfig> {
             "notsent_lowat_bytes" => c.notsent_lowat_bytes = v.extract::<Option<u32>>()?,
             "chunk_bytes" => c.chunk_bytes = v.extract()?,
             "echo_count" => c.burst.count = v.extract()?,
-            "echo_interval_s" => {
-                c.burst.interval_ns = secs_to_ns(v.extract()?, "echo_interval_s")?
-            }
+            "echo_interval_s" => c.burst.interval_ns = secs_to_ns(v.extract()?, "echo_interval_s")?,
             "echo_timeout_s" => c.burst.timeout_ns = secs_to_ns(v.extract()?, "echo_timeout_s")?,
             _ => unreachable!("every DRIVER_KEYS entry is handled"),
         }
@@ -167,7 +165,11 @@ impl io::Read for Source {
                     let v = bytes_of(&chunk)?.ok_or_else(|| {
                         invalid(format!(
                             "the data source returned {}, not bytes",
-                            chunk.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                            chunk
+                                .get_type()
+                                .name()
+                                .map(|n| n.to_string())
+                                .unwrap_or_default()
                         ))
                     })?;
                     if v.len() > buf.len() {
@@ -336,7 +338,12 @@ impl RunCtx {
         policy_raised: Option<PyErr>,
         stats: Option<Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let raised = self.sink.raised.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let raised = self
+            .sink
+            .raised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         let raised = raised.or_else(|| policy_raised.map(|e| ("the policy callable".into(), e)));
         if let Some((what, e)) = raised {
             let outcome = match &r {
