@@ -17,7 +17,7 @@
 use crate::errors::{to_py, IntoPy};
 use crate::ops::{invalid, output_dict, phase_name, secs_to_ns, AnyPolicy, Controller};
 use crate::sys::fd_of;
-use opsel::ops::{Classifier, Output};
+use opsel::ops::{Classifier, Event, Output};
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
     send_fixed as core_send_fixed, DriverConfig, DriverEvent, DriverReport, EndReason,
@@ -267,10 +267,21 @@ struct Sink {
     raised: Raised,
     stop: Arc<AtomicBool>,
     classes: Vec<String>,
+    /// Where a policy callable's exception lands (OpsDriver only).
+    policy_raised: Option<Arc<Mutex<Option<PyErr>>>>,
 }
 
 impl Sink {
     fn deliver(&mut self, e: &DriverEvent) {
+        // A policy callable that raised made the decision fail: stop the
+        // driver too (the exception is re-raised when run() returns).
+        if let (DriverEvent::Ops(Event::DecisionFailed { .. }), Some(slot)) =
+            (e, &self.policy_raised)
+        {
+            if slot.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                self.stop.store(true, Ordering::Relaxed);
+            }
+        }
         if self.collect {
             self.events.push(e.clone());
         }
@@ -325,6 +336,7 @@ impl RunCtx {
                 raised,
                 stop,
                 classes,
+                policy_raised: None,
             },
         })
     }
@@ -488,6 +500,7 @@ impl OpsDriver {
             Arc::clone(&self.stop),
             self.classes.clone(),
         )?;
+        ctx.sink.policy_raised = Some(Arc::clone(&self.policy_raised));
         let mut drv = self.inner.try_lock().map_err(|_| {
             invalid("this driver is already running in another thread; one run per driver".into())
         })?;
