@@ -46,7 +46,7 @@ include $(wildcard mk/*.mk)
 # the root-only bounded network suites from mk/: netlab validation (~60 s), the
 # socket/OPS binding examples, OpsDriver + send/recv (~1 min), live bwe (~15 s),
 # and a collect smoke run (~30 s).
-test: test-rust test-python test-bind test-sysbind test-netlab test-ops test-bwe test-collect
+test: test-rust test-python test-bind test-sysbind test-driverbind test-netlab test-ops test-bwe test-collect
 	@echo "make test: all suites passed"
 
 # The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with
