@@ -51,12 +51,16 @@ bwe-bench: $(BWE_DIR)/mr_gbt.json
 test-bwe:
 	$(CARGO) test --release -p opsel-cli --test bwe_live -- --ignored --nocapture
 
-# The live results of docs/results/bwe.md ("Live"): two cross-traffic levels, 20 s each.
+# The live results of docs/results/bwe.md ("Live"): two CBR cross-traffic levels and
+# ON/OFF (bursty) cross traffic of the same mean as cbr60, 20 s each, one lab at a time;
+# summaries in docs/results/bwe_live_<scenario>.txt, every p-stream in .json
+# (docs/results/bwe_live.txt is the session-2 run of cbr60 + cbr120).
+BWE_LIVE_SCENARIOS ?= cbr60 cbr120 onoff60
 bwe-live:
 	$(CARGO) build --release -p opsel-cli
-	for l in 60 120; do ./target/release/opsel bwe lab netlab/scenarios/bwe-cbr$$l.toml --fifo \
+	for l in $(BWE_LIVE_SCENARIOS); do ./target/release/opsel bwe lab netlab/scenarios/bwe-$$l.toml --fifo \
 	  --packet-bytes 9000 --start-mbps 50 --model models/bwe-live/live_gbt.json \
-	  --json docs/results/bwe_live_cbr$$l.json | grep -v '^ *[0-9.]* s  #' ; done | tee docs/results/bwe_live.txt
+	  --json docs/results/bwe_live_$$l.json | grep -v '^ *[0-9.]* s  #' | tee docs/results/bwe_live_$$l.txt; done
 
 # Retrain the shipped live model (simulator traces matched to the netlab regime).
 bwe-live-model: bwe-venv

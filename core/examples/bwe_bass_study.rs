@@ -77,6 +77,10 @@ fn main() {
     let fig58 = |r: f64| PStreamSpec::with_range(r, 5, 64, 0.3, 9038).unwrap();
     let base = bct(seed, 120.0);
     let cbr = CrossTraffic::table_3_1(CrossKind::Cbr);
+    println!(
+        "ground truth: {:?} (BWE_GROUND_TRUTH=arrivals|departures)\n",
+        ground_truth()
+    );
     println!("## Fig 5.8 shape (N_r=5, N_p=64, range 30%, AVG_WINDOW=64), {count} streams per row");
     run(
         "A BCT, NIC1 120 µs, Dummy sender (default)",

@@ -118,6 +118,10 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3000);
 
+    println!(
+        "ground truth: {:?} (BWE_GROUND_TRUTH=arrivals|departures)\n",
+        ground_truth()
+    );
     // Simulator calibration against Table 3.1 (per-ms cross-traffic throughput).
     println!("## Cross-traffic calibration (20 s per type, per-ms throughput)");
     println!(

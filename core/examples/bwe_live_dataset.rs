@@ -18,7 +18,7 @@
 
 use opsel::bwe::features::{feature_len, features, FeatureKind, FeatureWorkspace};
 use opsel::bwe::sim::{
-    simulate, Coalescing, CrossTraffic, Rng, SendNoise, SimConfig, TimestampNoise,
+    simulate, Coalescing, CrossTraffic, GroundTruth, Rng, SendNoise, SimConfig, TimestampNoise,
 };
 use opsel::bwe::PStreamSpec;
 use std::io::Write;
@@ -54,6 +54,9 @@ fn config(seed: u64, cross_bps: f64, rx_usecs: f64) -> SimConfig {
         timestamps: TimestampNoise::None,
         delayed_ack: false,
         seed,
+        // The shipped live model (models/bwe-live) was trained with the session-2
+        // ground truth; keep it so `make bwe-live-model` reproduces that file.
+        ground_truth: GroundTruth::SenderArrivals,
     }
 }
 

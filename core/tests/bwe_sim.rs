@@ -1,7 +1,7 @@
 //! Trace simulator: determinism, ground truth, Table 3.1 calibration, noise models.
 use opsel::bwe::sim::{
-    cross_traffic_per_ms, simulate, Coalescing, CrossKind, CrossTraffic, SendNoise, SimConfig,
-    TimestampNoise,
+    cross_traffic_per_ms, simulate, Coalescing, CrossKind, CrossTraffic, GroundTruth, SendNoise,
+    SimConfig, TimestampNoise,
 };
 use opsel::bwe::PStreamSpec;
 
@@ -88,6 +88,52 @@ fn ground_truth_tracks_cross_traffic() {
         pct(&mut v, 0.95) - pct(&mut v, 0.05) > 1e9,
         "BCT must make avail-bw vary"
     );
+}
+
+#[test]
+fn ground_truth_is_measured_after_the_bottleneck() {
+    // 001 §5.3.3: B_g from the DAG trace after the bottleneck. When the probe keeps the
+    // queue busy for its whole span, the link carries only probe and cross bits, so
+    // C − cross rate must equal the probe's own output rate N·P·8 / Σ g_r exactly.
+    let spec = PStreamSpec::single_rate(12e9, 64, 9038);
+    let c = SimConfig {
+        cross: CrossTraffic::table_3_1(CrossKind::Cbr),
+        sender: SendNoise::None,
+        coalescing: Coalescing::None,
+        ..SimConfig::thesis_bct(11)
+    };
+    let t = simulate(&spec, &c, 0).unwrap();
+    assert_eq!(c.ground_truth, GroundTruth::BottleneckDepartures);
+    let r_out = 64.0 * 9038.0 * 8.0 * 1e9 / t.recv_gap_ns.iter().sum::<f64>();
+    assert!(
+        (t.avail_bw_bps - r_out).abs() / r_out < 1e-9,
+        "{} vs {r_out}",
+        t.avail_bw_bps
+    );
+    // The session-2 reading counts the cross traffic *offered* during the send window:
+    // under overload the probe delays cross packets past its span, so it is lower.
+    let a = SimConfig {
+        ground_truth: GroundTruth::SenderArrivals,
+        ..c
+    };
+    let ta = simulate(&spec, &a, 0).unwrap();
+    assert_eq!(
+        ta.recv_gap_ns, t.recv_gap_ns,
+        "the definition never changes gaps"
+    );
+    assert!(
+        ta.avail_bw_bps < t.avail_bw_bps - 0.3e9,
+        "{} vs {}",
+        ta.avail_bw_bps,
+        t.avail_bw_bps
+    );
+    // Below the available bandwidth nothing queues for long: both agree within 5 %.
+    let slow = PStreamSpec::single_rate(4e9, 64, 9038);
+    let (d, s) = (
+        simulate(&slow, &c, 1).unwrap().avail_bw_bps,
+        simulate(&slow, &a, 1).unwrap().avail_bw_bps,
+    );
+    assert!((d - s).abs() / s < 0.05, "{d} vs {s}");
 }
 
 #[test]

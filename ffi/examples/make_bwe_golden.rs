@@ -6,7 +6,9 @@
 //!   core/tests/fixtures/trees_gbt_regressor.json, trained on simulated traces);
 //! - `tests/fixtures/bwe_golden.json`: simulated p-streams (001 BCT condition,
 //!   `opsel::bwe::sim`, NOT measured) with the expected BASS/ABest, single-rate
-//!   decision and ML estimate of each, p-stream rates, and a rate-adapter sequence.
+//!   decision and ML estimate of each, p-stream rates, a rate-adapter sequence, and
+//!   single-rate N = 320 p-streams with the Pathload / IMR-avg / IMR-wavelet trends
+//!   (001 Ch 5 baselines) and the PCT/PDT of their one-way delays.
 //!
 //! Schema: tests/fixtures/README.md. Run from the repository root:
 //! `cargo run -p opsel-ffi --example make_bwe_golden` (or `make golden-bwe`).
@@ -14,7 +16,8 @@
 use opsel::bwe::adapter::{RateAdapter, RateAdapterConfig};
 use opsel::bwe::features::FeatureKind;
 use opsel::bwe::ml::MlEstimator;
-use opsel::bwe::sim::{simulate, SimConfig};
+use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
+use opsel::bwe::sim::{simulate, Coalescing, CrossKind, CrossTraffic, SimConfig};
 use opsel::bwe::{
     decide_single_rate, estimate_multi_rate, AbestConfig, BassConfig, EstimatorWorkspace,
     PStreamSpec, WindowAlign,
@@ -85,6 +88,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "exceeds_tol_0_02": decide_single_rate(gs, gr, &thesis, 0.02, &mut ws)?,
         }));
     }
+    // Ch 5 baselines (001 §5.1, Fig 5.3): N = 320 single-rate streams. Clean CBR
+    // traffic far above / below the available bandwidth gives "increasing" / "no
+    // trend"; BCT with NIC1 coalescing gives the ambiguous answers the thesis reports.
+    let name = |t: Trend| match t {
+        Trend::Increasing => "increasing",
+        Trend::NoTrend => "no_trend",
+        Trend::Ambiguous => "ambiguous",
+    };
+    let clean = SimConfig {
+        cross: CrossTraffic::table_3_1(CrossKind::Cbr),
+        coalescing: Coalescing::None,
+        ..cfg
+    };
+    let mut imr = ImrWorkspace::new(320);
+    let mut owd = vec![0.0; 320];
+    let mut baselines = Vec::new();
+    for (k, (r, c)) in [
+        (9.5e9, clean),
+        (5.0e9, clean),
+        (7.0e9, cfg),
+        (8.0e9, cfg),
+        (6.0e9, cfg),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let spec = PStreamSpec::single_rate(r, 320, 9038);
+        let t = simulate(&spec, &c, 2000 + k as u64)?;
+        let (gs, gr) = (&t.send_gap_ns, &t.recv_gap_ns);
+        pathload::relative_owd(gs, gr, &mut owd)?;
+        baselines.push(json!({
+            "rate_bps": r, "send_gaps_ns": gs, "recv_gaps_ns": gr, "avail_bw_bps": t.avail_bw_bps,
+            "owd_pct": pathload::pct(&owd)?, "owd_pdt": pathload::pdt(&owd)?,
+            "owd_trend": name(pathload::trend(&owd)?),
+            "pathload": name(pathload::pathload(gs, gr, &mut imr)?),
+            "imr_avg": name(pathload::imr_avg(gs, gr, &mut imr)?),
+            "imr_wavelet_3": name(pathload::imr_wavelet(gs, gr, 3, &mut imr)?),
+        }));
+    }
     let t7 = PStreamSpec::thesis_default(7e9);
     let mut rates = vec![0.0; 4];
     t7.rates_into(&mut rates)?;
@@ -117,6 +159,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "thesis_pstream_7gbps": {"rates_bps": rates, "send_gaps_ns": gaps},
         "streams": streams,
         "single_rate": single,
+        "baselines": baselines,
         "adapter": {"init_bps": 1e9, "steps": steps, "after_loss_bps": after_loss},
     });
     let out = root.join("tests/fixtures/bwe_golden.json");

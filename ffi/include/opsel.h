@@ -108,6 +108,21 @@
 #define OPSEL_ABEST_LITERAL 1
 
 /**
+ * Pathload trend: increasing one-way delays (rate > available bandwidth).
+ */
+#define OPSEL_TREND_INCREASING 0
+
+/**
+ * Pathload trend: no trend (rate <= available bandwidth).
+ */
+#define OPSEL_TREND_NO_TREND 1
+
+/**
+ * Pathload trend: PCT and PDT disagree or fall between their thresholds.
+ */
+#define OPSEL_TREND_AMBIGUOUS 2
+
+/**
  * Rate adapter: eta is a count of p-streams (Ch 2 formula).
  */
 #define OPSEL_ETA_FORMULA 0
@@ -116,6 +131,22 @@
  * Rate adapter: eta is a per-update decrease fraction (Ch 8 tables).
  */
 #define OPSEL_ETA_TABULATED 1
+
+/**
+ * Which IMR-Pathload baseline `opsel_bwe_baseline()` runs.
+ * Raw Pathload on the one-way delays rebuilt from the gaps.
+ */
+#define OPSEL_BASELINE_PATHLOAD 0
+
+/**
+ * IMR-avg: 10 averaged points (001 §5.1).
+ */
+#define OPSEL_BASELINE_IMR_AVG 1
+
+/**
+ * IMR-wavelet: `levels`-stage Daubechies D4 approximation (001 §5.1: 3 stages).
+ */
+#define OPSEL_BASELINE_IMR_WAVELET 2
 
 /**
  * Local cost |a − b|; the distance is the sum along the warping path.
@@ -1544,6 +1575,40 @@ opsel_status opsel_rate_adapter_on_estimate(opsel_rate_adapter *adapter,
  * Errors: `OPSEL_NULL_POINTER`.
  */
 opsel_status opsel_rate_adapter_on_loss(opsel_rate_adapter *adapter, double *out_r_avg);
+
+/**
+ * Pathload's trend tests (001 §2.2.1.2) on `len` one-way delays (any unit, any
+ * offset): `*out_pct` = PCT, `*out_pdt` = PDT, `*out_trend` = `OPSEL_TREND_*`
+ * (increasing if PCT > 0.66 and PDT > 0.55, no trend if PCT < 0.54 and PDT < 0.45,
+ * else ambiguous). Any out pointer may be NULL when not wanted. No allocation.
+ *
+ * Errors: `OPSEL_NULL_POINTER` (`owd`); `OPSEL_INVALID_INPUT` for fewer than 2
+ * delays or NaN/inf. Thread-safety: any thread.
+ */
+opsel_status opsel_bwe_trend(const double *owd,
+                             size_t len,
+                             double *out_pct,
+                             double *out_pdt,
+                             uint32_t *out_trend);
+
+/**
+ * A single-rate baseline of 001 Ch 5 on one p-stream: relative one-way delays
+ * `d_i = d_{i-1} + g_r^i - g_s^i` from `len` gaps (ns), denoised per `baseline`
+ * (`OPSEL_BASELINE_*`), then Pathload's PCT/PDT; `*out_trend` = `OPSEL_TREND_*`.
+ * `levels` is used by IMR-wavelet only (the thesis: 3). No allocation.
+ *
+ * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for an unknown baseline,
+ * NaN/inf gaps, `len` above the workspace size, IMR-avg with fewer than 10 packets,
+ * IMR-wavelet leaving fewer than 8 points. Thread-safety: `workspace` one call at
+ * a time.
+ */
+opsel_status opsel_bwe_baseline(opsel_bwe_workspace *workspace,
+                                const double *send_gaps_ns,
+                                const double *recv_gaps_ns,
+                                size_t len,
+                                uint32_t baseline,
+                                size_t levels,
+                                uint32_t *out_trend);
 
 /**
  * DTW distance between series `a` (`a_len` doubles) and `b` (`b_len`

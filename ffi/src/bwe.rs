@@ -11,6 +11,7 @@ use opsel::bwe::bass::{
 };
 use opsel::bwe::features::FeatureKind;
 use opsel::bwe::ml::MlEstimator;
+use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
 use opsel::bwe::{self, Abest, EstimatorWorkspace, PStreamSpec};
 use std::ffi::c_char;
 
@@ -38,6 +39,12 @@ pub const OPSEL_BASS_WINDOW_CENTRED: u32 = 1;
 pub const OPSEL_ABEST_CORRECTED: u32 = 0;
 /// ABest: Alg. 1 verbatim.
 pub const OPSEL_ABEST_LITERAL: u32 = 1;
+/// Pathload trend: increasing one-way delays (rate > available bandwidth).
+pub const OPSEL_TREND_INCREASING: u32 = 0;
+/// Pathload trend: no trend (rate <= available bandwidth).
+pub const OPSEL_TREND_NO_TREND: u32 = 1;
+/// Pathload trend: PCT and PDT disagree or fall between their thresholds.
+pub const OPSEL_TREND_AMBIGUOUS: u32 = 2;
 /// Rate adapter: eta is a count of p-streams (Ch 2 formula).
 pub const OPSEL_ETA_FORMULA: u32 = 0;
 /// Rate adapter: eta is a per-update decrease fraction (Ch 8 tables).
@@ -368,6 +375,7 @@ pub extern "C" fn opsel_abest_config_default() -> opsel_abest_config {
 /// One call at a time.
 pub struct opsel_bwe_workspace {
     ws: EstimatorWorkspace,
+    imr: ImrWorkspace,
     max_packets: usize,
 }
 
@@ -391,6 +399,7 @@ pub unsafe extern "C" fn opsel_bwe_workspace_new(
         }
         *out = Box::into_raw(Box::new(opsel_bwe_workspace {
             ws: EstimatorWorkspace::new(max_packets),
+            imr: ImrWorkspace::new(max_packets),
             max_packets,
         }));
         Ok(())
@@ -713,6 +722,94 @@ pub unsafe extern "C" fn opsel_rate_adapter_on_loss(
         if let Some(o) = unsafe { out_r_avg.as_mut() } {
             *o = r;
         }
+        Ok(())
+    })
+}
+
+fn trend_to_c(t: Trend) -> u32 {
+    match t {
+        Trend::Increasing => OPSEL_TREND_INCREASING,
+        Trend::NoTrend => OPSEL_TREND_NO_TREND,
+        Trend::Ambiguous => OPSEL_TREND_AMBIGUOUS,
+    }
+}
+
+/// Pathload's trend tests (001 §2.2.1.2) on `len` one-way delays (any unit, any
+/// offset): `*out_pct` = PCT, `*out_pdt` = PDT, `*out_trend` = `OPSEL_TREND_*`
+/// (increasing if PCT > 0.66 and PDT > 0.55, no trend if PCT < 0.54 and PDT < 0.45,
+/// else ambiguous). Any out pointer may be NULL when not wanted. No allocation.
+///
+/// Errors: `OPSEL_NULL_POINTER` (`owd`); `OPSEL_INVALID_INPUT` for fewer than 2
+/// delays or NaN/inf. Thread-safety: any thread.
+#[no_mangle]
+pub unsafe extern "C" fn opsel_bwe_trend(
+    owd: *const f64,
+    len: usize,
+    out_pct: *mut f64,
+    out_pdt: *mut f64,
+    out_trend: *mut u32,
+) -> opsel_status {
+    guard(|| {
+        let d = unsafe { f64_slice(owd, len, "owd") }?;
+        let (c, p, t) = (pathload::pct(d)?, pathload::pdt(d)?, pathload::trend(d)?);
+        // SAFETY: each pointer is either NULL (skipped) or valid per the contract.
+        unsafe {
+            if let Some(o) = out_pct.as_mut() {
+                *o = c;
+            }
+            if let Some(o) = out_pdt.as_mut() {
+                *o = p;
+            }
+            if let Some(o) = out_trend.as_mut() {
+                *o = trend_to_c(t);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Which IMR-Pathload baseline `opsel_bwe_baseline()` runs.
+/// Raw Pathload on the one-way delays rebuilt from the gaps.
+pub const OPSEL_BASELINE_PATHLOAD: u32 = 0;
+/// IMR-avg: 10 averaged points (001 §5.1).
+pub const OPSEL_BASELINE_IMR_AVG: u32 = 1;
+/// IMR-wavelet: `levels`-stage Daubechies D4 approximation (001 §5.1: 3 stages).
+pub const OPSEL_BASELINE_IMR_WAVELET: u32 = 2;
+
+/// A single-rate baseline of 001 Ch 5 on one p-stream: relative one-way delays
+/// `d_i = d_{i-1} + g_r^i - g_s^i` from `len` gaps (ns), denoised per `baseline`
+/// (`OPSEL_BASELINE_*`), then Pathload's PCT/PDT; `*out_trend` = `OPSEL_TREND_*`.
+/// `levels` is used by IMR-wavelet only (the thesis: 3). No allocation.
+///
+/// Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for an unknown baseline,
+/// NaN/inf gaps, `len` above the workspace size, IMR-avg with fewer than 10 packets,
+/// IMR-wavelet leaving fewer than 8 points. Thread-safety: `workspace` one call at
+/// a time.
+#[no_mangle]
+pub unsafe extern "C" fn opsel_bwe_baseline(
+    workspace: *mut opsel_bwe_workspace,
+    send_gaps_ns: *const f64,
+    recv_gaps_ns: *const f64,
+    len: usize,
+    baseline: u32,
+    levels: usize,
+    out_trend: *mut u32,
+) -> opsel_status {
+    guard(|| {
+        let out = out_ptr(out_trend, "out_trend")?;
+        let ws = out_ptr(workspace, "workspace")?;
+        let (gs, gr) = unsafe { gaps(send_gaps_ns, recv_gaps_ns, len, ws) }?;
+        let t = match baseline {
+            OPSEL_BASELINE_PATHLOAD => pathload::pathload(gs, gr, &mut ws.imr)?,
+            OPSEL_BASELINE_IMR_AVG => pathload::imr_avg(gs, gr, &mut ws.imr)?,
+            OPSEL_BASELINE_IMR_WAVELET => pathload::imr_wavelet(gs, gr, levels, &mut ws.imr)?,
+            other => {
+                return Err(Fail::invalid(format!(
+                    "baseline {other} is not OPSEL_BASELINE_PATHLOAD (0), _IMR_AVG (1) or _IMR_WAVELET (2)"
+                )))
+            }
+        };
+        *out = trend_to_c(t);
         Ok(())
     })
 }

@@ -82,7 +82,7 @@ fn golden_estimates_through_the_c_abi() {
     let tol = g["tolerance"]["relative"].as_f64().unwrap();
     let mut ws = ptr::null_mut();
     assert_eq!(
-        unsafe { opsel_bwe_workspace_new(64, &mut ws) },
+        unsafe { opsel_bwe_workspace_new(320, &mut ws) },
         opsel_status::OPSEL_OK
     );
     let path = CString::new(
@@ -171,6 +171,48 @@ fn golden_estimates_through_the_c_abi() {
             assert_eq!(ex, s[key].as_bool().unwrap(), "single {i} {key}");
         }
     }
+    // Ch 5 baselines: Pathload PCT/PDT on the OWDs, and the three single-rate trends.
+    let trend_code = |v: &Value| match v.as_str().unwrap() {
+        "increasing" => OPSEL_TREND_INCREASING,
+        "no_trend" => OPSEL_TREND_NO_TREND,
+        "ambiguous" => OPSEL_TREND_AMBIGUOUS,
+        other => panic!("unknown trend {other}"),
+    };
+    let mut seen = std::collections::HashSet::new();
+    for (i, s) in g["baselines"].as_array().unwrap().iter().enumerate() {
+        let (gs, gr) = (floats(&s["send_gaps_ns"]), floats(&s["recv_gaps_ns"]));
+        let mut owd = vec![0.0; gs.len()];
+        let mut d = 0.0;
+        for k in 0..gs.len() {
+            d += gr[k] - gs[k];
+            owd[k] = d;
+        }
+        let (mut pct, mut pdt, mut tr) = (0.0, 0.0, 99u32);
+        let st = unsafe { opsel_bwe_trend(owd.as_ptr(), owd.len(), &mut pct, &mut pdt, &mut tr) };
+        assert_eq!(st, opsel_status::OPSEL_OK, "{}", last_error());
+        assert!(
+            close(pct, s["owd_pct"].as_f64().unwrap(), tol),
+            "baseline {i} pct {pct}"
+        );
+        assert!(
+            close(pdt, s["owd_pdt"].as_f64().unwrap(), tol),
+            "baseline {i} pdt {pdt}"
+        );
+        assert_eq!(tr, trend_code(&s["owd_trend"]), "baseline {i} owd trend");
+        for (b, key) in [
+            (OPSEL_BASELINE_PATHLOAD, "pathload"),
+            (OPSEL_BASELINE_IMR_AVG, "imr_avg"),
+            (OPSEL_BASELINE_IMR_WAVELET, "imr_wavelet_3"),
+        ] {
+            let mut t = 99u32;
+            let st =
+                unsafe { opsel_bwe_baseline(ws, gs.as_ptr(), gr.as_ptr(), gs.len(), b, 3, &mut t) };
+            assert_eq!(st, opsel_status::OPSEL_OK, "{}", last_error());
+            assert_eq!(t, trend_code(&s[key]), "baseline {i} {key}");
+            seen.insert(t);
+        }
+    }
+    assert_eq!(seen.len(), 3, "the fixture covers all three trends");
     // Rates and send gaps of the thesis stream (001 §1.3 golden: 5.746/6.608/7.599/8.738 Gbps).
     let t7 = opsel_pstream_spec_thesis(7e9);
     let mut rates = [0.0; 4];
@@ -343,5 +385,51 @@ fn bad_input_gets_a_status_and_a_message() {
     );
     assert!(ad.is_null());
     assert!(unsafe { opsel_rate_adapter_r_avg(ptr::null()) }.is_nan());
+    unsafe { opsel_bwe_workspace_free(ws) };
+}
+
+#[test]
+fn baselines_reject_bad_input_with_a_message() {
+    let mut ws = ptr::null_mut();
+    assert_eq!(
+        unsafe { opsel_bwe_workspace_new(16, &mut ws) },
+        opsel_status::OPSEL_OK
+    );
+    let (gs, gr) = (vec![10_000.0; 32], vec![10_500.0; 32]);
+    let mut t = 99u32;
+    let call = |len: usize, b: u32, levels: usize, t: &mut u32| unsafe {
+        opsel_bwe_baseline(ws, gs.as_ptr(), gr.as_ptr(), len, b, levels, t)
+    };
+    assert_eq!(call(16, 7, 3, &mut t), opsel_status::OPSEL_INVALID_INPUT);
+    assert!(last_error().contains("baseline 7"), "{}", last_error());
+    assert_eq!(
+        call(32, OPSEL_BASELINE_PATHLOAD, 0, &mut t),
+        opsel_status::OPSEL_INVALID_INPUT
+    );
+    assert!(last_error().contains("32 gaps"), "{}", last_error());
+    assert_eq!(
+        call(9, OPSEL_BASELINE_IMR_AVG, 0, &mut t),
+        opsel_status::OPSEL_INVALID_INPUT
+    );
+    assert!(last_error().contains("at least 10"), "{}", last_error());
+    assert_eq!(
+        call(16, OPSEL_BASELINE_IMR_WAVELET, 3, &mut t),
+        opsel_status::OPSEL_INVALID_INPUT
+    );
+    assert!(last_error().contains("need >= 8"), "{}", last_error());
+    // A rising delay series is "increasing"; NULL outputs are allowed for the trend.
+    assert_eq!(
+        call(16, OPSEL_BASELINE_PATHLOAD, 0, &mut t),
+        opsel_status::OPSEL_OK
+    );
+    assert_eq!(t, OPSEL_TREND_INCREASING);
+    let owd = [0.0, 1.0, f64::NAN];
+    let st = unsafe { opsel_bwe_trend(owd.as_ptr(), 3, ptr::null_mut(), ptr::null_mut(), &mut t) };
+    assert_eq!(st, opsel_status::OPSEL_INVALID_INPUT);
+    assert_eq!(
+        unsafe { opsel_bwe_trend(owd.as_ptr(), 1, ptr::null_mut(), ptr::null_mut(), &mut t) },
+        opsel_status::OPSEL_INVALID_INPUT
+    );
+    assert!(last_error().contains("at least 2"), "{}", last_error());
     unsafe { opsel_bwe_workspace_free(ws) };
 }

@@ -1,7 +1,7 @@
 //! Conditions shared by the `bwe_dataset` and `bwe_eval` examples (001 Ch 5, Ch 6).
 #![allow(dead_code)]
 
-use opsel::bwe::sim::{Coalescing, SimConfig};
+use opsel::bwe::sim::{Coalescing, GroundTruth, SimConfig};
 use opsel::bwe::PStreamSpec;
 
 /// Average rates are drawn in [R_LO, R_HI] (the thesis sweeps 1–9 Gbps; streams whose
@@ -30,10 +30,25 @@ pub fn nic1(rx_usecs: f64) -> Coalescing {
     }
 }
 
+/// Ground-truth definition of every condition: the thesis' (001 §5.3.3, after the
+/// bottleneck) unless `BWE_GROUND_TRUTH=arrivals` asks for the session-2 one (cross
+/// traffic arriving while the p-stream is sent), to reproduce the "before" numbers.
+pub fn ground_truth() -> GroundTruth {
+    match std::env::var("BWE_GROUND_TRUTH").as_deref() {
+        Ok("arrivals") => GroundTruth::SenderArrivals,
+        Ok("departures") | Err(_) => GroundTruth::BottleneckDepartures,
+        Ok(other) => {
+            eprintln!("BWE_GROUND_TRUTH={other:?} is not 'departures' or 'arrivals'");
+            std::process::exit(2)
+        }
+    }
+}
+
 /// BCT over 10 Gbps with NIC1 coalescing of `rx_usecs`.
 pub fn bct(seed: u64, rx_usecs: f64) -> SimConfig {
     SimConfig {
         coalescing: nic1(rx_usecs),
+        ground_truth: ground_truth(),
         ..SimConfig::thesis_bct(seed)
     }
 }

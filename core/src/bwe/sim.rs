@@ -210,6 +210,31 @@ pub enum TimestampNoise {
     AckProcessing { max_ns: f64 },
 }
 
+/// How the ground-truth available bandwidth `B_g` of a p-stream is measured.
+///
+/// 001 §5.3.3 (Fig 5.8 set-up): "The actual available bandwidth on the path while each
+/// p-stream is in flight is computed from the DAG trace taken after the bottleneck";
+/// §8.1 likewise analyses `B_g` "from the trace taken after the bottleneck link" at the
+/// probing timescale, and §5.3.1 (Fig 5.4) derives the expected noise-free gap from the
+/// same trace. So the thesis' `B_g` is one number per p-stream (not per excursion or per
+/// rate), over the whole interval the p-stream occupies, measured on the link *after*
+/// the bottleneck queue. The DAG sees every packet on that link; we read "in flight" as
+/// the span of the p-stream on that link, from the departure of the packet that opens
+/// gap 1 to the departure of its last packet [Interp.; the thesis names no tighter
+/// window].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroundTruth {
+    /// Thesis (001 §5.3.3): `C − (cross bits leaving the bottleneck while the p-stream
+    /// leaves it) / (that interval)`, the DAG-after-the-bottleneck reading.
+    #[default]
+    BottleneckDepartures,
+    /// Session-2 definition, kept for comparison: `C − (cross bits arriving at the
+    /// bottleneck while the p-stream is sent) / (send duration)`. It counts the cross
+    /// traffic *offered* during the send window, which the DAG after the bottleneck
+    /// cannot see when the probe's own overload delays cross packets past the window.
+    SenderArrivals,
+}
+
 /// Everything the simulator needs besides the p-stream shape.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimConfig {
@@ -229,6 +254,8 @@ pub struct SimConfig {
     pub delayed_ack: bool,
     /// Master seed; trace `k` uses an independent stream derived from `(seed, k)`.
     pub seed: u64,
+    /// Definition of the ground-truth available bandwidth (default: the thesis').
+    pub ground_truth: GroundTruth,
 }
 
 impl SimConfig {
@@ -244,6 +271,7 @@ impl SimConfig {
             timestamps: TimestampNoise::None,
             delayed_ack: false,
             seed,
+            ground_truth: GroundTruth::BottleneckDepartures,
         }
     }
 
@@ -292,8 +320,9 @@ pub struct Trace {
     /// Receive gaps from the receiver's stamps (normalised per Alg. 6 with delayed
     /// ACKs), ns; length N unless packets were lost or not covered by an ACK.
     pub recv_gap_ns: Vec<f64>,
-    /// Ground truth: link rate minus the cross-traffic rate arriving at the bottleneck
-    /// while the p-stream was being sent, bit/s.
+    /// Ground truth `B_g`, bit/s, as defined by `SimConfig::ground_truth` (default: link
+    /// rate minus the cross traffic leaving the bottleneck while the p-stream leaves it,
+    /// 001 §5.3.3).
     pub avail_bw_bps: f64,
     /// The same ground truth over the first and the second half of that interval: how
     /// much the available bandwidth itself moves while one p-stream is in flight.
@@ -448,24 +477,6 @@ pub fn simulate(spec: &PStreamSpec, cfg: &SimConfig, index: u64) -> Result<Trace
     let t_end = sent[n] + 1e6;
     let mut cross = Vec::new();
     gen_cross(&cfg.cross, cfg.link_bps, 0.0, t_end, &mut rng, &mut cross);
-    let (w0, w1) = (sent[0], sent[n]);
-    let cross_bits: f64 = cross
-        .iter()
-        .filter(|(t, _)| *t >= w0 && *t < w1)
-        .map(|(_, b)| *b as f64 * 8.0)
-        .sum();
-    let avail_bw_bps = (cfg.link_bps - cross_bits * 1e9 / (w1 - w0)).max(0.0);
-    let mid = 0.5 * (w0 + w1);
-    let half = |a: f64, b: f64| {
-        let bits: f64 = cross
-            .iter()
-            .filter(|(t, _)| *t >= a && *t < b)
-            .map(|(_, b)| *b as f64 * 8.0)
-            .sum();
-        (cfg.link_bps - bits * 1e9 / (b - a)).max(0.0)
-    };
-    let avail_bw_halves_bps = (half(w0, mid), half(mid, w1));
-
     let mut dep = vec![f64::NAN; n + 1];
     let mut busy_until = 0.0f64;
     let mut ci = 0;
@@ -479,9 +490,14 @@ pub fn simulate(spec: &PStreamSpec, cfg: &SimConfig, index: u64) -> Result<Trace
         *busy = busy.max(a) + bytes as f64 * byte_ns;
         Some(*busy)
     };
+    // Departure time of every cross packet that entered the queue before the last probe
+    // packet (later ones leave after it, FIFO); NaN when dropped.
+    let mut cross_dep = vec![f64::NAN; cross.len()];
     for i in 0..=n {
         while ci < cross.len() && cross[ci].0 <= sent[i] {
-            let _ = enqueue(cross[ci].0, cross[ci].1, &mut busy_until);
+            if let Some(d) = enqueue(cross[ci].0, cross[ci].1, &mut busy_until) {
+                cross_dep[ci] = d;
+            }
             ci += 1;
         }
         match enqueue(sent[i], spec.packet_bytes, &mut busy_until) {
@@ -489,6 +505,45 @@ pub fn simulate(spec: &PStreamSpec, cfg: &SimConfig, index: u64) -> Result<Trace
             None => lost += 1,
         }
     }
+
+    // Ground truth (see `GroundTruth`): cross bits observed in a window, as a rate.
+    let (w0, w1, times): (f64, f64, Vec<(f64, u32)>) = match cfg.ground_truth {
+        GroundTruth::SenderArrivals => (sent[0], sent[n], cross.clone()),
+        GroundTruth::BottleneckDepartures => {
+            // Departures are those of the packets' last bits; a cross packet counts when
+            // it finishes inside (w0, w1], as a DAG on the outgoing link would time it.
+            let t: Vec<(f64, u32)> = cross
+                .iter()
+                .zip(&cross_dep)
+                .filter(|(_, d)| d.is_finite())
+                .map(|(&(_, b), &d)| (d, b))
+                .collect();
+            if dep[0].is_finite() && dep[n].is_finite() {
+                (dep[0], dep[n], t)
+            } else {
+                // A lost end packet: fall back to the send window, still after the queue.
+                (sent[0], sent[n], t)
+            }
+        }
+    };
+    let after = cfg.ground_truth == GroundTruth::BottleneckDepartures;
+    let rate_in = |a: f64, b: f64| {
+        let bits: f64 = times
+            .iter()
+            .filter(|(t, _)| {
+                if after {
+                    *t > a && *t <= b
+                } else {
+                    *t >= a && *t < b
+                }
+            })
+            .map(|(_, b)| *b as f64 * 8.0)
+            .sum();
+        (cfg.link_bps - bits * 1e9 / (b - a)).max(0.0)
+    };
+    let avail_bw_bps = rate_in(w0, w1);
+    let mid = 0.5 * (w0 + w1);
+    let avail_bw_halves_bps = (rate_in(w0, mid), rate_in(mid, w1));
 
     // Receiver: coalescing over the probe flow only.
     let arrivals: Vec<(usize, f64)> = (0..=n)
