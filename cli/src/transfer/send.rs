@@ -50,6 +50,8 @@ pub struct OpsOpts {
     pub seed: u64,
     /// Run the pattern's last segment before each probe (DriverConfig::lead_in).
     pub lead_in: bool,
+    /// Randomise each steady time by up to ±this fraction (ops::Config::steady_jitter).
+    pub jitter: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -133,6 +135,7 @@ pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>>
     }
     cfg.steady_ns = (o.steady_s * 1e9) as u64;
     cfg.seed = o.seed;
+    cfg.steady_jitter = o.jitter;
     if o.adaptive {
         cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
     }
