@@ -73,6 +73,9 @@ pub struct DemoArgs {
     /// Table 6.2), 100 with active probing (000 §7.6).
     #[arg(long)]
     steady: Option<f64>,
+    /// Early exit (ops-early*): minimum 1-NN margin that ends a probe (default 0.8).
+    #[arg(long)]
+    early_confidence: Option<f64>,
     /// Randomise each steady time by up to ±this fraction (0..=0.5; 0 = fixed Y as in 000).
     #[arg(long, default_value_t = 0.0)]
     jitter: f64,
@@ -409,6 +412,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         seed: a.seed,
         lead_in: !a.no_lead_in,
         jitter: a.jitter,
+        early_confidence: a.early_confidence,
     };
     if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
         // Fail before the lab comes up if the model is missing or mismatched.
@@ -524,7 +528,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                     use std::io::Write;
                     let v = json!({"bg": bg.name(), "fg": fg.name(), "run": run, "seconds": seconds,
                         "measure_from_s": a.measure_from, "bg_mbps": cell.bg_mbps, "fg_mbps": cell.fg_mbps,
-                        "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": steady, "jitter": a.jitter,
+                        "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": steady, "jitter": a.jitter, "early_confidence": a.early_confidence,
                         "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()),
                         "probe_s": cell.report.map(|r| r.stats.probe_ns as f64 / 1e9),
                         "steady_total_s": cell.report.map(|r| r.stats.steady_ns as f64 / 1e9),

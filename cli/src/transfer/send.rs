@@ -52,6 +52,9 @@ pub struct OpsOpts {
     pub lead_in: bool,
     /// Randomise each steady time by up to ±this fraction (ops::Config::steady_jitter).
     pub jitter: f64,
+    /// Early exit: the minimum 1-NN margin that ends a probe
+    /// (`Progressive::min_confidence`; `None` = its default, 0.8).
+    pub early_confidence: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -140,7 +143,11 @@ pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>>
         cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
     }
     if o.early_exit {
-        cfg.progressive = Some(Progressive::default());
+        let d = Progressive::default();
+        cfg.progressive = Some(Progressive {
+            min_confidence: o.early_confidence.unwrap_or(d.min_confidence),
+            ..d
+        });
     }
     Controller::new(cfg, classifier, Stump::default())
 }
@@ -463,6 +470,7 @@ mod tests {
             seed: 7,
             lead_in: true,
             jitter: 0.0,
+            early_confidence: None,
         }
     }
 
@@ -483,7 +491,9 @@ mod tests {
         o.adaptive = true;
         o.early_exit = true;
         o.jitter = 0.2;
+        o.early_confidence = Some(0.3);
         let c = controller(&o).unwrap();
+        assert_eq!(c.config().progressive.unwrap().min_confidence, 0.3);
         assert_eq!(c.config().steady_jitter, 0.2);
         assert_eq!(c.config().seed, 7);
         let a = c.config().adaptive.unwrap();
