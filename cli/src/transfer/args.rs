@@ -77,6 +77,13 @@ pub struct SendArgs {
     /// Log interval in seconds.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
+    /// Early exit: minimum 1-NN margin that ends a probe (default 0.8; see
+    /// docs/results/ops.md for values calibrated on the shipped models).
+    #[arg(long)]
+    early_confidence: Option<f64>,
+    /// Randomise each steady time by up to ±this fraction (0..=0.5; 0 = fixed Y as in 000).
+    #[arg(long, default_value_t = 0.0)]
+    jitter: f64,
     /// Seed of the steady-time jitter PRNG.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -165,6 +172,8 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             icmp,
             seed: a.seed,
             lead_in: !a.no_lead_in,
+            jitter: a.jitter,
+            early_confidence: a.early_confidence,
         })
     } else {
         Strategy::Fixed(CcaName::new(a.cca.as_deref().unwrap_or("cubic"))?)

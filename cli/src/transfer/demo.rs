@@ -37,16 +37,16 @@ use opsel_netlab::topo::{self, receiver_ip, Lab, PipeKind, PipeSpec, TopologySpe
 use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
 use serde_json::json;
 
-use super::send::{OpsOpts, ACTIVE_MODEL};
+use super::send::{OpsOpts, ACTIVE_MODEL, PASSIVE_MODEL};
 
 #[derive(Args)]
 pub struct DemoArgs {
     /// The short variant: OPS only, against a CUBIC and a BBR background, 50 s each.
     #[arg(long)]
     quick: bool,
-    /// Model for OPS (active S5-C5-S5-B5 unless --pattern says otherwise).
-    #[arg(long, default_value = ACTIVE_MODEL)]
-    model: PathBuf,
+    /// Model for OPS (default: the shipped model for --pattern).
+    #[arg(long)]
+    model: Option<PathBuf>,
     /// Backgrounds: cubic, bbr, altX (ALT-X: toggle CUBIC/BBR every X s).
     #[arg(long, value_delimiter = ',')]
     bg: Option<Vec<String>>,
@@ -65,11 +65,20 @@ pub struct DemoArgs {
     /// Runs per cell.
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// Active probing pattern (000 §3.2), or `passive` (000 Table 6.2: the
+    /// FG keeps sending with its current CCA while the 20 s window fills).
     #[arg(long, default_value = "S5-C5-S5-B5")]
     pattern: String,
-    /// OPS steady time Y (s).
-    #[arg(long, default_value_t = 100.0)]
-    steady: f64,
+    /// OPS steady time Y (s); default 60 with passive probing (OPS-60, 000
+    /// Table 6.2), 100 with active probing (000 §7.6).
+    #[arg(long)]
+    steady: Option<f64>,
+    /// Early exit (ops-early*): minimum 1-NN margin that ends a probe (default 0.8).
+    #[arg(long)]
+    early_confidence: Option<f64>,
+    /// Randomise each steady time by up to ±this fraction (0..=0.5; 0 = fixed Y as in 000).
+    #[arg(long, default_value_t = 0.0)]
+    jitter: f64,
     #[arg(long, default_value_t = 100.0)]
     rate_mbps: f64,
     #[arg(long, default_value_t = 65.0)]
@@ -382,22 +391,34 @@ pub fn main(a: DemoArgs) -> Result<()> {
             a.measure_from, a.fg_start
         )));
     }
-    let pattern = Pattern::parse(&a.pattern)?;
+    let passive = a.pattern.eq_ignore_ascii_case("passive");
+    let pattern = if passive {
+        None
+    } else {
+        Some(Pattern::parse(&a.pattern)?)
+    };
+    let model = a
+        .model
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(if passive { PASSIVE_MODEL } else { ACTIVE_MODEL }));
+    let steady = a.steady.unwrap_or(if passive { 60.0 } else { 100.0 });
     let ops = OpsOpts {
-        pattern: Some(pattern.clone()),
-        steady_s: a.steady,
-        model: a.model.clone(),
+        pattern: pattern.clone(),
+        steady_s: steady,
+        model: model.clone(),
         adaptive: false,
         early_exit: false,
         icmp: false,
         seed: a.seed,
         lead_in: !a.no_lead_in,
+        jitter: a.jitter,
+        early_confidence: a.early_confidence,
     };
     if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
         // Fail before the lab comes up if the model is missing or mismatched.
         super::send::controller(&ops).map_err(|e| {
             Error::invalid(format!(
-                "{e}\n(the shipped model is {ACTIVE_MODEL}; pass --model PATH to use another)"
+                "{e}\n(the shipped models are {ACTIVE_MODEL} and {PASSIVE_MODEL}; pass --model PATH to use another)"
             ))
         })?;
     }
@@ -421,16 +442,16 @@ pub fn main(a: DemoArgs) -> Result<()> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s; OPS: {} probing{}, steady Y = {} s, model {}.\n",
+        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s; OPS: {} probing{}, steady Y = {steady} s{}, model {}.\n",
         a.rate_mbps,
         a.rtt_ms,
         a.buffer_bdp,
         a.fg_start,
         a.measure_from,
-        pattern,
-        if a.no_lead_in { "" } else { " with lead-in" },
-        a.steady,
-        a.model.file_name().and_then(|s| s.to_str()).unwrap_or("?")
+        pattern.as_ref().map_or("passive".into(), |p| format!("{p} active")),
+        if a.no_lead_in || passive { "" } else { " with lead-in" },
+        if a.jitter > 0.0 { format!(" ± {:.0}%", a.jitter * 100.0) } else { String::new() },
+        model.display()
     );
     let _ = writeln!(
         md,
@@ -507,14 +528,16 @@ pub fn main(a: DemoArgs) -> Result<()> {
                     use std::io::Write;
                     let v = json!({"bg": bg.name(), "fg": fg.name(), "run": run, "seconds": seconds,
                         "measure_from_s": a.measure_from, "bg_mbps": cell.bg_mbps, "fg_mbps": cell.fg_mbps,
-                        "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": a.steady,
+                        "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": steady, "jitter": a.jitter, "early_confidence": a.early_confidence,
+                        "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()),
                         "probe_s": cell.report.map(|r| r.stats.probe_ns as f64 / 1e9),
                         "steady_total_s": cell.report.map(|r| r.stats.steady_ns as f64 / 1e9),
                         "cca_switches": cell.report.map(|r| r.stats.cca_switches),
                         "early_exits": cell.report.map(|r| r.stats.early_exits),
                         "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n})).collect::<Vec<_>>(),
                         "decision_latency_us": cell.latencies_us,
-                        "model": a.model.display().to_string()});
+                        "model": model.display().to_string(),
+                        "loadavg": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.trim().to_string())});
                     let _ = writeln!(f, "{v}");
                 }
                 std::thread::sleep(Duration::from_secs(1));

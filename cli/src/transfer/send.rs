@@ -50,6 +50,11 @@ pub struct OpsOpts {
     pub seed: u64,
     /// Run the pattern's last segment before each probe (DriverConfig::lead_in).
     pub lead_in: bool,
+    /// Randomise each steady time by up to ±this fraction (ops::Config::steady_jitter).
+    pub jitter: f64,
+    /// Early exit: the minimum 1-NN margin that ends a probe
+    /// (`Progressive::min_confidence`; `None` = its default, 0.8).
+    pub early_confidence: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -133,11 +138,16 @@ pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>>
     }
     cfg.steady_ns = (o.steady_s * 1e9) as u64;
     cfg.seed = o.seed;
+    cfg.steady_jitter = o.jitter;
     if o.adaptive {
         cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
     }
     if o.early_exit {
-        cfg.progressive = Some(Progressive::default());
+        let d = Progressive::default();
+        cfg.progressive = Some(Progressive {
+            min_confidence: o.early_confidence.unwrap_or(d.min_confidence),
+            ..d
+        });
     }
     Controller::new(cfg, classifier, Stump::default())
 }
@@ -438,4 +448,77 @@ pub fn run(
         file_size,
         sha256: sha,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opsel::ops::ProbeMode;
+
+    fn shipped(rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+    }
+
+    fn opts(pattern: Option<&str>, model: &str) -> OpsOpts {
+        OpsOpts {
+            pattern: pattern.map(|p| Pattern::parse(p).unwrap()),
+            steady_s: 60.0,
+            model: shipped(model),
+            adaptive: false,
+            early_exit: false,
+            icmp: false,
+            seed: 7,
+            lead_in: true,
+            jitter: 0.0,
+            early_confidence: None,
+        }
+    }
+
+    #[test]
+    fn passive_ops_60_with_the_shipped_passive_model() {
+        // 000 Table 6.2: passive probing, w = 20, OPS-60.
+        let c = controller(&opts(None, PASSIVE_MODEL)).unwrap();
+        assert_eq!(c.config().mode, ProbeMode::Passive);
+        assert_eq!(c.config().steady_ns, 60_000_000_000);
+        assert_eq!(c.window_len(), 20);
+        assert_eq!(c.config().steady_jitter, 0.0);
+        assert!(c.config().adaptive.is_none() && c.config().progressive.is_none());
+    }
+
+    #[test]
+    fn options_reach_the_controller_config() {
+        let mut o = opts(Some("S5-C5-S5-B5"), ACTIVE_MODEL);
+        o.adaptive = true;
+        o.early_exit = true;
+        o.jitter = 0.2;
+        o.early_confidence = Some(0.3);
+        let c = controller(&o).unwrap();
+        assert_eq!(c.config().progressive.unwrap().min_confidence, 0.3);
+        assert_eq!(c.config().steady_jitter, 0.2);
+        assert_eq!(c.config().seed, 7);
+        let a = c.config().adaptive.unwrap();
+        assert_eq!((a.min_ns, a.max_ns), (30_000_000_000, 480_000_000_000));
+        assert!(c.config().progressive.is_some());
+        // A jitter outside [0, 0.5] is refused by the controller, naming the value.
+        o.jitter = 0.9;
+        let e = controller(&o).err().unwrap().to_string();
+        assert!(e.contains("0.9"), "{e}");
+    }
+
+    #[test]
+    fn probing_mode_must_match_the_model() {
+        let e = controller(&opts(Some("S5-C5-S5-B5"), PASSIVE_MODEL))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("Passive") && e.contains("active S5-C5-S5-B5"),
+            "{e}"
+        );
+        let e = controller(&opts(None, ACTIVE_MODEL))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("Active") && e.contains("passive"), "{e}");
+    }
 }
