@@ -123,7 +123,7 @@ def segment_profile(profiles, path: str, *, title: str | None = None):
         ax.set_title(sub, fontsize=9, pad=14)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("median RTT − base RTT (ms)")
-    axes[1].legend(fontsize=7, ncol=2)
+    axes[1].legend(fontsize=7, ncol=2, loc="upper right")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -339,7 +339,9 @@ def cmd_report(a):
         P("")
         P("Data: " + ", ".join(f"{s['label']} {s['windows']}" for s in summary(tr, 20)) + " windows of w = 20.")
         P("")
-        rows = knn.sweep(tr, ws=ws, ks=(1, 3, 5, 10), radii=(10,), normalizations=norms, log=_log)
+        # k = 1 for every normalisation, k = 3/5/10 without normalisation: every cell the tables show, no more.
+        rows = knn.sweep(tr, ws=ws, ks=(1,), radii=(10,), normalizations=norms, log=_log)
+        rows += knn.sweep(tr, ws=ws, ks=(3, 5, 10), radii=(10,), normalizations=("none",), log=_log)
         base = classifier.sweep_baselines(tr, ws=_ints(a.baseline_ws), normalization="none", log=_log) if a.baselines else []
         allrows[name] = {"knn": rows, "baselines": base}
         get = lambda model, w, norm="none", k=1: next((r for r in rows + base if r["w"] == w and r["normalization"] == norm  # noqa: E731
