@@ -2,7 +2,7 @@
 #
 #   collect         record traces in netlab (root, hours; resumable: rerun to continue)
 #   collect-status  windows per trace of $(COLLECT_DIR)
-#   models          retrain models/passive and models/active-s5c5s5b5 (cards, figures,
+#   models          retrain models/passive, models/active-s5c5s5b5 and -w60 (cards, figures,
 #                   docs/results/classifier.json) from $(COLLECT_DIR) if given, else from
 #                   the traces already copied into models/*/traces/
 #   classifier-eval the sweeps behind docs/results/classifier.md
