@@ -2,10 +2,12 @@
 #
 #   collect         record traces in netlab (root, hours; resumable: rerun to continue)
 #   collect-status  windows per trace of $(COLLECT_DIR)
-#   models          retrain models/passive and models/active-s5c5s5b5 (cards, figures,
+#   models          retrain models/passive, models/active-s5c5s5b5 and -w60 (cards, figures,
 #                   docs/results/classifier.json) from $(COLLECT_DIR) if given, else from
 #                   the traces already copied into models/*/traces/
 #   classifier-eval the sweeps behind docs/results/classifier.md
+#   classifier-report every table + figure of docs/results/classifier-tables.md (w/k/norm/radius
+#                   sweeps, MLP/SVM/GNB over w, multi-cycle decisions, active diagnosis; ~10 min)
 #   test-collect    root-only smoke test of `collect` (~30 s, cleans up its namespaces)
 CARGO ?= cargo
 COLLECT_DIR ?=
@@ -15,7 +17,7 @@ COLLECT_JOBS ?= 3
 COLLECT_WINDOWS ?= 300
 COLLECT_PY ?= $(abspath .venv)/bin/python
 
-.PHONY: collect collect-status models classifier-eval test-collect
+.PHONY: collect collect-status models classifier-eval classifier-report test-collect
 
 collect:
 	$(CARGO) build --release -p opsel-cli
@@ -34,6 +36,10 @@ classifier-eval: python
 	  --ks 1,3,5,10 --norms none,subtract-min,divide-min,z-score --baselines --json docs/results/classifier-passive.json
 	$(COLLECT_PY) -m opsel.train sweep models/active-s5c5s5b5/traces --condition default --mode . \
 	  --ks 1,3,5,10 --norms none,subtract-min,divide-min,z-score --baselines --json docs/results/classifier-active.json
+
+classifier-report: python
+	$(COLLECT_PY) -m opsel.train report models --out docs/results/classifier-tables.md \
+	  --figures docs/results/figures --json docs/results/classifier-tables.json
 
 test-collect:
 	$(CARGO) test --release -p opsel-netlab --test collect_smoke -- --ignored --nocapture

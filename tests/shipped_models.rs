@@ -13,7 +13,8 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Complete, aligned windows of `w` samples (the rule of `collect::count_windows`).
+/// Complete, aligned windows of `w` samples (the rule of `collect::count_windows`;
+/// for active traces it is the aligned cut whenever `w` is a whole number of cycles).
 fn windows(rows: &[Row], w: usize) -> Vec<Vec<f64>> {
     let mut out = Vec::new();
     let mut i = 0;
@@ -31,13 +32,13 @@ fn windows(rows: &[Row], w: usize) -> Vec<Vec<f64>> {
     out
 }
 
-fn check(name: &str, mode: &str) {
+fn check(name: &str, mode: &str, window: usize) {
     let dir = repo().join("models").join(name);
     let file = opsel::model::load(dir.join("model.json"))
         .unwrap_or_else(|e| panic!("models/{name}/model.json: {e}"));
     let m = &file.model;
     let w = m.window();
-    assert_eq!(w, 20, "{name}: window");
+    assert_eq!(w, window, "{name}: window");
     let mut classes = m.classes().to_vec();
     classes.sort();
     let mut six = SIX_CLASSES.map(String::from).to_vec();
@@ -58,10 +59,13 @@ fn check(name: &str, mode: &str) {
     let mut total = 0;
     for class in SIX_CLASSES {
         let ci = m.classes().iter().position(|c| c == class).unwrap();
-        let p = dir
-            .join("traces")
-            .join(condition)
-            .join(format!("{class}.csv"));
+        // A model that shares another model's recordings names them in its training
+        // metadata (`"traces": "models/<other>/traces/<condition>"`).
+        let tdir = match file.meta.training["traces"].as_str() {
+            Some(rel) => repo().join(rel),
+            None => dir.join("traces").join(condition),
+        };
+        let p = tdir.join(format!("{class}.csv"));
         let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let rows = parse_trace(&text).unwrap();
         let wins = windows(&rows, w);
@@ -89,10 +93,17 @@ fn check(name: &str, mode: &str) {
 
 #[test]
 fn passive_model_classifies_its_own_traces() {
-    check("passive", "passive");
+    check("passive", "passive", 20);
 }
 
 #[test]
 fn active_model_classifies_its_own_traces() {
-    check("active-s5c5s5b5", "active");
+    check("active-s5c5s5b5", "active", 20);
+}
+
+/// w = 60 with the 20 s pattern: windows of 3 cycles (k / 60 is also the aligned
+/// cut, since 60 is a whole number of cycles); the trailing cycle of a 10-cycle run is unused.
+#[test]
+fn active_three_cycle_model_classifies_its_own_traces() {
+    check("active-s5c5s5b5-w60", "active", 60);
 }

@@ -12,7 +12,7 @@ import pytest
 
 import opsel
 from opsel import plot
-from opsel.train import classifier, knn
+from opsel.train import classifier, cycles, diagnose, knn
 from opsel.train import __main__ as cli
 from opsel.train.data import CSV_HEADER, SIX_CLASSES, dataset, find_traces, read_trace, trace_windows
 
@@ -168,6 +168,10 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     shutil.copytree(FIX, root)
     models = tmp_path / "models"
     cli.main(["models", str(root), "--models", str(models), "--ws", "10,20", "--report", str(tmp_path / "r.json")])
+    w60 = opsel.load_model(str(models / "active-s5c5s5b5-w60" / "model.json"))
+    assert w60.window == 60 and w60.training["traces"] == "models/active-s5c5s5b5/traces/default"
+    assert len(w60.labels) == 6  # the fixture has one 3-cycle window per class
+    assert "3 pattern cycles" in (models / "active-s5c5s5b5-w60" / "MODEL_CARD.md").read_text()
     for name in ("passive", "active-s5c5s5b5"):
         m = opsel.load_model(str(models / name / "model.json"))
         assert m.window == 20
@@ -185,17 +189,131 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     assert "default/passive" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name,probing", [("passive", "passive"), ("active-s5c5s5b5", "active")])
-def test_shipped_models_classify_their_own_traces(name, probing):
+@pytest.mark.parametrize("name,probing,w", [("passive", "passive", 20), ("active-s5c5s5b5", "active", 20),
+                                            ("active-s5c5s5b5-w60", "active", 60)])
+def test_shipped_models_classify_their_own_traces(name, probing, w):
     d = os.path.join(REPO, "models", name)
     if not os.path.exists(os.path.join(d, "model.json")):
         pytest.skip(f"models/{name} not in this checkout")
     m = opsel.load_model(os.path.join(d, "model.json"))
-    assert m.window == 20 and sorted(m.classes) == sorted(SIX_CLASSES)
+    assert m.window == w and sorted(m.classes) == sorted(SIX_CLASSES) and m.probing == probing
     cond = "default"
-    tr = find_traces(os.path.join(d, "traces"), cond, ".")
+    shared = (m.training or {}).get("traces")
+    tdir = os.path.join(REPO, shared) if shared else os.path.join(d, "traces", cond)
+    tr = find_traces(tdir, ".", ".")
     assert [t.label for t in tr] == list(SIX_CLASSES)
-    X, y = dataset(tr, 20)
+    X, y = dataset(tr, w)
     assert len(y) == len(m.labels) if hasattr(m, "labels") else True
     pred = [p.label for p in m.classify_batch(X)]
     assert pred == list(y)
+
+
+@pytest.fixture(scope="module")
+def active():
+    tr = find_traces(FIX, "default", "active-s5c5s5b5")
+    assert [t.label for t in tr] == list(SIX_CLASSES)
+    return tr
+
+
+def test_pairwise_dtw_is_the_core_distance():
+    rng = np.random.default_rng(5)
+    A = 65 + 10 * rng.random((4, 12))
+    B = 65 + 10 * rng.random((3, 12))
+    D = cycles.pairwise_dtw(A, radius=3, normalization="divide-min")
+    assert np.allclose(D, D.T) and np.all(np.diag(D) == 0)
+    An = classifier.normalize_windows(A, "divide-min")
+    assert D[1, 2] == opsel.dtw_distance(An[1], An[2], 3)
+    C = cycles.pairwise_dtw(A, B, radius=0)
+    assert C.shape == (4, 3) and C[3, 1] == pytest.approx(np.abs(A[3] - B[1]).sum())
+
+
+def test_cycle_blocks_are_consecutive_aligned_cycles(active):
+    blocks, labels, groups, cyc = cycles.cycle_blocks(active, 2)
+    assert cyc.shape == (30, 20)  # 5 cycles of 20 s per class
+    assert blocks.shape == (12, 2)  # 100 samples per run: blocks at k = 0 and 40, the 5th cycle is left over
+    X40 = trace_windows(active[3], 40)
+    mine = [np.concatenate(cyc[b]) for b, lab in zip(blocks, labels) if lab == 3]
+    assert np.array_equal(np.array(mine), X40)
+    assert set(groups) == {f"{c}/0" for c in SIX_CLASSES}
+    with pytest.raises(ValueError, match="at least 1"):
+        cycles.cycle_blocks(active, 0)
+    with pytest.raises(ValueError, match="active trace"):
+        cycles.cycle_blocks(find_traces(FIX, "default", "passive"), 1)
+
+
+def test_cv_cycles_one_cycle_is_plain_1nn(active):
+    rows = cycles.cv_cycles(active, ns=(1, 2))
+    one = {r["decision"]: r for r in rows if r["n_cycles"] == 1}
+    assert set(one) == set(cycles.DECISIONS)
+    assert one["window"]["confusion"] == one["min-sum"]["confusion"] == one["vote"]["confusion"]
+    X, y = dataset(active, 20)
+    assert one["window"]["n"] == len(y)
+    # 2 blocks per class cannot fill 5 folds: skipped, not an error.
+    assert not [r for r in rows if r["n_cycles"] == 2]
+    # One run per class: a run-grouped split has a single fold; skipped.
+    assert cycles.cv_cycles(active, ns=(1,), folding="runs") == []
+    with pytest.raises(ValueError, match="folding"):
+        cycles.assign_folds([0, 1], np.array(["a", "b"]), folding="nope")
+
+
+def test_min_sum_beats_one_cycle_on_a_designed_case(tmp_path):
+    """Two classes whose cycles alternate between a shared shape and their own level: one cycle
+    is ambiguous half the time, two cycles never are (the min-sum adds the informative one)."""
+    for label, level in (("B0-C0", 0.0), ("B1-B1", 10.0)):
+        rows = []
+        for run in range(5):
+            for k in range(200):
+                cyc = k // 20
+                rows.append((run, k, 70.0 + (level if cyc % 2 else 5.0) + 0.01 * ((k * 7 + run) % 3)))
+        write_trace(str(tmp_path / "default" / "active-s5c5s5b5" / f"{label}.csv"), rows, pattern="S5-C5-S5-B5")
+    tr = find_traces(str(tmp_path), "default", "active-s5c5s5b5")
+    rows = cycles.cv_cycles(tr, ns=(1, 2), decisions=("min-sum",))
+    acc = {r["n_cycles"]: r["accuracy"] for r in rows}
+    assert acc[2] == 1.0 and acc[1] < 0.9
+    runs = cycles.cv_cycles(tr, ns=(2,), decisions=("min-sum", "window"), folding="runs")
+    assert all(r["accuracy"] == 1.0 for r in runs)
+
+
+def test_diagnose_on_the_fixture(active, passive, tmp_path):
+    assert diagnose.pattern_segments("S5-C5-S5-B5") == [("S", 5), ("C", 5), ("S", 5), ("B", 5)]
+    with pytest.raises(ValueError, match="X5"):
+        diagnose.pattern_segments("S5-X5")
+    rep = diagnose.report(active, passive)
+    assert all(a["phase_mismatch"] == 0 and a["segment_mismatch"] == 0 and a["rows"] == 100 for a in rep["alignment"])
+    prof = {p["label"]: p for p in rep["profile"]}
+    assert prof["B0-C0"]["first"]["cycles"] == 1 and prof["B0-C0"]["later"]["cycles"] == 4
+    segs = prof["B0-C0"]["later"]["segments"]
+    assert [s["segment"] for s in segs] == ["S5#1", "C5#2", "S5#3", "B5#4"]
+    assert sum(s["samples"] for s in segs) == 80 and len(prof["B0-C0"]["later"]["per_phase_median_ms"]) == 20
+    # B1-B1 keeps a standing queue; an idle path does not.
+    assert prof["B1-B1"]["later"]["segments"][2]["median_ms"] > 10 > prof["B0-C0"]["later"]["segments"][2]["median_ms"]
+    good = {g["active"]["label"]: g for g in rep["goodput"]}
+    assert good["B0-C0"]["active"]["total_mbps"] == 0 and set(good["B1-C1"]["passive"]["per_flow_mbps"]) == {"bg0-bbr", "bg1-cubic"}
+    md = "\n".join(diagnose.markdown(rep))
+    assert "rows whose phase is not k mod P: 0" in md and "| C1-C1 |" in md
+    path = plot.segment_profile(rep["profile"], str(tmp_path / "seg.png"), title="t")
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="not an active trace"):
+        diagnose.alignment(passive[0])
+
+
+def test_cli_report_diagnose_and_cycles(tmp_path, capsys):
+    root = tmp_path / "collect"
+    shutil.copytree(FIX, root)
+    models = tmp_path / "models"
+    cli.main(["models", str(root), "--models", str(models), "--ws", "20", "--norm", "none"])
+    out = tmp_path / "tables.md"
+    cli.main(["report", str(models), "--out", str(out), "--ws", "10,20", "--baseline-ws", "10", "--cycle-ns", "1,2",
+              "--only", "active-s5c5s5b5", "--figures", str(tmp_path / "fig"), "--json", str(tmp_path / "t.json")])
+    md = out.read_text()
+    assert "## active probing, pattern S5-C5-S5-B5 (default)" in md and "## passive probing" not in md
+    assert "### Several cycles per decision" in md and "| none | 0 | stratified | 1 (20) | 5 |" in md
+    assert "rows whose phase is not k mod P: 0" in md and "Generalisation" not in md
+    assert (tmp_path / "fig" / "classifier-active-s5c5s5b5-segments.png").exists()
+    rep = json.loads((tmp_path / "t.json").read_text())
+    assert {r["decision"] for r in rep["active-s5c5s5b5"]["cycles"]} == set(cycles.DECISIONS)
+    cli.main(["diagnose", str(root), "--json", str(tmp_path / "d.json")])
+    assert "Background goodput" in capsys.readouterr().out
+    cli.main(["cycles", str(root), "--ns", "1", "--folding", "stratified"])
+    assert "| stratified | 1 | 20 | 5 | min-sum |" in capsys.readouterr().out

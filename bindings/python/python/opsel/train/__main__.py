@@ -6,6 +6,8 @@ Commands::
     summary ROOT                       windows per trace for every condition/mode found
     sweep ROOT -c default -m passive   CV accuracy over w, k, radius, normalisation (+ baselines)
     generalise ROOT --train default --test c50 -m passive
+    diagnose ROOT -c default -m active-s5c5s5b5   why active errs: alignment, per-segment RTT, background goodput
+    cycles ROOT -c default -m active-s5c5s5b5     classify from several pattern cycles
     fit ROOT -c default -m passive --w 20 -o model.json
     models ROOT --models models        retrain the shipped models, cards, figures (``make models``)
 
@@ -20,10 +22,11 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import classifier, knn
+from . import classifier, cycles, diagnose, knn
 from .data import SIX_CLASSES, dataset, find_traces, find_traces_dir, summary
 
 
@@ -107,6 +110,37 @@ def cmd_generalise(a):
             json.dump(rows, f, indent=1)
 
 
+def cmd_diagnose(a):
+    act = _traces(a.root, a.condition, a.mode)
+    pas = find_traces(a.root, a.condition, a.passive_mode)
+    rep = diagnose.report(act, pas)
+    print("\n".join(diagnose.markdown(rep)))
+    if a.plot:
+        from .. import plot
+
+        plot.segment_profile(rep["profile"], a.plot, title=f"{a.condition}/{a.mode}: median RTT excess per phase")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rep, f, indent=1, default=float)
+
+
+def cmd_cycles(a):
+    tr = _traces(a.root, a.condition, a.mode)
+    rows = []
+    for folding in _strs(a.folding):
+        rows += cycles.cv_cycles(tr, _ints(a.ns), normalization=a.norm, radius=a.radius, folding=folding,
+                                 folds=a.folds, seed=a.seed, log=_log)
+    print("| folds | n cycles | w (s) | blocks/class | decision | accuracy | BBR present | heterogeneous |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['folding']} | {r['n_cycles']} | {r['w']} | {r['per_class']} | {r['decision']} | "
+              f"{100 * r['accuracy']:.1f} % | {100 * r['views']['bbr_present']['accuracy']:.1f} % | "
+              f"{100 * r['views']['heterogeneous']['accuracy']:.1f} % |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
 def _training_meta(traces, w, condition, mode, extra=None):
     conds = (traces[0].meta.get("conditions") or {}) if traces else {}
     X, y = dataset(traces, w)
@@ -146,10 +180,30 @@ def cmd_fit(a):
 
 # --- shipped models ----------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Shipped:
+    """One shipped model: its folder, the collection's mode folder, a title, its window
+    (None = ``--w``) and, for a model that shares another's traces, that model's folder."""
+
+    name: str
+    mode: str
+    title: str
+    w: int | None = None
+    traces_of: str | None = None
+
+    @property
+    def traces_model(self) -> str:
+        return self.traces_of or self.name
+
+
 SHIPPED = (
-    # (model folder, mode folder in the traces, title)
-    ("passive", "passive", "passive probing"),
-    ("active-s5c5s5b5", "active-s5c5s5b5", "active probing, pattern S5-C5-S5-B5"),
+    Shipped("passive", "passive", "passive probing"),
+    Shipped("active-s5c5s5b5", "active-s5c5s5b5", "active probing, pattern S5-C5-S5-B5"),
+    # Three pattern cycles (60 s): the most accurate single-window active model on the default
+    # condition (docs/results/classifier.md), for users who can spend 60 s per probe. It uses the
+    # traces of active-s5c5s5b5 (same recordings, windows of 3 cycles) rather than a second copy.
+    Shipped("active-s5c5s5b5-w60", "active-s5c5s5b5", "active probing, pattern S5-C5-S5-B5, 3 cycles", 60,
+            "active-s5c5s5b5"),
 )
 
 
@@ -170,9 +224,27 @@ def choose_normalization(train_traces, test_traces, names, w, log=_log):
     return best, rows
 
 
+def _copy_complete(src, dst):
+    """Copy a trace file; a CSV still being written loses its torn last line (the loaders skip it anyway,
+    but the committed copy should be clean)."""
+    if not src.endswith(".csv"):
+        shutil.copy(src, dst)
+        return
+    with open(src, "rb") as f:
+        data = f.read()
+    if not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+    with open(dst + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(dst + ".tmp", dst)
+
+
 def sync_traces(root, models, log=_log):
     """Copy ``root/<condition>/<mode>/*`` of each shipped mode into ``models/<name>/traces/<condition>/``."""
-    for name, mode, _ in SHIPPED:
+    for m in SHIPPED:
+        if m.traces_of:
+            continue
+        name, mode = m.name, m.mode
         for cond in sorted(os.listdir(root)):
             src = os.path.join(root, cond, mode)
             if not os.path.isdir(src):
@@ -182,7 +254,7 @@ def sync_traces(root, models, log=_log):
             n = 0
             for f in sorted(os.listdir(src)):
                 if f.endswith((".csv", ".json")) and os.path.splitext(f)[0] in SIX_CLASSES:
-                    shutil.copy(os.path.join(src, f), os.path.join(dst, f))
+                    _copy_complete(os.path.join(src, f), os.path.join(dst, f))
                     n += 1
             log(f"copied {n} files {src} -> {dst}")
 
@@ -201,34 +273,38 @@ def cmd_models(a):
         norm, gen_rows = a.norm, []
     report["normalization"] = norm
     report["generalisation"] = gen_rows
-    for name, mode, title in SHIPPED:
+    for m in SHIPPED:
+        name, mode, title = m.name, m.mode, m.title
+        w = m.w or a.w
         out = os.path.join(a.models, name)
-        tr = find_traces_dir(os.path.join(out, "traces", a.condition))
+        tdir = os.path.join(a.models, m.traces_model, "traces", a.condition)
+        tr = find_traces_dir(tdir)
         if len(tr) < 6:
-            _log(f"{name}: only {len(tr)} traces under {out}/traces/{a.condition}; skipped")
+            _log(f"{name}: only {len(tr)} traces under {tdir}; skipped")
             continue
-        X, y = dataset(tr, a.w)
+        os.makedirs(out, exist_ok=True)
+        X, y = dataset(tr, w)
         pat = _pattern(tr)
         cv_rows = knn.sweep(tr, ws=_ints(a.ws), ks=(1,), radii=(10,), normalizations=(norm,), log=_log)
-        k_rows = knn.sweep(tr, ws=(a.w,), ks=(1, 3, 5, 10), radii=(10,), normalizations=(norm,), log=_log)
-        cv20 = next((r for r in cv_rows if r["w"] == a.w), None)
+        k_rows = knn.sweep(tr, ws=(w,), ks=(1, 3, 5, 10), radii=(10,), normalizations=(norm,), log=_log)
+        cvw = next((r for r in cv_rows if r["w"] == w), None)
+        extra = {"normalization_choice": norm, "cv_accuracy_w": cvw["accuracy"] if cvw else None}
+        if m.traces_of:
+            extra["traces"] = f"models/{m.traces_of}/traces/{a.condition}"
         clf = knn.fit(X, y, k=1, radius=10, normalization=norm, probing="active" if pat else "passive", pattern=pat,
-                      training=_training_meta(tr, a.w, a.condition, mode, {
-                          "normalization_choice": norm,
-                          "cv_accuracy_w": cv20["accuracy"] if cv20 else None,
-                      }))
+                      training=_training_meta(tr, w, a.condition, mode, extra))
         tmp = os.path.join(out, "model.json.tmp")
         clf.save(tmp)
         os.replace(tmp, os.path.join(out, "model.json"))
-        if cv20:
-            plot.confusion(cv20["confusion"], cv20["classes"], os.path.join(out, "confusion.png"),
-                           title=f"{title}, w={a.w}, 1-NN DTW r=10, {norm}: {100 * cv20['accuracy']:.1f} %")
+        if cvw:
+            plot.confusion(cvw["confusion"], cvw["classes"], os.path.join(out, "confusion.png"),
+                           title=f"{title}, w={w}, 1-NN DTW r=10, {norm}: {100 * cvw['accuracy']:.1f} %")
         plot.accuracy_vs_w(cv_rows, os.path.join(out, "accuracy_vs_w.png"), title=f"{title} ({a.condition})")
-        plot.rtt_signatures(tr, os.path.join(out, "signatures.png"), w=a.w, title=f"{title}, {a.condition}")
-        report["models"][name] = {"cv": cv_rows, "k": k_rows, "summary": summary(tr, a.w), "pattern": pat,
+        plot.rtt_signatures(tr, os.path.join(out, "signatures.png"), w=w, title=f"{title}, {a.condition}")
+        report["models"][name] = {"w": w, "cv": cv_rows, "k": k_rows, "summary": summary(tr, w), "pattern": pat,
                                   "conditions": tr[0].meta.get("conditions")}
-        _write_card(out, name, title, tr, norm, cv_rows, k_rows, cv20, gen_rows, a)
-        print(f"wrote {out}/model.json ({len(y)} windows), MODEL_CARD.md, figures")
+        _write_card(out, m, w, tr, norm, cv_rows, k_rows, cvw, gen_rows, a)
+        print(f"wrote {out}/model.json ({len(y)} windows of w={w}), MODEL_CARD.md, figures")
     if a.report:
         with open(a.report, "w") as f:
             json.dump(report, f, indent=1, default=float)
@@ -250,7 +326,11 @@ def cmd_report(a):
     P(f"<!-- generated by: python -m opsel.train report {a.models} --out {a.out} -->")
     P("")
     sets = {}
-    for name, _, title in SHIPPED:
+    only = set(_strs(a.only)) if a.only else None
+    for m in SHIPPED:
+        if m.traces_of or (only and m.name not in only):
+            continue
+        name, title = m.name, m.title
         tr = find_traces_dir(os.path.join(a.models, name, "traces", a.condition))
         if len(tr) == 6:
             sets[name] = (tr, title)
@@ -259,7 +339,9 @@ def cmd_report(a):
         P("")
         P("Data: " + ", ".join(f"{s['label']} {s['windows']}" for s in summary(tr, 20)) + " windows of w = 20.")
         P("")
-        rows = knn.sweep(tr, ws=ws, ks=(1, 3, 5, 10), radii=(10,), normalizations=norms, log=_log)
+        # k = 1 for every normalisation, k = 3/5/10 without normalisation: every cell the tables show, no more.
+        rows = knn.sweep(tr, ws=ws, ks=(1,), radii=(10,), normalizations=norms, log=_log)
+        rows += knn.sweep(tr, ws=ws, ks=(3, 5, 10), radii=(10,), normalizations=("none",), log=_log)
         base = classifier.sweep_baselines(tr, ws=_ints(a.baseline_ws), normalization="none", log=_log) if a.baselines else []
         allrows[name] = {"knn": rows, "baselines": base}
         get = lambda model, w, norm="none", k=1: next((r for r in rows + base if r["w"] == w and r["normalization"] == norm  # noqa: E731
@@ -286,39 +368,58 @@ def cmd_report(a):
                 continue
             P(f"| {w} | " + " | ".join(_pct(get("knn", w, n)["accuracy"]) for n in norms) + " |")
         P("")
-        rad = knn.sweep(tr, ws=(20,), ks=(1,), radii=(0, 2, 5, 10, None), normalizations=("none",))
+        rad = knn.sweep(tr, ws=(20, 60), ks=(1,), radii=(0, 2, 5, 10, 20, None), normalizations=("none",))
         allrows[name]["radius"] = rad
-        P("### Band radius at w = 20 (1-NN, no normalisation)")
+        P("### Band radius (1-NN, no normalisation; radius 0 = no warping, the L1 distance)")
         P("")
-        P("| radius | " + " | ".join("none (full DTW)" if r["radius"] is None else str(r["radius"]) for r in rad) + " |")
-        P("|---" * (len(rad) + 1) + "|")
-        P("| accuracy | " + " | ".join(_pct(r["accuracy"]) for r in rad) + " |")
+        radii = list(dict.fromkeys(r["radius"] for r in rad))
+        P("| w | " + " | ".join("none (full DTW)" if r is None else str(r) for r in radii) + " |")
+        P("|---" * (len(radii) + 1) + "|")
+        for w in (20, 60):
+            rr = [r for r in rad if r["w"] == w]
+            if rr:
+                P(f"| {w} | " + " | ".join(_pct(r["accuracy"]) for r in rr) + " |")
         P("")
-        r20 = get("knn", 20)
-        if r20:
-            P("### Per-class precision / recall / F1 at w = 20 (1-NN, radius 10, none)")
+        for wq in (20, 60):
+            rq = get("knn", wq)
+            if not rq:
+                continue
+            P(f"### Per-class precision / recall / F1 at w = {wq} (1-NN, radius 10, none; {rq['per_class']} windows/class)")
             P("")
             P("| class | precision | recall | F1 | support |")
             P("|---|---|---|---|---|")
-            for m in r20["metrics"]:
+            for m in rq["metrics"]:
                 P(f"| {m['class']} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['support']} |")
             for view in ("bbr_present", "heterogeneous"):
-                v = r20["views"][view]
+                v = rq["views"][view]
                 P(f"| {view}: yes | {v['metrics'][1]['precision']:.3f} | {v['metrics'][1]['recall']:.3f} | "
                   f"{v['metrics'][1]['f1']:.3f} | {v['metrics'][1]['support']} |")
             P("")
-            P("Confusion (rows true, columns predicted, " + ", ".join(r20["classes"]) + "): `" + json.dumps(r20["confusion"]) + "`")
+            P("Confusion (rows true, columns predicted, " + ", ".join(rq["classes"]) + "): `" + json.dumps(rq["confusion"]) + "`")
             P("")
+        r20 = get("knn", 20)
+        if r20 and a.figures:
+            os.makedirs(a.figures, exist_ok=True)
+            plot.confusion(r20["confusion"], r20["classes"], os.path.join(a.figures, f"classifier-{name}-confusion.png"),
+                           title=f"{title}: w=20, 1-NN: {_pct(r20['accuracy'])} %")
+            plot.accuracy_vs_w([r for r in rows if r.get("k") == 1 and r["normalization"] == "none"] + base,
+                               os.path.join(a.figures, f"classifier-{name}-accuracy.png"),
+                               key=("model",), title=f"{title}: 5-fold CV accuracy vs w")
+        if tr[0].pattern_len and a.cycles:
+            _report_cycles(P, a, name, title, tr, allrows)
+            ptr = find_traces_dir(os.path.join(a.models, "passive", "traces", a.condition))
+            rep = diagnose.report(tr, ptr)
+            allrows[name]["diagnose"] = rep
+            P(f"### Diagnosis: alignment, per-segment RTT, background goodput ({title})")
+            P("")
+            for line in diagnose.markdown(rep):
+                P(line.replace("### ", "#### "))
             if a.figures:
-                os.makedirs(a.figures, exist_ok=True)
-                plot.confusion(r20["confusion"], r20["classes"], os.path.join(a.figures, f"classifier-{name}-confusion.png"),
-                               title=f"{title}: w=20, 1-NN: {_pct(r20['accuracy'])} %")
-                plot.accuracy_vs_w([r for r in rows if r.get("k") == 1 and r["normalization"] == "none"] + base,
-                                   os.path.join(a.figures, f"classifier-{name}-accuracy.png"),
-                                   key=("model",), title=f"{title}: 5-fold CV accuracy vs w")
+                plot.segment_profile(rep["profile"], os.path.join(a.figures, f"classifier-{name}-segments.png"),
+                                     title=f"{title} ({a.condition}): median RTT excess per phase")
     pt = find_traces_dir(os.path.join(a.models, "passive", "traces", a.condition))
     pc = find_traces_dir(os.path.join(a.models, "passive", "traces", a.other))
-    if len(pt) == 6 and len(pc) == 6:
+    if len(pt) == 6 and len(pc) == 6 and (not only or "passive" in only):
         P(f"## Generalisation (passive, train on one condition, test on the other; w = 20, 1-NN, radius 10)")
         P("")
         P("Data: " + a.other + ": " + ", ".join(f"{s['label']} {s['windows']}" for s in summary(pc, 20)) + " windows of w = 20.")
@@ -346,16 +447,61 @@ def cmd_report(a):
     print(f"wrote {a.out}")
 
 
-def _write_card(out, name, title, tr, norm, cv_rows, k_rows, cv20, gen_rows, a):
+
+def _report_cycles(P, a, name, title, tr, allrows):
+    """Multi-cycle table: 1-NN on the n·P window vs per-cycle min-sum vs vote, both foldings."""
+    ns = _ints(a.cycle_ns)
+    res = []
+    for norm, radius in (("none", 10), ("none", 0), ("divide-min", 10)):
+        _, _, _, cyc = cycles.cycle_blocks(tr, 1)
+        Dc = cycles.pairwise_dtw(cyc, radius=radius, normalization=norm)
+        for folding in cycles.FOLDINGS:
+            res += cycles.cv_cycles(tr, ns, normalization=norm, radius=radius, folding=folding, log=_log,
+                                    cycle_distances=Dc)
+    allrows[name]["cycles"] = res
+    Pn = tr[0].pattern_len
+    P(f"### Several cycles per decision ({title}; 1-NN DTW; blocks of n cycles, balanced per class)")
+    P("")
+    P("`window`: 1-NN on the n·P-sample window (a shipped model with w = n·P). `min-sum`: each cycle of the query "
+      "is matched against every reference cycle, the class with the smallest sum of per-cycle nearest distances wins. "
+      "`vote`: majority of per-cycle 1-NN. Folds: `stratified` = random 20 % of each class's blocks; `runs` = whole "
+      "recording runs held out (a session never seen in training).")
+    P("")
+    P("| normalisation | radius | folds | n cycles (s) | blocks/class | window | min-sum | vote | min-sum BBR present |")
+    P("|---|---|---|---|---|---|---|---|---|")
+    for norm, radius in (("none", 10), ("none", 0), ("divide-min", 10)):
+        for folding in cycles.FOLDINGS:
+            for n in ns:
+                got = {r["decision"]: r for r in res if r["normalization"] == norm and r["radius"] == radius
+                       and r["folding"] == folding and r["n_cycles"] == n}
+                if not got:
+                    continue
+                any_r = next(iter(got.values()))
+                cell = lambda d: _pct(got[d]["accuracy"]) if d in got else "–"  # noqa: E731
+                P(f"| {norm} | {radius} | {folding} | {n} ({n * Pn}) | {any_r['per_class']} | {cell('window')} | "
+                  f"{cell('min-sum')} | {cell('vote')} | "
+                  f"{_pct(got['min-sum']['views']['bbr_present']['accuracy']) if 'min-sum' in got else '–'} |")
+    P("")
+    best = max((r for r in res if r["decision"] == "min-sum" and r["folding"] == "stratified"),
+               key=lambda r: (r["accuracy"], -r["n_cycles"]), default=None)
+    if best:
+        P(f"Best stratified min-sum: {_pct(best['accuracy'])} % at n = {best['n_cycles']} ({best['normalization']}, "
+          f"radius {best['radius']}); confusion ({', '.join(best['classes'])}): `{json.dumps(best['confusion'])}`")
+        P("")
+
+def _write_card(out, m, w, tr, norm, cv_rows, k_rows, cv20, gen_rows, a):
+    name, title = m.name, m.title
     c = tr[0].meta.get("conditions") or {}
-    summ = summary(tr, a.w)
+    summ = summary(tr, w)
+    P = tr[0].pattern_len
+    cycles = f"one window per {P} s cycle" if P and w <= P else (f"one window per {-(-w // P)} cycles ({-(-w // P) * P} s)" if P else "")
     lines = [
         f"# Model card: `{name}` ({title})",
         "",
         "A 1-NN DTW background-mix classifier (000 §3.5; Sakoe–Chiba radius 10, |a−b| cost) for the six",
         "classes of 000 Table 6.1 (B0-C0, B0-C1, B1-C0, B1-C1, B1-B1, C1-C1). Load it with",
         f"`opsel::model::load(\"models/{name}/model.json\")`, `opsel.load_model(...)`, `opsel_model_load` (C) or",
-        "`loadModel` (Node); feed windows of w = 20 one-second RTT samples in ms, each the mean of 10 echoes 1 ms apart"
+        f"`loadModel` (Node); feed windows of w = {w} one-second RTT samples in ms, each the mean of 10 echoes 1 ms apart"
         + (f", recorded while the probing host runs `{c.get('pattern')}` from the window's first sample." if c.get("pattern") else "."),
         "",
         "## Training conditions",
@@ -366,8 +512,11 @@ def _write_card(out, name, title, tr, norm, cv_rows, k_rows, cv20, gen_rows, a):
         + "), each on its own sender/receiver pair; the probing host is a third pair.",
         "- Probe: UDP echoes (not ICMP), 10 per sample 1 ms apart, 1 sample/s." + (
             f" Active: `{c.get('pattern')}` on one persistent TCP connection whose CCA is switched live at each burst; "
-            "silence sends nothing; windows are aligned to the pattern start (one window per 20 s cycle)." if c.get("pattern") else
+            f"silence sends nothing; windows are aligned to the pattern start ({cycles})." if c.get("pattern") else
             " Passive: the probing host only pings."),
+        *([f"- Window: {w} samples = {-(-w // P)} pattern cycles. The OPS controller repeats the pattern while the window",
+           f"  fills, so each probe takes {w} s (use `--model models/{name}/model.json` with `opsel send --ops` / `opsel demo`)."]
+          if P and w > P else []),
         f"- Per-window normalisation: **{norm}**" + (" (chosen because it generalised best to the other condition, see below)." if gen_rows else "."),
         "- **Why 0.5 × BDP and not the thesis's 1.5 × BDP**: on netlab a 1.5 × BDP buffer leaves wrong CCA pairs fair",
         "  (Jain ≈ 0.97–1.0, docs/results/netlab.md), so the CCA choice would not matter; at 0.5 × BDP netlab reproduces",
@@ -376,7 +525,7 @@ def _write_card(out, name, title, tr, norm, cv_rows, k_rows, cv20, gen_rows, a):
         "",
         "## Data",
         "",
-        "| class | windows (w=20) | samples | runs | lost samples | base RTT (ms) | mean RTT (ms) |",
+        f"| class | windows (w={w}) | samples | runs | lost samples | base RTT (ms) | mean RTT (ms) |",
         "|---|---|---|---|---|---|---|",
     ]
     for s in summ:
@@ -384,7 +533,7 @@ def _write_card(out, name, title, tr, norm, cv_rows, k_rows, cv20, gen_rows, a):
                      f"{s['base_rtt_ms']:.2f} | {s['mean_rtt_ms']:.2f} |")
     lines += [
         "",
-        f"The model holds every complete window of the traces in `traces/{a.condition}/` (copied from the collection; "
+        f"The model holds every complete window of the traces in `{'../' + m.traces_of + '/' if m.traces_of else ''}traces/{a.condition}/` (copied from the collection; "
         f"{sum(s['windows'] for s in summ)} windows). Classes are balanced to the smallest class for cross-validation.",
         "",
         "## Accuracy (stratified 5-fold CV, 1-NN, radius 10, balanced classes)",
@@ -395,9 +544,9 @@ def _write_card(out, name, title, tr, norm, cv_rows, k_rows, cv20, gen_rows, a):
     for r in cv_rows:
         lines.append(f"| {r['w']} | {r['per_class']} | {100 * r['accuracy']:.1f} % | "
                      f"{100 * r['views']['bbr_present']['accuracy']:.1f} % | {100 * r['views']['heterogeneous']['accuracy']:.1f} % |")
-    lines += ["", f"k at w = {a.w}: " + ", ".join(f"{r['k']}-NN {100 * r['accuracy']:.1f} %" for r in k_rows), ""]
+    lines += ["", f"k at w = {w}: " + ", ".join(f"{r['k']}-NN {100 * r['accuracy']:.1f} %" for r in k_rows), ""]
     if cv20:
-        lines += ["Confusion matrix at w = 20 (rows = true class, summed over the 5 folds):", "", "![confusion](confusion.png)", "",
+        lines += [f"Confusion matrix at w = {w} (rows = true class, summed over the 5 folds):", "", "![confusion](confusion.png)", "",
                   "| true \\ predicted | " + " | ".join(cv20["classes"]) + " |", "|---" * (len(cv20["classes"]) + 1) + "|"]
         for cls, row in zip(cv20["classes"], cv20["confusion"]):
             lines.append(f"| {cls} | " + " | ".join(str(v) for v in row) + " |")
@@ -476,6 +625,28 @@ def main(argv=None):
     s.add_argument("--json")
     s.set_defaults(fn=cmd_generalise)
 
+    s = sub.add_parser("diagnose", help="active traces: window alignment, per-segment RTT, background goodput")
+    s.add_argument("root")
+    s.add_argument("-c", "--condition", default="default")
+    s.add_argument("-m", "--mode", default="active-s5c5s5b5")
+    s.add_argument("--passive-mode", default="passive", help="mode folder of the passive traces to compare with")
+    s.add_argument("--plot", help="segment-profile PNG")
+    s.add_argument("--json")
+    s.set_defaults(fn=cmd_diagnose)
+
+    s = sub.add_parser("cycles", help="active: classify from n pattern cycles (window vs min-sum vs vote)")
+    s.add_argument("root")
+    s.add_argument("-c", "--condition", default="default")
+    s.add_argument("-m", "--mode", default="active-s5c5s5b5")
+    s.add_argument("--ns", default="1,2,3,4,5")
+    s.add_argument("--norm", default="none")
+    s.add_argument("--radius", type=int, default=10)
+    s.add_argument("--folding", default="stratified,runs")
+    s.add_argument("--folds", type=int, default=5)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json")
+    s.set_defaults(fn=cmd_cycles)
+
     s = sub.add_parser("fit", help="fit one model file")
     s.add_argument("root")
     s.add_argument("-c", "--condition", default="default")
@@ -505,7 +676,10 @@ def main(argv=None):
     s.add_argument("--other", default="c50")
     s.add_argument("--ws", default=",".join(map(str, knn.W_SWEEP)))
     s.add_argument("--no-baselines", dest="baselines", action="store_false")
-    s.add_argument("--baseline-ws", default="10,20,40", help="w values for the MLP/SVM/GNB baselines")
+    s.add_argument("--baseline-ws", default=",".join(map(str, knn.W_SWEEP)), help="w values for the MLP/SVM/GNB baselines")
+    s.add_argument("--only", help="comma list of shipped model folders to report on (e.g. to run passive and active in parallel)")
+    s.add_argument("--cycle-ns", default="1,2,3,4,5", help="cycles per decision for the multi-cycle table (active)")
+    s.add_argument("--no-cycles", dest="cycles", action="store_false", help="skip the multi-cycle table and diagnosis")
     s.add_argument("--out", default="docs/results/classifier-tables.md")
     s.add_argument("--json")
     s.add_argument("--figures", help="folder for confusion / accuracy PNGs")

@@ -113,6 +113,12 @@ def trace_windows(tr: Trace, w: int, aligned: bool | None = None, max_windows: i
 
     ``aligned`` defaults to True for active traces (see the module docs).
     """
+    return trace_windows_meta(tr, w, aligned, max_windows)[0]
+
+
+def trace_windows_meta(tr: Trace, w: int, aligned: bool | None = None, max_windows: int | None = None):
+    """Like :func:`trace_windows`, plus where each window comes from: ``(X, runs, starts)``
+    with the run number and the first sample index ``k`` of every window."""
     if w <= 0:
         raise ValueError(f"window length w = {w} must be positive")
     period = tr.pattern_len
@@ -123,7 +129,7 @@ def trace_windows(tr: Trace, w: int, aligned: bool | None = None, max_windows: i
         if not period:
             raise ValueError(f"{tr.path}: aligned windows need an active trace with a pattern")
         stride = int(math.ceil(w / period)) * period
-    out = []
+    out, runs, starts = [], [], []
     for r in np.unique(tr.run):
         sel = tr.run == r
         ks = tr.k[sel]
@@ -136,9 +142,12 @@ def trace_windows(tr: Trace, w: int, aligned: bool | None = None, max_windows: i
             win = series[start : start + w]
             if np.all(np.isfinite(win)) and np.all(win > 0):
                 out.append(win)
+                runs.append(int(r))
+                starts.append(start)
             if max_windows is not None and len(out) >= max_windows:
                 break
-    return np.array(out, dtype=np.float64).reshape(-1, w)
+    return (np.array(out, dtype=np.float64).reshape(-1, w), np.array(runs, dtype=np.int64),
+            np.array(starts, dtype=np.int64))
 
 
 def dataset(traces: list[Trace], w: int, aligned: bool | None = None, balance: bool = False):
