@@ -2,30 +2,12 @@
 //! hot paths). A counting global allocator proves it; this file has its own
 //! binary because it replaces the global allocator.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use opsel_netlab::pipe::{Pipe, PipeConfig, Verdict};
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
+// The workspace's one counting allocator (counts this thread's allocations).
+#[path = "../core/tests/common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::count;
 
 #[test]
 fn pipe_hot_path_allocates_nothing() {
@@ -38,29 +20,29 @@ fn pipe_hot_path_allocates_nothing() {
         max_packet_bytes: 1500,
     };
     let mut p = Pipe::new(cfg, 0).unwrap();
-    let before = ALLOCS.load(Ordering::Relaxed);
     let (mut now, mut accepted, mut delivered, mut dropped) = (0u64, 0u64, 0u64, 0u64);
-    // 200k packets offered at 150 Mbit/s: the queue fills, drops, wraps the ring many times.
-    for i in 0..200_000u64 {
-        now += 80_000;
-        let len = if i % 3 == 0 { 52 } else { 1500 };
-        match p.reserve() {
-            Some(b) => {
-                b[0] = 0x45;
-                match p.commit(len, now) {
-                    Verdict::Accepted => accepted += 1,
-                    _ => dropped += 1,
+    let ((), allocs) = count(|| {
+        // 200k packets offered at 150 Mbit/s: the queue fills, drops, wraps the ring many times.
+        for i in 0..200_000u64 {
+            now += 80_000;
+            let len = if i % 3 == 0 { 52 } else { 1500 };
+            match p.reserve() {
+                Some(b) => {
+                    b[0] = 0x45;
+                    match p.commit(len, now) {
+                        Verdict::Accepted => accepted += 1,
+                        _ => dropped += 1,
+                    }
                 }
+                None => p.drop_ring_full(len),
             }
-            None => p.drop_ring_full(len),
+            while let Some(pkt) = p.peek_due(now) {
+                assert_eq!(pkt[0], 0x45);
+                p.pop();
+                delivered += 1;
+            }
         }
-        while let Some(pkt) = p.peek_due(now) {
-            assert_eq!(pkt[0], 0x45);
-            p.pop();
-            delivered += 1;
-        }
-    }
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    });
     assert_eq!(
         allocs, 0,
         "the pipe allocated {allocs} times on the packet path"

@@ -5,37 +5,13 @@
 //! (Own file: it replaces the global allocator.)
 
 use opsel_ffi::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::ffi::CString;
 use std::ptr;
 
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(p, layout) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, layout: Layout, new: usize) -> *mut u8 {
-        let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
-        unsafe { System.realloc(p, layout, new) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocs() -> usize {
-    ALLOCS.with(|a| a.get())
-}
+// The workspace's one counting allocator (counts this thread's allocations).
+#[path = "../../core/tests/common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::count;
 
 #[test]
 fn classify_through_the_c_abi_allocates_nothing() {
@@ -76,20 +52,19 @@ fn classify_through_the_c_abi_allocates_nothing() {
             opsel_status::OPSEL_INVALID_INPUT
         );
         opsel_model_classify(model, ws, windows[0].as_ptr(), 20, &mut p);
-        let before = allocs();
-        for w in &windows {
-            let st = opsel_model_classify(model, ws, w.as_ptr(), w.len(), &mut p);
-            assert_eq!(st, opsel_status::OPSEL_OK);
-        }
-        let mut d = 0.0;
-        let after = allocs();
+        let ((), allocs) = count(|| {
+            for w in &windows {
+                let st = opsel_model_classify(model, ws, w.as_ptr(), w.len(), &mut p);
+                assert_eq!(st, opsel_status::OPSEL_OK);
+            }
+        });
         assert_eq!(
-            after - before,
+            allocs,
             0,
-            "{} allocations in {} classify calls",
-            after - before,
+            "{allocs} allocations in {} classify calls",
             windows.len()
         );
+        let mut d = 0.0;
         // dtw_distance documents its temporary row buffer; it must still work.
         assert_eq!(
             opsel_dtw_distance(

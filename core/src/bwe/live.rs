@@ -439,6 +439,8 @@ mod io {
                 }
                 match self.ctrl.recv(&mut self.buf) {
                     Ok(n) => return Ok(Some(n)),
+                    // A signal interrupted the blocking receive: retry until the deadline.
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e)
                         if matches!(
                             e.kind(),
