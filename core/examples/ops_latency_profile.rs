@@ -23,8 +23,10 @@ fn main() {
         .get(1)
         .expect("usage: ops_latency_profile MODEL.json [rounds|count]");
     // Under callgrind: `count-setup` (leave-one-out fits only), `count-classify`
-    // (+ one Model::classify per query), `count-margin` (+ one
-    // KnnClassifier::classify, i.e. the classifier the controller runs).
+    // (+ one Model::classify per query), `count-margin` (+ one unprepared
+    // KnnClassifier::classify, the classifier the controller runs),
+    // `count-prepare` (+ KnnClassifier::prepare on the first w - 1 samples),
+    // `count-prepared` (+ prepare, then the prepared classify).
     let mode = args.get(2).map(|s| s.as_str()).unwrap_or("");
     let count = mode.starts_with("count");
     let rounds: usize = if count {
@@ -56,6 +58,11 @@ fn main() {
             match mode {
                 "count-classify" => sink += sub.classify(q, &mut ws).unwrap().class,
                 "count-margin" => sink += kc.classify(q).unwrap().class_index,
+                "count-prepare" => kc.prepare(&q[..w - 1]),
+                "count-prepared" => {
+                    kc.prepare(&q[..w - 1]);
+                    sink += kc.classify(q).unwrap().class_index
+                }
                 _ => {}
             }
         }
@@ -89,6 +96,8 @@ fn main() {
     let mut t_margin = Vec::new();
     let mut t_ctl = Vec::new();
     let mut t_policy = Vec::new();
+    let mut t_prepare = Vec::new();
+    let mut t_prepared = Vec::new();
     let mut full = Vec::new();
     let mut full_margin = Vec::new();
     let mut policy = Stump::default();
@@ -110,6 +119,13 @@ fn main() {
             let c = kc.classify(q).unwrap();
             t_ctl.push(t.elapsed().as_secs_f64() * 1e6);
             let t = Instant::now();
+            kc.prepare(&q[..w - 1]);
+            t_prepare.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = Instant::now();
+            let c2 = kc.classify(q).unwrap();
+            t_prepared.push(t.elapsed().as_secs_f64() * 1e6);
+            assert_eq!(c, c2);
+            let t = Instant::now();
             let cca = policy.select(&c).unwrap();
             t_policy.push(t.elapsed().as_secs_f64() * 1e6);
             sink += cca.as_str().len();
@@ -120,6 +136,8 @@ fn main() {
         ("Model::classify", &mut t_classify),
         ("Model::classify_with_margin", &mut t_margin),
         ("KnnClassifier::classify", &mut t_ctl),
+        ("KnnClassifier::prepare (w-1)", &mut t_prepare),
+        ("KnnClassifier::classify prepared", &mut t_prepared),
         ("Stump::select", &mut t_policy),
         ("full DTWs (classify)", &mut full),
         ("full DTWs (2nd search)", &mut full_margin),
