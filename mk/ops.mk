@@ -20,7 +20,9 @@ bench-ops:
 # ops-demo-quick   OPS only against both backgrounds (2 x 50 s, ~2 min after the build)
 # test-ops         root netns tests: OpsDriver on a live socket, and an OPS
 #                  transfer over a 0.1%-loss pipe delivering a byte-identical file (< 1 min)
-# bench-ops-driver decision latency: last RTT sample -> setsockopt (criterion)
+# bench-ops-driver decision latency: last RTT sample -> setsockopt on the shipped models,
+#                  median/p90/p99 + breakdown + the run loop + criterion
+#                  (docs/results/ops-latency.md; OPSEL_BENCH_ROUNDS, OPSEL_BENCH_RUN_S)
 OPS_MODEL ?= models/active-s5c5s5b5/model.json
 
 .PHONY: ops-demo ops-demo-quick test-ops bench-ops-driver
