@@ -26,7 +26,9 @@ bench-ops:
 #                  static CUBIC and BBR (6 x 180 s, ~19 min)
 # test-ops         root netns tests: OpsDriver on a live socket, and an OPS
 #                  transfer over a 0.1%-loss pipe delivering a byte-identical file (< 1 min)
-# bench-ops-driver decision latency: last RTT sample -> setsockopt (criterion)
+# bench-ops-driver decision latency: last RTT sample -> setsockopt on the shipped models,
+#                  median/p90/p99 + breakdown + the run loop + criterion
+#                  (docs/results/ops-latency.md; OPSEL_BENCH_ROUNDS, OPSEL_BENCH_RUN_S)
 OPS_PATTERN ?= passive
 OPS_MODEL ?= models/passive/model.json
 OPS_ACTIVE_MODEL ?= models/active-s5c5s5b5/model.json

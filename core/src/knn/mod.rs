@@ -9,6 +9,7 @@
 mod batch;
 pub mod cv;
 pub mod metrics;
+mod prepared;
 mod search;
 mod vote;
 
@@ -76,7 +77,14 @@ pub struct Model {
     /// The references interleaved the same way (LB_Enhanced's end bands).
     refs_lanes: Vec<dtw::lanes::Lanes>,
     labels: Vec<u32>,
+    /// Unique per fit (clones share it: a model never changes after fit), so
+    /// a workspace's preparation ([`Model::prepare`]) is used only with the
+    /// model that made it.
+    id: u64,
 }
+
+/// Source of [`Model`] ids; 0 means "no model".
+static NEXT_MODEL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Model {
     /// Fit on `windows` (flat, `labels.len()` windows of `window` samples) with
@@ -164,6 +172,7 @@ impl Model {
             lower_lanes,
             refs_lanes,
             labels: labels.to_vec(),
+            id: NEXT_MODEL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -240,6 +249,9 @@ impl Model {
     /// from [`Model::workspace`].
     pub fn classify(&self, window: &[f64], ws: &mut Workspace) -> Result<Prediction> {
         self.prepare_query(window, ws)?;
+        if let Some(p) = self.classify_prepared(window, ws) {
+            return Ok(p);
+        }
         self.search(ws, true, None);
         Ok(self.vote(ws))
     }
@@ -262,14 +274,24 @@ impl Model {
         window: &[f64],
         ws: &mut Workspace,
     ) -> Result<(Prediction, f64, f64)> {
-        let p = self.classify(window, ws)?;
+        self.prepare_query(window, ws)?;
+        let prepared = self.finish_prepared(window, ws);
+        if !prepared {
+            self.search(ws, true, None);
+        }
+        let p = self.vote(ws);
         if self.classes.len() < 2 || self.labels.iter().all(|&l| l as usize == p.class) {
             return Ok((p, f64::INFINITY, 1.0));
         }
-        // The query is already normalised in the workspace; search again
-        // without the predicted class (k = 1 semantics: the first neighbour).
-        self.search(ws, true, Some(p.class as u32));
-        let other = ws.neighbors.first().map_or(f64::INFINITY, |n| n.0);
+        let other = if prepared {
+            // Every exact distance is known: the other class's nearest is a scan.
+            self.other_class_prepared(p.class as u32, ws)
+        } else {
+            // The query is already normalised in the workspace; search again
+            // without the predicted class (k = 1 semantics: the first neighbour).
+            self.search(ws, true, Some(p.class as u32));
+            ws.neighbors.first().map_or(f64::INFINITY, |n| n.0)
+        };
         let margin = if other > 0.0 && other.is_finite() {
             (1.0 - p.distance / other).clamp(0.0, 1.0)
         } else {
@@ -378,6 +400,8 @@ pub struct Workspace {
     votes: Vec<u32>,
     /// Counters for the last query: (references, pruned by a bound, DTW abandoned).
     stats: SearchStats,
+    /// The speculative work of [`Model::prepare`].
+    prepared: prepared::Prepared,
 }
 
 /// How much work the last query did (for benchmarks and tuning).
@@ -420,6 +444,7 @@ impl Workspace {
         if self.votes.len() != n_classes {
             self.votes.resize(n_classes, 0);
         }
+        self.prepared.fit_to(window, n_refs);
     }
 
     /// The k nearest references of the last query: (distance, reference index), ascending.

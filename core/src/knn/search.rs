@@ -369,7 +369,7 @@ pub(super) fn enhanced_lanes<const SQ: bool>(
 /// Insert (acc, i) into the ascending top-k list if it belongs there; ties on
 /// distance go to the lower reference index. Returns whether it was inserted.
 #[inline]
-fn insert(list: &mut Vec<(f64, usize)>, k: usize, acc: f64, i: usize) -> bool {
+pub(super) fn insert(list: &mut Vec<(f64, usize)>, k: usize, acc: f64, i: usize) -> bool {
     let before = |a: &(f64, usize)| acc < a.0 || (acc == a.0 && i < a.1);
     if list.len() == k {
         if !before(&list[k - 1]) {

@@ -248,3 +248,78 @@ fn margin_uses_the_nearest_other_class() {
         assert!((margin - (1.0 - p.distance / other)).abs() < 1e-15);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    /// `Model::prepare` then classify gives bit for bit what the search gives,
+    /// for every normalisation, cost, band and k, whether the last sample
+    /// keeps the window's minimum (prepared path) or is a new minimum (the
+    /// search runs).
+    #[test]
+    fn prepared_equals_unprepared(seed in any::<u64>(), w in 1usize..30, r in prop::option::of(0usize..12),
+                                  sq in any::<bool>(), k in 1usize..4, norm in 0usize..4, per_class in 1usize..12,
+                                  last_scale in prop::sample::select(vec![0.5, 1.0, 1.3, 3.0])) {
+        let (x, y, classes) = six(per_class, w, seed);
+        let normalization = [Normalization::None, Normalization::SubtractMin, Normalization::DivideMin, Normalization::ZScore][norm];
+        let cfg = KnnConfig {
+            k: k.min(y.len()),
+            dtw: crate::dtw::DtwParams { radius: r, cost: if sq { Cost::Squared } else { Cost::Abs } },
+            normalization,
+        };
+        let m = Model::fit(&x, w, &y, classes, cfg).unwrap();
+        let (q, _) = synth::dataset(&SIX_CLASSES, 1, w, seed ^ 0x5eed).unwrap();
+        let mut prep_ws = m.workspace();
+        for qw in q.chunks_exact(w) {
+            let mut qw = qw.to_vec();
+            let min = qw[..w - 1].iter().copied().fold(f64::INFINITY, f64::min);
+            if w > 1 { qw[w - 1] = min * last_scale; }
+            let prepared = m.prepare(&qw[..w.saturating_sub(1)], &mut prep_ws);
+            prop_assert_eq!(prepared, w > 1 && normalization != Normalization::ZScore);
+            let a = m.classify(&qw, &mut prep_ws).unwrap();
+            let a_nb = prep_ws.neighbors().to_vec();
+            let mut ws = m.workspace();
+            let b = m.classify(&qw, &mut ws).unwrap();
+            let c = m.classify_exhaustive(&qw, &mut ws).unwrap();
+            prop_assert_eq!((a.class, a.neighbor, a.votes, a.distance.to_bits()), (b.class, b.neighbor, b.votes, b.distance.to_bits()));
+            prop_assert_eq!((a.class, a.distance.to_bits()), (c.class, c.distance.to_bits()));
+            prop_assert_eq!(&a_nb, ws.neighbors());
+            // The margin: the preparation is still valid for the same window.
+            m.prepare(&qw[..w.saturating_sub(1)], &mut prep_ws);
+            let (pa, oa, ma) = m.classify_with_margin(&qw, &mut prep_ws).unwrap();
+            let (pb, ob, mb) = m.classify_with_margin(&qw, &mut ws).unwrap();
+            prop_assert_eq!((pa.class, pa.neighbor, pa.distance.to_bits()), (pb.class, pb.neighbor, pb.distance.to_bits()));
+            prop_assert_eq!((oa.to_bits(), ma.to_bits()), (ob.to_bits(), mb.to_bits()));
+            prop_assert_eq!(prep_ws.neighbors(), ws.neighbors());
+        }
+    }
+}
+
+#[test]
+fn preparation_is_used_only_when_it_holds() {
+    let (x, y, classes) = six(10, 20, 3);
+    let cfg = KnnConfig {
+        normalization: Normalization::DivideMin,
+        ..KnnConfig::default()
+    };
+    let m = Model::fit(&x, 20, &y, classes.clone(), cfg).unwrap();
+    let mut ws = m.workspace();
+    let q: Vec<f64> = x[..20].iter().map(|v| v * 1.01).collect();
+    assert!(m.prepare(&q[..19], &mut ws));
+    m.classify(&q, &mut ws).unwrap();
+    // Prepared: every reference's exact distance, no pruning.
+    assert_eq!(ws.stats().full_dtw, m.len());
+    // Another prefix: the search runs (some references pruned or abandoned).
+    let mut other = q.clone();
+    other[3] += 1.0;
+    m.classify(&other, &mut ws).unwrap();
+    assert!(ws.stats().full_dtw < m.len());
+    // Another model of the same shape does not use this workspace's preparation.
+    let m2 = Model::fit(&x, 20, &y, classes, cfg).unwrap();
+    assert!(m.prepare(&q[..19], &mut ws));
+    m2.classify(&q, &mut ws).unwrap();
+    assert!(ws.stats().full_dtw < m2.len());
+    // Bad prefixes prepare nothing.
+    assert!(!m.prepare(&q[..18], &mut ws));
+    assert!(!m.prepare(&[f64::NAN; 19], &mut ws));
+    assert!(!m.prepare(&[-1.0; 19], &mut ws));
+}

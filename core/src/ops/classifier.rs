@@ -37,6 +37,17 @@ pub trait Classifier {
     /// Classify a full window (`window.len() == window_len()`).
     fn classify(&mut self, window: &[f64]) -> Result<Classified>;
 
+    /// The window holds `partial.len() == window_len() − 1` samples: the next
+    /// [`Classifier::classify`] will very likely be `partial` plus one sample,
+    /// a whole sample period from now. A classifier may spend this idle time
+    /// on the work that does not depend on the last sample, so the decision
+    /// that follows the last sample is fast (issue #7: last sample to
+    /// `setsockopt` < 100 µs). It must not change what `classify` returns.
+    /// Default: nothing.
+    fn prepare(&mut self, partial: &[f64]) {
+        let _ = partial;
+    }
+
     /// Progressive probing (000 §6 future work: end the probe early once
     /// confident). Classify the first `prefix.len() < window_len()` samples of
     /// a probe, or return `None` if this classifier cannot judge prefixes (the
@@ -61,6 +72,9 @@ impl<C: Classifier + ?Sized> Classifier for Box<C> {
     }
     fn classify(&mut self, window: &[f64]) -> Result<Classified> {
         (**self).classify(window)
+    }
+    fn prepare(&mut self, partial: &[f64]) {
+        (**self).prepare(partial)
     }
     fn classify_prefix(&mut self, prefix: &[f64]) -> Option<Result<Classified>> {
         (**self).classify_prefix(prefix)
@@ -121,6 +135,9 @@ impl<C: Classifier> Classifier for PrefixEnsemble<C> {
     }
     fn classify(&mut self, window: &[f64]) -> Result<Classified> {
         self.full.classify(window)
+    }
+    fn prepare(&mut self, partial: &[f64]) {
+        self.full.prepare(partial)
     }
     fn classify_prefix(&mut self, prefix: &[f64]) -> Option<Result<Classified>> {
         let l = prefix.len();

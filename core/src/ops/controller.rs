@@ -453,9 +453,17 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         let n = self.window.len();
         if n >= self.w {
             self.decide(now_ns, None);
-        } else if let Some(p) = self.cfg.progressive {
-            if n >= p.min_samples && (n - p.min_samples) % p.step == 0 {
-                self.check_prefix(now_ns, p);
+        } else {
+            if let Some(p) = self.cfg.progressive {
+                if n >= p.min_samples && (n - p.min_samples) % p.step == 0 {
+                    self.check_prefix(now_ns, p);
+                }
+            }
+            // One sample to go (and the probe did not just end early): let the
+            // classifier do now, a sample period ahead, whatever does not
+            // depend on the last sample (issue #7 decision latency).
+            if n + 1 == self.w && self.phase == Phase::Probe {
+                self.classifier.prepare(&self.window);
             }
         }
         Ok(())

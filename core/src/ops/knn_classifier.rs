@@ -66,6 +66,12 @@ impl Classifier for KnnClassifier {
             distance: p.distance,
         })
     }
+
+    /// Rows 0..w−1 of every reference's DTW against the partial window
+    /// ([`Model::prepare`]), so the last sample costs one row per reference.
+    fn prepare(&mut self, partial: &[f64]) {
+        self.model.prepare(partial, &mut self.ws);
+    }
 }
 
 #[cfg(test)]

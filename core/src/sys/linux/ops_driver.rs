@@ -486,6 +486,11 @@ pub struct OpsDriver<C, P> {
     origin: Arc<AtomicU64>,
     /// Latest time passed to the controller.
     t_in: u64,
+    /// Events of the current step, reported once its actions are carried
+    /// out: a slow callback (a log line, a progress bar) must not stand
+    /// between a decision and its `setsockopt` (issue #7 decision latency).
+    /// Keeps its capacity, so reporting allocates nothing.
+    pending: Vec<DriverEvent>,
 }
 
 impl<C: Classifier, P: Policy> OpsDriver<C, P> {
@@ -514,6 +519,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
             last_rtt_ms: None,
             origin: Arc::new(AtomicU64::new(0)),
             t_in: 0,
+            pending: Vec::with_capacity(32),
         })
     }
 
@@ -553,10 +559,19 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         self.apply(fd, None, on_event)
     }
 
+    /// Report the events of the current step, in order.
+    fn flush(&mut self, on_event: &mut dyn FnMut(&DriverEvent)) {
+        for e in self.pending.drain(..) {
+            on_event(&e);
+        }
+    }
+
     /// Feed one RTT sample taken at `sample_ns` and carry out the resulting
-    /// actions on `sock` at once: this is the path from the last sample of a
-    /// window to the `setsockopt` call that [`DriverEvent::CcaSet`]'s latency
-    /// measures (public for benches and custom loops).
+    /// actions on `sock` at once, then report the events: this is the path
+    /// from the last sample of a window to the `setsockopt` call that
+    /// [`DriverEvent::CcaSet`]'s latency measures (public for benches and
+    /// custom loops). The sample before the last one also makes the
+    /// classifier prepare the decision ([`Classifier::prepare`]).
     pub fn feed_sample(
         &mut self,
         sock: impl AsFd,
@@ -571,12 +586,12 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
     }
 
     /// Switch the socket to `cca` unless the driver already set it; true if it switched.
+    /// The [`DriverEvent::CcaSet`] waits in `pending` for the next `flush`.
     fn ensure_cca(
         &mut self,
         fd: BorrowedFd<'_>,
         cca: CcaName,
         sample_ns: Option<u64>,
-        on_event: &mut dyn FnMut(&DriverEvent),
     ) -> Result<bool> {
         if self.actual == Some(cca) {
             return Ok(false);
@@ -586,7 +601,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         self.actual = Some(cca);
         let at_ns = monotonic_ns();
         self.cca_sets += 1;
-        on_event(&DriverEvent::CcaSet {
+        self.pending.push(DriverEvent::CcaSet {
             cca,
             at_ns,
             latency_ns: sample_ns.map(|s| at_ns.saturating_sub(s)),
@@ -602,36 +617,45 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
     ) -> Result<()> {
         let Some(seg) = self.lead else { return Ok(()) };
         self.leading = true;
-        match seg.cca() {
-            Some(c) => {
-                self.ensure_cca(fd, c, None, on_event)?;
-                self.sending = true;
+        let r = match seg.cca() {
+            Some(c) => self.ensure_cca(fd, c, None).map(|_| self.sending = true),
+            None => {
+                self.sending = false;
+                Ok(())
             }
-            None => self.sending = false,
-        }
-        Ok(())
+        };
+        self.flush(on_event);
+        r
     }
 
-    /// Drain the controller's outputs: switch the CCA, start/stop sending.
+    /// Drain the controller's outputs: switch the CCA, start/stop sending;
+    /// then report every event of the step (also when an action failed).
     fn apply(
         &mut self,
         fd: BorrowedFd<'_>,
         sample_ns: Option<u64>,
         on_event: &mut dyn FnMut(&DriverEvent),
     ) -> Result<()> {
+        let r = self.act(fd, sample_ns);
+        self.flush(on_event);
+        r
+    }
+
+    /// The actions of [`OpsDriver::apply`]; events go to `pending`.
+    fn act(&mut self, fd: BorrowedFd<'_>, sample_ns: Option<u64>) -> Result<()> {
         let mut decided: Option<CcaName> = None;
         let mut switched = false;
         while let Some(out) = self.ctl.poll() {
             match out {
                 Output::Action(Action::SetCca(cca)) => {
-                    if self.ensure_cca(fd, cca, sample_ns, on_event)? {
+                    if self.ensure_cca(fd, cca, sample_ns)? {
                         switched |= decided == Some(cca);
                     }
                 }
                 Output::Action(Action::SendFullSpeed { cca, .. } | Action::Steady { cca, .. }) => {
                     // After a lead-in the socket may hold another CCA than
                     // the controller believes: make it the action's CCA.
-                    if self.ensure_cca(fd, cca, sample_ns, on_event)? {
+                    if self.ensure_cca(fd, cca, sample_ns)? {
                         switched |= decided == Some(cca);
                     }
                     self.sending = true;
@@ -654,12 +678,13 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                     if let Event::Selected { cca, .. } = ev {
                         decided = Some(cca);
                     }
-                    on_event(&DriverEvent::Ops(ev));
+                    self.pending.push(DriverEvent::Ops(ev));
                 }
             }
         }
         if let (Some(cca), Some(s)) = (decided, sample_ns) {
-            on_event(&DriverEvent::Decision {
+            // Taken before any event is reported: the decision's own span.
+            self.pending.push(DriverEvent::Decision {
                 cca,
                 latency_ns: monotonic_ns().saturating_sub(s),
                 switched,
@@ -774,7 +799,9 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                 }
                 let s = WireSample::decode(&sbuf);
                 let rtt = s.rtt_ms.is_finite().then_some(s.rtt_ms);
-                on_event(&DriverEvent::Rtt {
+                // Reported with the events of the step this sample causes,
+                // after its actions (see `pending`).
+                self.pending.push(DriverEvent::Rtt {
                     at_ns: s.at_ns,
                     rtt_ms: rtt,
                     answered: s.answered,
@@ -808,9 +835,13 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                     // passed a later `now` before it read this sample.
                     let at = s.at_ns.max(self.t_in);
                     self.t_in = at;
-                    self.ctl.handle_sample(at, v)?;
+                    if let Err(e) = self.ctl.handle_sample(at, v) {
+                        self.flush(on_event);
+                        return Err(e);
+                    }
                     self.apply(fd, Some(s.at_ns), on_event)?;
                 }
+                self.flush(on_event);
             }
             if let Some((due, v)) = held {
                 if now >= due {
