@@ -104,6 +104,9 @@ pub extern "C" fn opsel_ops_driver_config_default() -> opsel_ops_driver_config {
 
 /// The one place that maps `opsel_ops_driver_config` to the core (keep in
 /// step with `opsel_ops_driver_config_default()` when `DriverConfig` grows).
+/// Every field is mapped today; the struct update keeps a field added to
+/// `DriverConfig` later at its Rust default until the C struct grows one.
+#[allow(clippy::needless_update)]
 fn driver_config_from_c(c: &opsel_ops_driver_config) -> DriverConfig {
     DriverConfig {
         burst: BurstConfig {
@@ -663,8 +666,10 @@ pub unsafe extern "C" fn opsel_send_fixed(
             deliver(e, &[], cb, &stop)
         })?;
         if let Some(o) = unsafe { out_report.as_mut() } {
-            let mut stats = opsel_ops_stats::default();
-            stats.phase = crate::ops::OPSEL_OPS_PHASE_STEADY;
+            let stats = opsel_ops_stats {
+                phase: crate::ops::OPSEL_OPS_PHASE_STEADY,
+                ..Default::default()
+            };
             *o = report_c(&report, stats);
         }
         Ok(())

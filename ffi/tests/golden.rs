@@ -522,7 +522,7 @@ fn c_abi_rejects_bad_input_without_crashing() {
         assert_eq!(last_error(), "", "success clears the message");
 
         // Handles: bad paths and JSON give NULL handles and the right status.
-        let mut m2 = 1usize as *mut opsel_model;
+        let mut m2 = std::ptr::dangling_mut::<opsel_model>();
         assert_eq!(opsel_model_load(ptr::null(), &mut m2), OPSEL_NULL_POINTER);
         assert!(m2.is_null());
         assert_eq!(

@@ -24,6 +24,9 @@ use opsel::ops::{
 };
 use opsel::probe::{CcaName, Pattern};
 use std::cell::{Cell, RefCell};
+
+/// The controller core borrowed for one call.
+type CoreRef<'a> = std::cell::RefMut<'a, Core<Box<dyn Classifier + Send>, AnyPolicy>>;
 use std::rc::Rc;
 
 /// The JS function behind a user policy. `env` is set only while a
@@ -340,7 +343,7 @@ pub struct OpsStats {
 }
 
 pub(crate) fn secs(v: f64, what: &str) -> napi::Result<u64, Code> {
-    if !(v.is_finite() && v >= 0.0 && v < 1.8e10) {
+    if !(v.is_finite() && (0.0..1.8e10).contains(&v)) {
         return Err(invalid(format!(
             "{what} = {v} s must be a finite number of seconds >= 0"
         )));
@@ -635,10 +638,7 @@ impl Controller {
         })
     }
 
-    fn core(
-        &self,
-    ) -> napi::Result<std::cell::RefMut<'_, Core<Box<dyn Classifier + Send>, AnyPolicy>>, Code>
-    {
+    fn core(&self) -> napi::Result<CoreRef<'_>, Code> {
         self.inner.try_borrow_mut().map_err(|_| {
             invalid("the controller is busy: a policy function must not call back into its own controller")
         })

@@ -283,7 +283,7 @@ impl Model {
                 Ok::<_, opsel::Error>(out)
             })
             .py_err()?;
-        Ok(PyArray1::from_vec(py, out).reshape([n, c])?)
+        PyArray1::from_vec(py, out).reshape([n, c])
     }
 
     /// Window length (1 Hz samples) the model classifies.
@@ -339,7 +339,7 @@ impl Model {
     #[getter]
     fn references<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let m = &self.file.model;
-        Ok(PyArray1::from_vec(py, m.raw_references().to_vec()).reshape([m.len(), m.window()])?)
+        PyArray1::from_vec(py, m.raw_references().to_vec()).reshape([m.len(), m.window()])
     }
     /// Reference labels (class indices).
     #[getter]

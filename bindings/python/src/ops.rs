@@ -128,7 +128,7 @@ pub(crate) fn invalid(msg: String) -> PyErr {
 }
 
 pub(crate) fn secs_to_ns(s: f64, what: &str) -> PyResult<u64> {
-    if !(s.is_finite() && s >= 0.0 && s < 1.8e10) {
+    if !(s.is_finite() && (0.0..1.8e10).contains(&s)) {
         return Err(invalid(format!(
             "{what} = {s} s must be a finite number of seconds >= 0"
         )));

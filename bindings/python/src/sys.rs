@@ -561,7 +561,7 @@ impl ProbeReceiver {
         expected: usize,
         idle_s: f64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if !(idle_s.is_finite() && idle_s >= 0.0 && idle_s <= 3600.0) {
+        if !(idle_s.is_finite() && (0.0..=3600.0).contains(&idle_s)) {
             return Err(to_py(opsel::Error::invalid(format!(
                 "idle_s {idle_s} must be a number of seconds in [0, 3600]"
             ))));

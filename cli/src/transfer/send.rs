@@ -388,7 +388,6 @@ pub fn run(
         }
         _ => unreachable!("controller built for OPS only"),
     };
-    drop(cb);
     if let Some(w) = log.out.as_mut() {
         let _ = w.flush();
     }

@@ -254,8 +254,7 @@ impl Model {
             &mut ws.lanes,
         );
         let k = self.config.k;
-        for slot in 0..used {
-            let d = acc[slot];
+        for (slot, &d) in acc.iter().enumerate().take(used) {
             if d.is_infinite() {
                 stats.abandoned += 1;
                 continue;

@@ -40,7 +40,7 @@ pub fn realtime_minus_monotonic_ns() -> i128 {
         let b = monotonic_ns();
         let width = b - a;
         let off = r as i128 - (a as i128 + (width / 2) as i128);
-        if best.map_or(true, |(w, _)| width < w) {
+        if best.is_none_or(|(w, _)| width < w) {
             best = Some((width, off));
         }
     }

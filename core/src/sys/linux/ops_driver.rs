@@ -1151,8 +1151,10 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("600 echoes"));
-        let mut c = DriverConfig::default();
-        c.chunk_bytes = 0;
+        let c = DriverConfig {
+            chunk_bytes: 0,
+            ..DriverConfig::default()
+        };
         assert!(c.validate(NS_PER_S).is_err());
     }
 }
