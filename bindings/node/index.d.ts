@@ -62,6 +62,24 @@ export declare function bweEstimate(sendGapsNs: Float64Array, recvGapsNs: Float6
  * rate exceeds the available bandwidth. `relTol` 0 (default) is the thesis rule.
  */
 export declare function bweDecideSingleRate(sendGapsNs: Float64Array, recvGapsNs: Float64Array, relTol?: number | undefined | null, options?: BassOptions | undefined | null): boolean
+/** Result of Pathload's trend tests. */
+export interface TrendResult {
+  /** `"increasing"`, `"no_trend"` or `"ambiguous"`. */
+  trend: string
+  /** Pairwise comparison test S_PCT. */
+  pct: number
+  /** Pairwise difference test S_PDT. */
+  pdt: number
+}
+/** Pathload's trend tests (001 §2.2.1.2) on one-way delays (any unit and offset). */
+export declare function bweTrend(owd: Float64Array): TrendResult
+/**
+ * A single-rate baseline of 001 Ch 5 on one p-stream: one-way delays rebuilt from
+ * the gaps, denoised by `method` (`"pathload"` = none, `"imr-avg"` (default) = 10
+ * averaged points, `"imr-wavelet"` = `levels`-stage (default 3) Daubechies D4
+ * approximation), then PCT/PDT. Returns `"increasing"`, `"no_trend"` or `"ambiguous"`.
+ */
+export declare function bweBaseline(sendGapsNs: Float64Array, recvGapsNs: Float64Array, method?: string | undefined | null, levels?: number | undefined | null): string
 /** The N_r probing rates (bit/s, lowest first) of a p-stream (001 §1.3). */
 export declare function pstreamRates(rAvgBps: number, pstream?: PStreamOptions | undefined | null): Float64Array
 /** The N intended send gaps (ns) of a p-stream, `g_s = P / R`. */

@@ -310,10 +310,12 @@ if (!nativeBinding) {
   throw new Error(`Failed to load native binding`)
 }
 
-const { bweEstimate, bweDecideSingleRate, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, dtwDistance, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, OpsDriver, sendFixed, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, version } = nativeBinding
+const { bweEstimate, bweDecideSingleRate, bweTrend, bweBaseline, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, dtwDistance, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, OpsDriver, sendFixed, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, version } = nativeBinding
 
 module.exports.bweEstimate = bweEstimate
 module.exports.bweDecideSingleRate = bweDecideSingleRate
+module.exports.bweTrend = bweTrend
+module.exports.bweBaseline = bweBaseline
 module.exports.pstreamRates = pstreamRates
 module.exports.pstreamSendGaps = pstreamSendGaps
 module.exports.BweMl = BweMl

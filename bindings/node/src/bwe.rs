@@ -1,6 +1,6 @@
 //! Bandwidth estimation (document 001, TCP Rapid): `bweEstimate`,
 //! `bweDecideSingleRate`, `pstreamRates`, `pstreamSendGaps`, `BweMl` and
-//! `RateAdapter`; wraps `opsel::bwe`. Gaps are `Float64Array`s in nanoseconds,
+//! `RateAdapter`, and the Ch 5 baselines `bweTrend` / `bweBaseline`; wraps `opsel::bwe`. Gaps are `Float64Array`s in nanoseconds,
 //! rates bit/s.
 
 use crate::error::{guard, invalid, to_js, Code};
@@ -11,6 +11,7 @@ use opsel::bwe::adapter::{EtaParam, RateAdapter as CoreAdapter, RateAdapterConfi
 use opsel::bwe::bass::{BassConfig, BassVariant, HeadSegment, TailSegment, WindowAlign};
 use opsel::bwe::features::FeatureKind;
 use opsel::bwe::ml::MlEstimator;
+use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
 use opsel::bwe::{self, EstimatorWorkspace, PStreamSpec};
 
 /// Shape of a p-stream (all optional: the thesis' N_r = 4, N_p = 16, range 0.5,
@@ -198,6 +199,77 @@ pub fn bwe_decide_single_rate(
             &mut ws,
         )
         .map_err(to_js)
+    })
+}
+
+/// Result of Pathload's trend tests.
+#[napi(object)]
+pub struct TrendResult {
+    /// `"increasing"`, `"no_trend"` or `"ambiguous"`.
+    pub trend: String,
+    /// Pairwise comparison test S_PCT.
+    pub pct: f64,
+    /// Pairwise difference test S_PDT.
+    pub pdt: f64,
+}
+
+fn trend_name(t: Trend) -> String {
+    match t {
+        Trend::Increasing => "increasing",
+        Trend::NoTrend => "no_trend",
+        Trend::Ambiguous => "ambiguous",
+    }
+    .to_string()
+}
+
+/// Pathload's trend tests (001 §2.2.1.2) on one-way delays (any unit and offset).
+#[napi]
+pub fn bwe_trend(owd: Float64Array) -> napi::Result<TrendResult, Code> {
+    guard(|| {
+        Ok(TrendResult {
+            pct: pathload::pct(&owd).map_err(to_js)?,
+            pdt: pathload::pdt(&owd).map_err(to_js)?,
+            trend: trend_name(pathload::trend(&owd).map_err(to_js)?),
+        })
+    })
+}
+
+/// A single-rate baseline of 001 Ch 5 on one p-stream: one-way delays rebuilt from
+/// the gaps, denoised by `method` (`"pathload"` = none, `"imr-avg"` (default) = 10
+/// averaged points, `"imr-wavelet"` = `levels`-stage (default 3) Daubechies D4
+/// approximation), then PCT/PDT. Returns `"increasing"`, `"no_trend"` or `"ambiguous"`.
+#[napi]
+pub fn bwe_baseline(
+    send_gaps_ns: Float64Array,
+    recv_gaps_ns: Float64Array,
+    method: Option<String>,
+    levels: Option<u32>,
+) -> napi::Result<String, Code> {
+    guard(|| {
+        #[derive(Clone, Copy)]
+        enum M {
+            Avg,
+            Raw,
+            Wavelet,
+        }
+        let m = choice(
+            "method",
+            method.as_deref(),
+            &[
+                ("imr-avg", M::Avg),
+                ("pathload", M::Raw),
+                ("imr-wavelet", M::Wavelet),
+            ],
+        )?;
+        let (gs, gr) = (&send_gaps_ns[..], &recv_gaps_ns[..]);
+        let mut ws = ImrWorkspace::new(gs.len());
+        let t = match m {
+            M::Raw => pathload::pathload(gs, gr, &mut ws),
+            M::Avg => pathload::imr_avg(gs, gr, &mut ws),
+            M::Wavelet => pathload::imr_wavelet(gs, gr, levels.unwrap_or(3) as usize, &mut ws),
+        }
+        .map_err(to_js)?;
+        Ok(trend_name(t))
     })
 }
 

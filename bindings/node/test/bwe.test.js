@@ -44,6 +44,30 @@ test('golden single-rate decisions, p-stream rates, rate adapter', () => {
     assert.equal(opsel.bweDecideSingleRate(gs, gr), s.exceeds_thesis_rule)
     assert.equal(opsel.bweDecideSingleRate(gs, gr, 0.02), s.exceeds_tol_0_02)
   }
+  // 001 Ch 5 baselines: Pathload PCT/PDT on one-way delays, raw Pathload, IMR-avg, IMR-wavelet.
+  const seen = new Set()
+  for (const b of golden.baselines) {
+    const gs = Float64Array.from(b.send_gaps_ns)
+    const gr = Float64Array.from(b.recv_gaps_ns)
+    const owd = new Float64Array(gs.length)
+    let d = 0
+    for (let k = 0; k < gs.length; k++) { d += gr[k] - gs[k]; owd[k] = d }
+    const t = opsel.bweTrend(owd)
+    assert.equal(t.trend, b.owd_trend)
+    close(t.pct, b.owd_pct, 'pct')
+    close(t.pdt, b.owd_pdt, 'pdt')
+    for (const [method, key] of [['pathload', 'pathload'], ['imr-avg', 'imr_avg'], ['imr-wavelet', 'imr_wavelet_3']]) {
+      const got = opsel.bweBaseline(gs, gr, method)
+      assert.equal(got, b[key], `${method}`)
+      seen.add(got)
+    }
+    assert.equal(opsel.bweBaseline(gs, gr), b.imr_avg)
+  }
+  assert.deepEqual([...seen].sort(), ['ambiguous', 'increasing', 'no_trend'])
+  const flat = new Float64Array(16).fill(10000)
+  assert.throws(() => opsel.bweBaseline(flat, flat, 'pathchirp'), /method/)
+  assert.throws(() => opsel.bweBaseline(flat, flat, 'imr-wavelet'), /need >= 8/)
+  assert.throws(() => opsel.bweTrend(new Float64Array([1])), /at least 2/)
   const range = 1.15 ** 3 - 1
   const rates = opsel.pstreamRates(7e9, { range })
   golden.thesis_pstream_7gbps.rates_bps.forEach((w, k) => close(rates[k], w, `rate ${k}`))

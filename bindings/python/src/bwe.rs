@@ -1,6 +1,6 @@
 //! `opsel.bwe_estimate`, `opsel.bwe_decide_single_rate`, `opsel.pstream_rates`,
-//! `opsel.pstream_send_gaps`, `opsel.BweMl`, `opsel.RateAdapter` (core: `opsel::bwe`,
-//! document 001). Gaps are numpy float64 arrays in nanoseconds, rates bit/s.
+//! `opsel.pstream_send_gaps`, `opsel.BweMl`, `opsel.RateAdapter`, and the Ch 5
+//! baselines `opsel.bwe_trend` / `opsel.bwe_baseline` (core: `opsel::bwe`, document 001). Gaps are numpy float64 arrays in nanoseconds, rates bit/s.
 
 use crate::errors::{to_py, IntoPy};
 use numpy::{PyArray1, PyReadonlyArray1};
@@ -9,6 +9,7 @@ use opsel::bwe::adapter::{EtaParam, RateAdapter as CoreAdapter, RateAdapterConfi
 use opsel::bwe::bass::{BassConfig, BassVariant, HeadSegment, TailSegment, WindowAlign};
 use opsel::bwe::features::FeatureKind;
 use opsel::bwe::ml::MlEstimator;
+use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
 use opsel::bwe::{self, EstimatorWorkspace, PStreamSpec};
 use opsel::Error;
 use pyo3::prelude::*;
@@ -203,6 +204,65 @@ fn bwe_decide_single_rate(
     bwe::decide_single_rate(&gs, &gr, &bass, rel_tol, &mut ws).py_err()
 }
 
+fn trend_name(t: Trend) -> &'static str {
+    match t {
+        Trend::Increasing => "increasing",
+        Trend::NoTrend => "no_trend",
+        Trend::Ambiguous => "ambiguous",
+    }
+}
+
+/// Pathload's trend tests (001 §2.2.1.2) on one-way delays (any unit and offset):
+/// `(trend, pct, pdt)` with trend "increasing", "no_trend" or "ambiguous".
+#[pyfunction]
+fn bwe_trend(owd: PyReadonlyArray1<'_, f64>) -> PyResult<(&'static str, f64, f64)> {
+    let d = gaps(&owd);
+    let (c, p, t) = (
+        pathload::pct(&d).py_err()?,
+        pathload::pdt(&d).py_err()?,
+        pathload::trend(&d).py_err()?,
+    );
+    Ok((trend_name(t), c, p))
+}
+
+/// A single-rate baseline of 001 Ch 5 on one p-stream: one-way delays rebuilt from the
+/// gaps, denoised by `method` ("pathload" = none, "imr-avg" = 10 averaged points,
+/// "imr-wavelet" = `levels`-stage Daubechies D4 approximation), then PCT/PDT.
+/// Returns "increasing", "no_trend" or "ambiguous".
+#[pyfunction]
+#[pyo3(signature = (send_gaps_ns, recv_gaps_ns, method = "imr-avg", levels = 3))]
+fn bwe_baseline(
+    send_gaps_ns: PyReadonlyArray1<'_, f64>,
+    recv_gaps_ns: PyReadonlyArray1<'_, f64>,
+    method: &str,
+    levels: usize,
+) -> PyResult<&'static str> {
+    #[derive(Clone, Copy)]
+    enum M {
+        Raw,
+        Avg,
+        Wavelet,
+    }
+    let m = choice(
+        "method",
+        method,
+        &[
+            ("pathload", M::Raw),
+            ("imr-avg", M::Avg),
+            ("imr-wavelet", M::Wavelet),
+        ],
+    )?;
+    let (gs, gr) = (gaps(&send_gaps_ns), gaps(&recv_gaps_ns));
+    let mut ws = ImrWorkspace::new(gs.len());
+    let t = match m {
+        M::Raw => pathload::pathload(&gs, &gr, &mut ws),
+        M::Avg => pathload::imr_avg(&gs, &gr, &mut ws),
+        M::Wavelet => pathload::imr_wavelet(&gs, &gr, levels, &mut ws),
+    }
+    .py_err()?;
+    Ok(trend_name(t))
+}
+
 /// The N_r probing rates (bit/s, lowest first) of a p-stream (001 §1.3).
 #[pyfunction]
 #[pyo3(signature = (r_avg_bps, n_rates = 4, packets_per_rate = 16, range = 0.5, packet_bytes = 9038))]
@@ -361,6 +421,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RateAdapter>()?;
     m.add_function(wrap_pyfunction!(bwe_estimate, m)?)?;
     m.add_function(wrap_pyfunction!(bwe_decide_single_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(bwe_trend, m)?)?;
+    m.add_function(wrap_pyfunction!(bwe_baseline, m)?)?;
     m.add_function(wrap_pyfunction!(pstream_rates, m)?)?;
     m.add_function(wrap_pyfunction!(pstream_send_gaps, m)?)?;
     Ok(())

@@ -52,6 +52,31 @@ def test_single_rate():
         assert opsel.bwe_decide_single_rate(gs, gr, rel_tol=0.02) == s["exceeds_tol_0_02"]
 
 
+def test_baselines():
+    # 001 Ch 5 baselines: Pathload PCT/PDT on one-way delays, raw Pathload, IMR-avg, IMR-wavelet.
+    seen = set()
+    for s in GOLDEN["baselines"]:
+        gs, gr = np.array(s["send_gaps_ns"]), np.array(s["recv_gaps_ns"])
+        trend, pct, pdt = opsel.bwe_trend(np.cumsum(gr - gs))
+        assert trend == s["owd_trend"]
+        assert close(pct, s["owd_pct"]) and close(pdt, s["owd_pdt"])
+        for method, key in [("pathload", "pathload"), ("imr-avg", "imr_avg"), ("imr-wavelet", "imr_wavelet_3")]:
+            got = opsel.bwe_baseline(gs, gr, method=method)
+            assert got == s[key], (method, got, s[key])
+            seen.add(got)
+        assert opsel.bwe_baseline(gs, gr) == s["imr_avg"]
+    assert seen == {"increasing", "no_trend", "ambiguous"}
+    gs = np.full(16, 10_000.0)
+    with pytest.raises(ValueError, match="method"):
+        opsel.bwe_baseline(gs, gs, method="pathchirp")
+    with pytest.raises(ValueError, match="need >= 8"):
+        opsel.bwe_baseline(gs, gs, method="imr-wavelet")
+    with pytest.raises(ValueError, match="at least 10"):
+        opsel.bwe_baseline(gs[:9], gs[:9])
+    with pytest.raises(ValueError, match="at least 2"):
+        opsel.bwe_trend(np.array([1.0]))
+
+
 def test_pstream_and_adapter():
     want = GOLDEN["thesis_pstream_7gbps"]
     rates = opsel.pstream_rates(7e9, 4, 16, range=1.15**3 - 1)

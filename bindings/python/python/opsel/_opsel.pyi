@@ -303,6 +303,19 @@ def bwe_decide_single_rate(
 ) -> bool:
     """True when the single probing rate exceeds the available bandwidth (001 §5.3.2)."""
 
+def bwe_trend(owd: npt.ArrayLike) -> tuple[str, float, float]:
+    """Pathload PCT/PDT trend tests (001 §2.2.1.2) on one-way delays: (trend, pct, pdt),
+    trend "increasing", "no_trend" or "ambiguous"."""
+
+def bwe_baseline(
+    send_gaps_ns: npt.ArrayLike,
+    recv_gaps_ns: npt.ArrayLike,
+    method: str = "imr-avg",
+    levels: int = 3,
+) -> str:
+    """Single-rate baseline of 001 Ch 5: "pathload", "imr-avg" or "imr-wavelet" (levels-stage
+    Daubechies D4) on the one-way delays rebuilt from the gaps; returns the trend."""
+
 def pstream_rates(
     r_avg_bps: float, n_rates: int = 4, packets_per_rate: int = 16, range: float = 0.5, packet_bytes: int = 9038
 ) -> npt.NDArray[np.float64]: ...
