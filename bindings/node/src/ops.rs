@@ -68,42 +68,28 @@ pub(crate) enum Called {
     Threw(String, Option<JsUnknown>),
 }
 
-/// Call `func(classified)` on the JS thread. A thrown exception is taken off
-/// the env (so it does not escape from an unrelated place) and returned.
+/// Call `func(classified)` on the JS thread. napi-rs takes a thrown
+/// exception off the env (so it cannot escape from an unrelated place) into
+/// the error, with its text (`String(exc)`); the value is taken back here.
 pub(crate) fn call_policy(env: &Env, func: &JsFunction, classes: &[String], c: &Classified) -> Called {
-    let r = classified_object(env, classes, c).and_then(|o| func.call(None, &[o]));
-    match r {
+    match classified_object(env, classes, c).and_then(|o| func.call(None, &[o])) {
         Ok(v) => Called::Returned(v),
         Err(e) => {
-            let raw = env.raw();
-            let mut exc = std::ptr::null_mut();
-            let mut pending = false;
-            // SAFETY: plain Node-API calls on the live env of this JS-thread call.
-            unsafe {
-                sys::napi_is_exception_pending(raw, &mut pending);
-                if pending {
-                    sys::napi_get_and_clear_last_exception(raw, &mut exc);
-                }
-            }
-            if pending && !exc.is_null() {
-                // SAFETY: `exc` is a live value of this env (viewed twice:
-                // once to coerce it to text, once to hand it back).
-                let text = exception_text(unsafe { JsUnknown::from_raw_unchecked(raw, exc) });
-                Called::Threw(text, Some(unsafe { JsUnknown::from_raw_unchecked(raw, exc) }))
+            let text = if e.reason.is_empty() {
+                "an exception that cannot be converted to a string".to_string()
             } else {
-                Called::Threw(e.reason, None)
-            }
+                e.reason.clone()
+            };
+            // SAFETY: the live env of this JS-thread call. For a thrown
+            // exception this returns it and deletes napi-rs's reference to it.
+            let v = unsafe { ToNapiValue::to_napi_value(env.raw(), e) }
+                .ok()
+                .filter(|v| !v.is_null())
+                // SAFETY: a live value of this env.
+                .map(|v| unsafe { JsUnknown::from_raw_unchecked(env.raw(), v) });
+            Called::Threw(text, v)
         }
     }
-}
-
-/// `String(exc)` ("Error: boom"), or a fallback when even that throws.
-fn exception_text(v: JsUnknown) -> String {
-    let text = v
-        .coerce_to_string()
-        .and_then(|s| s.into_utf8())
-        .and_then(|s| s.into_owned());
-    text.unwrap_or_else(|_| "an exception that cannot be converted to a string".into())
 }
 
 impl JsPolicy {

@@ -812,8 +812,9 @@ impl Task for DriverRun {
 /// Run OPS on your own connected TCP socket (000 Ch. 6–7).
 ///
 /// ```js
-/// const drv = new OpsDriver('model.json', { mode: 'active', pattern: 'S5-C5-S5-B5' },
-///                           { probe: '10.0.0.2:5001' })
+/// const drv = new OpsDriver('model.json',
+///   { mode: 'active', pattern: 'S5-C5-S5-B5', policy: (c) => (c.bbrPresent ? 'bbr' : 'cubic') },
+///   { probe: '10.0.0.2:5001' })
 /// const report = await drv.run(socket._handle.fd, 'data.bin', (e) => console.log(e))
 /// ```
 #[napi]
@@ -828,7 +829,8 @@ pub struct OpsDriver {
 #[napi]
 impl OpsDriver {
     /// `model` is a `Model` or a model-file path; `options` are the
-    /// `Controller` options (the policy must be "stump" or a table spec);
+    /// `Controller` options (policy "stump", a table spec, or a function
+    /// `(classified) => ccaName`, called on the JS thread at each decision);
     /// `driver` needs `probe`.
     #[napi(constructor)]
     pub fn new(
@@ -881,6 +883,10 @@ impl OpsDriver {
     /// path, or a file descriptor read to EOF) until it ends, the time limit
     /// passes or `stop()` is called. Off the event loop; resolves to the
     /// report. `onEvent` receives every event as it happens. One run per driver.
+    /// With a policy function that throws, returns anything but a usable CCA
+    /// name, or does not answer within `policyTimeoutS`, the driver stops
+    /// and the promise rejects with an `Error` (code "OPSEL_INVALID_INPUT")
+    /// naming the cause, with `bytesSent`, `report` and, for a throw, `cause`.
     #[napi(ts_return_type = "Promise<DriverReportJs>")]
     pub fn run(
         &self,
