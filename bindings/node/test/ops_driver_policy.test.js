@@ -11,9 +11,17 @@
 // the live socket to X, which is read back. Also: a throwing policy, a
 // non-string and an unknown CCA, a JS thread blocked past the timeout; each
 // rejects with a coded error naming the cause, with the bytes sent so far,
-// and leaves the socket open on the last decided CCA. Bounded: ~20 s.
+// and leaves the socket open on the last decided CCA. And env teardown: a
+// worker_threads Worker terminated while its driver waits for a policy
+// answer (its JS thread blocked) frees the libuv pool thread at once, not
+// after policyTimeoutS (this file re-runs itself as that child process).
+// Bounded: ~25 s.
 'use strict'
-const test = require('node:test')
+const { Worker, isMainThread, parentPort } = require('node:worker_threads')
+const { execFileSync } = require('node:child_process')
+// Set in the teardown child process and its worker (see teardownChild).
+const MODE = process.env.OPSEL_POLICY_TEARDOWN
+const test = MODE ? () => {} : require('node:test')
 const assert = require('node:assert/strict')
 const crypto = require('node:crypto')
 const net = require('node:net')
@@ -228,8 +236,58 @@ test('a JS thread blocked past policyTimeoutS: the driver gives up, the loop rec
   assert.equal(called, 1)
 })
 
+// In the child process (OPSEL_POLICY_TEARDOWN=1, UV_THREADPOOL_SIZE=1):
+// the worker runs a driver whose policy can never be answered (its JS thread
+// blocks in Atomics.wait from 1 s; the decision comes at ~2 s; policyTimeoutS
+// is 60). The main thread terminates the worker at ~3.5 s, then times a
+// threadpool job: with one pool thread it runs only once the driver's
+// run() has returned, i.e. once the worker saw the threadsafe function close.
+function teardownChild () {
+  const w = new Worker(__filename, { env: { OPSEL_POLICY_TEARDOWN: 'worker' } })
+  w.on('message', async () => {
+    await new Promise((resolve) => setTimeout(resolve, 2500))
+    const t0 = Date.now()
+    await w.terminate()
+    const terminateS = (Date.now() - t0) / 1000
+    const t1 = Date.now()
+    crypto.pbkdf2('x', 'y', 1, 16, 'sha256', () => {
+      console.log(JSON.stringify({ terminateS, poolJobS: (Date.now() - t1) / 1000 }))
+    })
+  })
+}
+
+function teardownWorker () {
+  const server = net.createServer((peer) => peer.on('data', () => {}))
+  server.listen(0, '127.0.0.1', () => {
+    const client = net.connect(server.address().port, '127.0.0.1', () => {
+      const echo = new opsel.UdpEchoResponder('127.0.0.1:0', 20)
+      const d = driver(echo, () => 'cubic', { timeLimitS: 20, policyTimeoutS: 60 })
+      d.run(client._handle.fd, '/dev/zero').catch(() => {})
+      setTimeout(() => {
+        parentPort.postMessage('blocking')
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60000)
+      }, 1000)
+    })
+  })
+}
+
+test('env teardown while a policy call is pending does not hang the worker', () => {
+  const out = execFileSync(process.execPath, [__filename], {
+    env: { ...process.env, OPSEL_POLICY_TEARDOWN: 'child', UV_THREADPOOL_SIZE: '1' },
+    timeout: 30000,
+    encoding: 'utf8'
+  })
+  const r = JSON.parse(out.trim().split('\n').pop())
+  assert.ok(r.terminateS < 5, `terminate() took ${r.terminateS} s`)
+  // Without the closed-function check the pool thread would wait 60 s.
+  assert.ok(r.poolJobS < 5, `the threadpool was busy for ${r.poolJobS} s after terminate()`)
+})
+
 test('an idle driver with a policy function does not keep Node alive', () => {
   // If it did, this file's process would never exit and node --test would hang.
   const d = new opsel.OpsDriver(TINY, { policy: () => 'cubic' }, { probe: '127.0.0.1:9' })
   assert.deepEqual(d.classes.length, 6)
 })
+
+if (MODE === 'child') teardownChild()
+else if (MODE === 'worker' && !isMainThread) teardownWorker()
