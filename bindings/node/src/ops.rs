@@ -46,7 +46,11 @@ enum AnyPolicy {
 
 /// The argument of a policy function: one shape for `Controller` and
 /// `OpsDriver` (the TypeScript `Classified`).
-pub(crate) fn classified_object(env: &Env, classes: &[String], c: &Classified) -> napi::Result<JsObject> {
+pub(crate) fn classified_object(
+    env: &Env,
+    classes: &[String],
+    c: &Classified,
+) -> napi::Result<JsObject> {
     let mut o = env.create_object()?;
     let label = classes.get(c.class_index).cloned().unwrap_or_default();
     o.set("label", label)?;
@@ -71,7 +75,12 @@ pub(crate) enum Called {
 /// Call `func(classified)` on the JS thread. napi-rs takes a thrown
 /// exception off the env (so it cannot escape from an unrelated place) into
 /// the error, with its text (`String(exc)`); the value is taken back here.
-pub(crate) fn call_policy(env: &Env, func: &JsFunction, classes: &[String], c: &Classified) -> Called {
+pub(crate) fn call_policy(
+    env: &Env,
+    func: &JsFunction,
+    classes: &[String],
+    c: &Classified,
+) -> Called {
     match classified_object(env, classes, c).and_then(|o| func.call(None, &[o])) {
         Ok(v) => Called::Returned(v),
         Err(e) => {

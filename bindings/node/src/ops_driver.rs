@@ -765,9 +765,10 @@ impl Task for DriverRun {
             // Release the listener now so the process may exit once the
             // queued events are delivered.
             self.tsfn = None;
-            let failed = self.failure.as_ref().is_some_and(|(slot, _)| {
-                slot.lock().unwrap_or_else(|p| p.into_inner()).is_some()
-            });
+            let failed = self
+                .failure
+                .as_ref()
+                .is_some_and(|(slot, _)| slot.lock().unwrap_or_else(|p| p.into_inner()).is_some());
             let socket_cca = failed
                 .then(|| with_raw_fd(self.fd, |fd| opsel::sys::linux::get_cca(fd)).ok())
                 .flatten();
