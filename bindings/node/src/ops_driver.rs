@@ -278,14 +278,7 @@ fn answer(env: &Env, held: &FuncRef, classes: &[String], c: &Classified) -> Answ
                 .and_then(|s| s.into_utf8())
                 .and_then(|s| s.into_owned())
                 .map_or_else(|e| Answer::Threw(e.reason, None), Answer::Name),
-            Ok(t) => {
-                let text = v
-                    .coerce_to_string()
-                    .and_then(|s| s.into_utf8())
-                    .and_then(|s| s.into_owned())
-                    .unwrap_or_else(|_| "?".into());
-                Answer::NotString(format!("a {} ({text})", type_name(t)))
-            }
+            Ok(t) => Answer::NotString(describe(env, v, t)),
             Err(e) => Answer::Threw(e.reason, None),
         },
         Called::Threw(text, exc) => {
@@ -295,19 +288,36 @@ fn answer(env: &Env, held: &FuncRef, classes: &[String], c: &Classified) -> Answ
     }
 }
 
-fn type_name(t: ValueType) -> &'static str {
-    match t {
-        ValueType::Undefined => "undefined",
-        ValueType::Null => "null",
-        ValueType::Boolean => "boolean",
-        ValueType::Number => "number",
-        ValueType::String => "string",
-        ValueType::Symbol => "symbol",
-        ValueType::Object => "object",
-        ValueType::Function => "function",
-        ValueType::External => "external",
-        _ => "value",
-    }
+/// What a policy returned instead of a string, for the error message.
+fn describe(env: &Env, v: JsUnknown, t: ValueType) -> String {
+    let what = match t {
+        ValueType::Undefined => return "undefined (no return value)".into(),
+        ValueType::Null => return "null".into(),
+        ValueType::Object if is_thenable(env, &v) => {
+            return "a Promise (an async function? the policy must return the CCA name synchronously)".into()
+        }
+        ValueType::Boolean => "a boolean",
+        ValueType::Number => "a number",
+        ValueType::Symbol => return "a symbol".into(),
+        ValueType::Object => "an object",
+        ValueType::Function => "a function",
+        _ => "a value",
+    };
+    let text = v
+        .coerce_to_string()
+        .and_then(|s| s.into_utf8())
+        .and_then(|s| s.into_owned())
+        .unwrap_or_else(|_| "?".into());
+    format!("{what} ({text})")
+}
+
+/// True for an object with a callable `then` (a Promise or thenable).
+fn is_thenable(env: &Env, v: &JsUnknown) -> bool {
+    // SAFETY: checked to be an object by the caller; a live value of `env`.
+    let o: JsObject = unsafe { JsObject::from_raw_unchecked(env.raw(), v.raw()) };
+    o.get_named_property::<JsUnknown>("then")
+        .and_then(|t| t.get_type())
+        .is_ok_and(|t| t == ValueType::Function)
 }
 
 /// A CCA name the live socket will accept: valid, and settable on a fresh

@@ -216,9 +216,12 @@ test('a throwing policy stops the driver; the error chains the exception', async
 })
 
 test('a policy answering a non-string or an unknown CCA stops the driver', async () => {
-  const [num, unknown] = await Promise.all([failing(() => 42), failing(() => 'nosuchcca')])
+  const [num, promise, unknown] = await Promise.all([
+    failing(() => 42), failing(async () => 'cubic'), failing(() => 'nosuchcca')
+  ])
   assert.match(num.message, /returned a number \(42\) for class \S+; it must return a CCA name/)
   assert.equal(num.cause, undefined)
+  assert.match(promise.message, /returned a Promise \(an async function\? the policy must return the CCA name synchronously\)/)
   assert.match(unknown.message, /returned "nosuchcca" for class \S+, which this socket cannot use: .*nosuchcca/)
   assert.equal(unknown.cause, undefined)
 })
