@@ -281,6 +281,11 @@ export interface DriverOptions {
   echoCount?: number
   echoIntervalS?: number
   echoTimeoutS?: number
+  /**
+   * With a policy function: how long a decision waits for the JS thread
+   * to run it (default 5 s) before the driver stops with an error.
+   */
+  policyTimeoutS?: number
 }
 /**
  * One driver event. `kind` is "phase", "classified", "selected",
@@ -641,15 +646,17 @@ export declare class Controller {
  * Run OPS on your own connected TCP socket (000 Ch. 6–7).
  *
  * ```js
- * const drv = new OpsDriver('model.json', { mode: 'active', pattern: 'S5-C5-S5-B5' },
- *                           { probe: '10.0.0.2:5001' })
+ * const drv = new OpsDriver('model.json',
+ *   { mode: 'active', pattern: 'S5-C5-S5-B5', policy: (c) => (c.bbrPresent ? 'bbr' : 'cubic') },
+ *   { probe: '10.0.0.2:5001' })
  * const report = await drv.run(socket._handle.fd, 'data.bin', (e) => console.log(e))
  * ```
  */
 export declare class OpsDriver {
   /**
    * `model` is a `Model` or a model-file path; `options` are the
-   * `Controller` options (the policy must be "stump" or a table spec);
+   * `Controller` options (policy "stump", a table spec, or a function
+   * `(classified) => ccaName`, called on the JS thread at each decision);
    * `driver` needs `probe`.
    */
   constructor(model: Model | string, options: ControllerOptions | undefined | null, driver: DriverOptions)
@@ -659,6 +666,10 @@ export declare class OpsDriver {
    * path, or a file descriptor read to EOF) until it ends, the time limit
    * passes or `stop()` is called. Off the event loop; resolves to the
    * report. `onEvent` receives every event as it happens. One run per driver.
+   * With a policy function that throws, returns anything but a usable CCA
+   * name, or does not answer within `policyTimeoutS`, the driver stops
+   * and the promise rejects with an `Error` (code "OPSEL_INVALID_INPUT")
+   * naming the cause, with `bytesSent`, `report` and, for a throw, `cause`.
    */
   run(fd: number, data: Buffer | string | number, onEvent?: (event: DriverEventJs) => void, collectEvents?: boolean | undefined | null): Promise<DriverReportJs>
   /** End a running `run()` within a few ms (its report's end is "stopped"). */

@@ -6,10 +6,13 @@
 //    `opsel recv`).
 // 2. Builds an OpsDriver: active probing with the pattern
 //    cubic:1-silence:1-X:1 (X = bbr when this process may set it, else
-//    reno), the thesis stump as policy, steady time Y = 2 s, 5 s time limit.
+//    reno), steady time Y = 2 s, 5 s time limit, and a JS policy function:
+//    the thesis stump (BBR in the background -> X, else cubic) written in
+//    JavaScript. The driver calls it on the JS thread at each decision.
 // 3. Runs it off the event loop, sending from a file (here /dev/zero), and
-//    prints every phase, classification, CCA switch, decision latency and
-//    RTT sample as the events arrive, while the event loop stays free.
+//    prints every phase, classification, policy call, CCA switch, decision
+//    latency and RTT sample as the events arrive, while the event loop
+//    stays free.
 //
 //   node examples/node/ops_driver.js tests/fixtures/ops_driver_tiny.model.json
 //
@@ -54,10 +57,18 @@ async function main () {
   const x = opsel.availableCcas().includes('bbr') && (root || opsel.allowedCcas().includes('bbr')) ? 'bbr' : 'reno'
   const pattern = `cubic:1-silence:1-${x}:1`
   const echo = new opsel.UdpEchoResponder('127.0.0.1:0', 20)
+  let policyCalls = 0
+  const policy = (c) => {
+    policyCalls++
+    const cca = c.bbrPresent ? x : 'cubic'
+    console.log(`policy   ${c.label} (${c.bbrFlows}/${c.totalFlows} BBR flows) -> ${cca}`)
+    return cca
+  }
   const drv = new opsel.OpsDriver(
     modelPath,
-    { mode: 'active', pattern, steadyS: 2, policy: `B1-C0=${x}, B1-C1=${x}, B1-B1=${x}, *=cubic` },
-    { probe: `127.0.0.1:${echo.port}`, timeLimitS: 5 }
+    { mode: 'active', pattern, steadyS: 2, policy },
+    // A policy that does not answer within policyTimeoutS stops the driver.
+    { probe: `127.0.0.1:${echo.port}`, timeLimitS: 5, policyTimeoutS: 2 }
   )
   console.log(`OPS with ${pattern}, RTT probe toward 127.0.0.1:${echo.port}`)
   let ticks = 0
@@ -72,6 +83,7 @@ async function main () {
   peer.destroy()
   server.close()
   if (received !== rep.bytesSent || rep.bytesSent === 0) process.exit(1)
+  if (policyCalls !== rep.stats.decisions || policyCalls === 0) process.exit(1)
 }
 
 main().catch((e) => {

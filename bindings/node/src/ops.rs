@@ -44,6 +44,63 @@ enum AnyPolicy {
     Js(JsPolicy),
 }
 
+/// The argument of a policy function: one shape for `Controller` and
+/// `OpsDriver` (the TypeScript `Classified`).
+pub(crate) fn classified_object(
+    env: &Env,
+    classes: &[String],
+    c: &Classified,
+) -> napi::Result<JsObject> {
+    let mut o = env.create_object()?;
+    let label = classes.get(c.class_index).cloned().unwrap_or_default();
+    o.set("label", label)?;
+    o.set("classIndex", c.class_index as u32)?;
+    o.set("confidence", c.confidence)?;
+    o.set("distance", c.distance)?;
+    o.set("bbrPresent", c.mix.bbr_present())?;
+    o.set("heterogeneous", c.mix.heterogeneous())?;
+    o.set("bbrFlows", c.mix.count("bbr"))?;
+    o.set("totalFlows", c.mix.total())?;
+    Ok(o)
+}
+
+/// What calling a policy function gave: its return value, or what it threw.
+pub(crate) enum Called {
+    Returned(JsUnknown),
+    /// The exception's text and the exception itself (None when the call
+    /// failed without one, e.g. while Node shuts down).
+    Threw(String, Option<JsUnknown>),
+}
+
+/// Call `func(classified)` on the JS thread. napi-rs takes a thrown
+/// exception off the env (so it cannot escape from an unrelated place) into
+/// the error, with its text (`String(exc)`); the value is taken back here.
+pub(crate) fn call_policy(
+    env: &Env,
+    func: &JsFunction,
+    classes: &[String],
+    c: &Classified,
+) -> Called {
+    match classified_object(env, classes, c).and_then(|o| func.call(None, &[o])) {
+        Ok(v) => Called::Returned(v),
+        Err(e) => {
+            let text = if e.reason.is_empty() {
+                "an exception that cannot be converted to a string".to_string()
+            } else {
+                e.reason.clone()
+            };
+            // SAFETY: the live env of this JS-thread call. For a thrown
+            // exception this returns it and deletes napi-rs's reference to it.
+            let v = unsafe { ToNapiValue::to_napi_value(env.raw(), e) }
+                .ok()
+                .filter(|v| !v.is_null())
+                // SAFETY: a live value of this env.
+                .map(|v| unsafe { JsUnknown::from_raw_unchecked(env.raw(), v) });
+            Called::Threw(text, v)
+        }
+    }
+}
+
 impl JsPolicy {
     fn call(&self, c: &Classified) -> std::result::Result<String, String> {
         let raw = self.env.get();
@@ -52,55 +109,22 @@ impl JsPolicy {
         }
         // SAFETY: `raw` is the live env of the controller method running now.
         let env = unsafe { Env::from_raw(raw) };
-        let r = (|| -> napi::Result<JsUnknown> {
-            let f = self.func.borrow();
-            let f = f
-                .as_ref()
-                .ok_or_else(|| napi::Error::from_reason("policy function released"))?;
-            let func: JsFunction = env.get_reference_value(f)?;
-            let mut o = env.create_object()?;
-            let label = self.classes.get(c.class_index).cloned().unwrap_or_default();
-            o.set("label", label)?;
-            o.set("classIndex", c.class_index as u32)?;
-            o.set("confidence", c.confidence)?;
-            o.set("distance", c.distance)?;
-            o.set("bbrPresent", c.mix.bbr_present())?;
-            o.set("heterogeneous", c.mix.heterogeneous())?;
-            o.set("bbrFlows", c.mix.count("bbr"))?;
-            o.set("totalFlows", c.mix.total())?;
-            func.call(None, &[o])
-        })();
-        match r {
-            Ok(v) => {
-                let s = v
-                    .coerce_to_string()
-                    .and_then(|s| s.into_utf8())
-                    .and_then(|s| s.into_owned())
-                    .map_err(|e| e.reason)?;
-                Ok(s)
-            }
-            Err(e) => {
-                // A JS exception is pending: take it (so it does not escape
-                // from an unrelated place) and keep its text for the caller.
-                let mut exc = std::ptr::null_mut();
-                let mut pending = false;
-                // SAFETY: plain Node-API calls on the live env.
-                unsafe {
-                    sys::napi_is_exception_pending(raw, &mut pending);
-                    if pending {
-                        sys::napi_get_and_clear_last_exception(raw, &mut exc);
-                    }
-                }
-                let text = if pending && !exc.is_null() {
-                    // SAFETY: `exc` is a live value of this env.
-                    unsafe { JsUnknown::from_raw_unchecked(raw, exc) }
-                        .coerce_to_string()
-                        .and_then(|s| s.into_utf8())
-                        .and_then(|s| s.into_owned())
-                        .unwrap_or_else(|_| "an exception".into())
-                } else {
-                    e.reason
-                };
+        let f = self.func.borrow();
+        let func: napi::Result<JsFunction> = f
+            .as_ref()
+            .ok_or_else(|| napi::Error::from_reason("policy function released"))
+            .and_then(|f| env.get_reference_value(f));
+        let called = match func {
+            Ok(func) => call_policy(&env, &func, &self.classes, c),
+            Err(e) => Called::Threw(e.reason, None),
+        };
+        match called {
+            Called::Returned(v) => v
+                .coerce_to_string()
+                .and_then(|s| s.into_utf8())
+                .and_then(|s| s.into_owned())
+                .map_err(|e| e.reason),
+            Called::Threw(text, _) => {
                 *self.thrown.borrow_mut() = Some(text.clone());
                 Err(text)
             }

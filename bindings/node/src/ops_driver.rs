@@ -10,23 +10,36 @@
 //! Promise of the report; events reach the `onEvent` listener through a
 //! threadsafe function as they happen (and the report's `events` array).
 //! A listener that throws is reported like a throwing EventEmitter listener
-//! (an uncaught exception). `stop()` ends a run. The decision policy is
-//! "stump" or a table spec: a JS policy function would have to run on the
-//! JS thread in the middle of the driver's loop, so it is refused here (use
-//! `Controller` for JS policies, or a table).
+//! (an uncaught exception). `stop()` ends a run.
+//!
+//! The decision policy is "stump", a table spec, or a JS function. A JS
+//! function runs on the JS thread: at each decision (once per probe, every
+//! Y s) the worker hands the classification to it through a threadsafe
+//! function (`PolicyCall`) and waits for the answer on a channel, for at most
+//! `policyTimeoutS`. The argument is the `Controller`'s (`ops::call_policy`).
+//! A policy that throws, returns a non-string or a CCA this socket cannot use
+//! (checked on a throwaway TCP socket, so the live one is never left
+//! half-switched), or does not answer in time makes the decision fail (the
+//! controller keeps the last CCA) and stops the driver: `run()` rejects with
+//! an error naming the policy and the cause, whose `bytesSent` and `report`
+//! say what was sent. Deadlock trap: if the JS thread is blocked
+//! synchronously while the driver runs (`Atomics.wait`, a busy loop, a
+//! synchronous child process), it cannot run the policy; only the timeout
+//! ends the wait.
 
 use crate::error::{coded_error_value, guard, invalid, to_js, Code};
 use crate::ops::{
-    js, output, parts, phase_name, secs, ControllerOptions, OpsStats, Parts, PolicyChoice,
+    call_policy, js, output, parts, phase_name, secs, Called, ControllerOptions, OpsStats, Parts,
+    PolicyChoice,
 };
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
     ErrorStrategy, ThreadSafeCallContext, ThreadsafeFunction, ThreadsafeFunctionCallMode,
 };
-use napi::{JsBuffer, JsFunction, JsUnknown};
+use napi::{sys, JsBuffer, JsFunction, JsObject, JsUnknown, NapiRaw, NapiValue, Ref};
 use napi_derive::napi;
-use opsel::ops::{Classifier, Output, Policy, Stump, TablePolicy};
+use opsel::ops::{Classified, Classifier, Event, Output, Policy, Stump, TablePolicy};
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
     send_fixed as core_send_fixed, DriverConfig, DriverEvent, DriverReport, EndReason,
@@ -35,30 +48,295 @@ use opsel::sys::linux::ops_driver::{
 use opsel::sys::linux::with_raw_fd;
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 type R<T> = napi::Result<T, Code>;
 
-/// The policies a driver can run off the JS thread.
+/// The policies a driver runs: the stump and tables on the worker thread, a
+/// JS function on the JS thread through a threadsafe function.
 enum SendPolicy {
     Stump(Stump),
     Table(TablePolicy),
+    Js(ThreadPolicy),
 }
 
 impl Policy for SendPolicy {
-    fn select(&mut self, c: &opsel::ops::Classified) -> opsel::Result<CcaName> {
+    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
         match self {
             SendPolicy::Stump(s) => s.select(c),
             SendPolicy::Table(t) => t.select(c),
+            SendPolicy::Js(p) => p.select(c),
         }
     }
     fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
         match self {
             SendPolicy::Table(t) => t.check_classes(classes),
-            SendPolicy::Stump(_) => Ok(()),
+            SendPolicy::Stump(_) | SendPolicy::Js(_) => Ok(()),
         }
     }
+}
+
+/// Default `policyTimeoutS`: a policy is a quick JS function, so an answer
+/// later than this means the JS thread is blocked or swamped.
+const POLICY_TIMEOUT_NS: u64 = 5_000_000_000;
+
+/// How often a waiting worker checks that the threadsafe function is still
+/// open (Node closes it at env teardown without calling it).
+const POLICY_POLL: Duration = Duration::from_millis(50);
+
+/// A policy function's answer, sent from the JS thread to the worker.
+enum Answer {
+    Name(String),
+    /// Not a string: its JS type and `String(value)`.
+    NotString(String),
+    /// The exception's text and a reference to it (the error's `cause`).
+    Threw(String, Option<Ref<()>>),
+}
+
+/// One decision handed to the JS thread.
+struct PolicyCall {
+    classified: Classified,
+    reply: mpsc::SyncSender<Answer>,
+}
+
+/// The first failure of a run's policy function; it stops the driver and
+/// becomes the rejected error (`cause`: the thrown value, if any).
+pub struct PolicyFailure {
+    message: String,
+    cause: Option<Ref<()>>,
+}
+
+type FailureSlot = Arc<Mutex<Option<PolicyFailure>>>;
+
+/// The policy function, held by the threadsafe function's JS-thread
+/// callback. The callback is dropped when Node finalizes the threadsafe
+/// function, on the JS thread, where the reference may be deleted.
+struct FuncRef {
+    env: sys::napi_env,
+    func: Ref<()>,
+}
+
+// SAFETY: `env` and `func` are used only on the JS thread: in the
+// threadsafe function's call_js callback and in its finalizer (Drop).
+unsafe impl Send for FuncRef {}
+
+impl Drop for FuncRef {
+    fn drop(&mut self) {
+        // SAFETY: see `unsafe impl Send`: this runs in the finalizer, on the JS thread.
+        let _ = self.func.unref(unsafe { Env::from_raw(self.env) });
+    }
+}
+
+/// Unref a reference taken on the JS thread (an answer nobody reads).
+fn drop_answer(env: &Env, a: Answer) {
+    if let Answer::Threw(_, Some(mut r)) = a {
+        let _ = r.unref(*env);
+    }
+}
+
+/// A JS policy function called from the driver's worker thread.
+struct ThreadPolicy {
+    tsfn: ThreadsafeFunction<PolicyCall, ErrorStrategy::Fatal>,
+    timeout: Duration,
+    classes: Vec<String>,
+    failure: FailureSlot,
+}
+
+impl ThreadPolicy {
+    /// Wrap `func`. The threadsafe function is unref'd: an idle driver does
+    /// not keep Node alive (a running `run()` does, as an async task).
+    fn new(env: Env, func: JsFunction, classes: Vec<String>, timeout_ns: u64) -> R<Self> {
+        let held = FuncRef {
+            env: env.raw(),
+            func: env.create_reference(&func).map_err(js)?,
+        };
+        let names = classes.clone();
+        // The threadsafe function's own target is a no-op: the callback
+        // below calls the policy itself, so that a throw is caught and
+        // answered instead of becoming an uncaught exception.
+        let noop = env
+            .create_function("opselPolicyCall", noop_call)
+            .map_err(js)?;
+        let mut tsfn = noop
+            .create_threadsafe_function(0, move |ctx: ThreadSafeCallContext<PolicyCall>| {
+                let PolicyCall { classified, reply } = ctx.value;
+                let answer = answer(&ctx.env, &held, &names, &classified);
+                if let Err(mpsc::SendError(a)) = reply.send(answer) {
+                    // The worker gave up (timeout): release what it would have kept.
+                    drop_answer(&ctx.env, a);
+                }
+                Ok(Vec::<JsUnknown>::new())
+            })
+            .map_err(js)?;
+        tsfn.unref(&env).map_err(js)?;
+        Ok(Self {
+            tsfn,
+            timeout: Duration::from_nanos(timeout_ns),
+            classes,
+            failure: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    fn label(&self, c: &Classified) -> &str {
+        self.classes.get(c.class_index).map_or("?", String::as_str)
+    }
+
+    /// Record the first failure and turn it into the decision's error.
+    fn fail(&self, message: String, cause: Option<Ref<()>>) -> opsel::Error {
+        let mut g = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        // Only the first failure is reported (the driver stops at it, so a
+        // second one would need a decision within the few ms of stopping;
+        // its reference, if any, could not be released off the JS thread).
+        if g.is_none() {
+            *g = Some(PolicyFailure {
+                message: message.clone(),
+                cause,
+            });
+        }
+        opsel::Error::invalid(message)
+    }
+
+    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
+        let label = self.label(c).to_string();
+        let (tx, rx) = mpsc::sync_channel(1);
+        let call = PolicyCall {
+            classified: c.clone(),
+            reply: tx,
+        };
+        // Unbounded queue: Blocking never waits here; the wait is below.
+        let st = self.tsfn.call(call, ThreadsafeFunctionCallMode::Blocking);
+        if st != Status::Ok {
+            return Err(self.fail(
+                format!("OpsDriver could not call the policy function for class {label} ({st:?}): the Node environment is shutting down"),
+                None,
+            ));
+        }
+        let t0 = Instant::now();
+        let answer = loop {
+            let left = self.timeout.saturating_sub(t0.elapsed());
+            if left.is_zero() {
+                return Err(self.fail(
+                    format!(
+                        "OpsDriver policy function did not answer within {} s (policyTimeoutS) for class {label}: the JS thread is blocked or busy (a synchronous wait on the main thread while the driver runs cannot be interrupted)",
+                        self.timeout.as_secs_f64()
+                    ),
+                    None,
+                ));
+            }
+            match rx.recv_timeout(left.min(POLICY_POLL)) {
+                Ok(a) => break a,
+                Err(mpsc::RecvTimeoutError::Timeout) if !self.tsfn.aborted() => continue,
+                Err(_) => {
+                    return Err(self.fail(
+                        format!("OpsDriver policy function was not called for class {label}: the Node environment is shutting down"),
+                        None,
+                    ))
+                }
+            }
+        };
+        match answer {
+            Answer::Name(name) => checked_cca(&name).map_err(|e| {
+                self.fail(
+                    format!("OpsDriver policy function returned {name:?} for class {label}, which this socket cannot use: {e}"),
+                    None,
+                )
+            }),
+            Answer::NotString(what) => Err(self.fail(
+                format!("OpsDriver policy function returned {what} for class {label}; it must return a CCA name such as \"bbr\" or \"cubic\""),
+                None,
+            )),
+            Answer::Threw(text, cause) => Err(self.fail(
+                format!("OpsDriver policy function threw {text} for class {label}"),
+                cause,
+            )),
+        }
+    }
+}
+
+/// The policy threadsafe function's JS target: returns undefined.
+unsafe extern "C" fn noop_call(
+    _env: sys::napi_env,
+    _info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // Node-API: a NULL return value is `undefined`.
+    std::ptr::null_mut()
+}
+
+/// On the JS thread: call the policy and describe its answer.
+fn answer(env: &Env, held: &FuncRef, classes: &[String], c: &Classified) -> Answer {
+    let func: JsFunction = match env.get_reference_value(&held.func) {
+        Ok(f) => f,
+        Err(e) => return Answer::Threw(e.reason, None),
+    };
+    match call_policy(env, &func, classes, c) {
+        Called::Returned(v) => match v.get_type() {
+            Ok(ValueType::String) => v
+                .coerce_to_string()
+                .and_then(|s| s.into_utf8())
+                .and_then(|s| s.into_owned())
+                .map_or_else(|e| Answer::Threw(e.reason, None), Answer::Name),
+            Ok(t) => Answer::NotString(describe(env, v, t)),
+            Err(e) => Answer::Threw(e.reason, None),
+        },
+        Called::Threw(text, exc) => {
+            let cause = exc.and_then(|v| env.create_reference(v).ok());
+            Answer::Threw(text, cause)
+        }
+    }
+}
+
+/// What a policy returned instead of a string, for the error message.
+fn describe(env: &Env, v: JsUnknown, t: ValueType) -> String {
+    let what = match t {
+        ValueType::Undefined => return "undefined (no return value)".into(),
+        ValueType::Null => return "null".into(),
+        ValueType::Object if is_thenable(env, &v) => {
+            return "a Promise (an async function? the policy must return the CCA name synchronously)".into()
+        }
+        ValueType::Boolean => "a boolean",
+        ValueType::Number => "a number",
+        ValueType::Symbol => return "a symbol".into(),
+        ValueType::Object => "an object",
+        ValueType::Function => "a function",
+        _ => "a value",
+    };
+    let text = v
+        .coerce_to_string()
+        .and_then(|s| s.into_utf8())
+        .and_then(|s| s.into_owned())
+        .unwrap_or_else(|_| "?".into());
+    format!("{what} ({text})")
+}
+
+/// True for an object with a callable `then` (a Promise or thenable).
+fn is_thenable(env: &Env, v: &JsUnknown) -> bool {
+    // SAFETY: checked to be an object by the caller; a live value of `env`.
+    let o: JsObject = unsafe { JsObject::from_raw_unchecked(env.raw(), v.raw()) };
+    o.get_named_property::<JsUnknown>("then")
+        .and_then(|t| t.get_type())
+        .is_ok_and(|t| t == ValueType::Function)
+}
+
+/// A CCA name the live socket will accept: valid, and settable on a fresh
+/// TCP socket of this process (registered or loadable, and allowed), so a
+/// bad answer fails the decision instead of the live socket's setsockopt.
+fn checked_cca(name: &str) -> opsel::Result<CcaName> {
+    let cca = CcaName::new(name)?;
+    // SAFETY: plain socket(2); the descriptor is owned and closed below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(opsel::Error::io(
+            "open a TCP socket to check the policy's CCA",
+            io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: `raw` is a new descriptor nobody else owns.
+    let probe = unsafe { OwnedFd::from_raw_fd(raw) };
+    opsel::sys::linux::set_cca(&probe, name)?;
+    Ok(cca)
 }
 
 type Drv = Core<Box<dyn Classifier + Send>, SendPolicy>;
@@ -85,6 +363,9 @@ pub struct DriverOptions {
     pub echo_count: Option<u32>,
     pub echo_interval_s: Option<f64>,
     pub echo_timeout_s: Option<f64>,
+    /// With a policy function: how long a decision waits for the JS thread
+    /// to run it (default 5 s) before the driver stops with an error.
+    pub policy_timeout_s: Option<f64>,
 }
 
 /// The one place that maps `DriverOptions` to `DriverConfig`.
@@ -380,11 +661,73 @@ pub struct DriverRun {
     tsfn: Option<Tsfn>,
     classes: Vec<String>,
     collect: bool,
+    /// With a policy function: its first failure, and the flag that stops
+    /// the driver when a decision failed because of it.
+    failure: Option<(FailureSlot, Arc<AtomicBool>)>,
 }
 
 pub struct RunOut {
     report: DriverReport,
     events: Vec<DriverEventJs>,
+    /// The socket's CCA after a policy failure stopped the run.
+    socket_cca: Option<String>,
+}
+
+fn report_js(r: DriverReport, events: Vec<DriverEventJs>) -> DriverReportJs {
+    let s = r.stats;
+    DriverReportJs {
+        bytes_sent: r.bytes_sent as f64,
+        started_ns: r.started_ns as f64,
+        ended_ns: r.ended_ns as f64,
+        end: match r.end {
+            EndReason::Eof => "eof",
+            EndReason::TimeLimit => "timeLimit",
+            EndReason::Stopped => "stopped",
+        }
+        .into(),
+        cca_sets: r.cca_sets as f64,
+        lost_samples: r.lost_samples as f64,
+        stats: OpsStats {
+            decisions: s.decisions as f64,
+            early_exits: s.early_exits as f64,
+            failed_decisions: s.failed_decisions as f64,
+            incomplete_probes: s.incomplete_probes as f64,
+            cca_switches: s.cca_switches as f64,
+            probe_ns: s.probe_ns as f64,
+            steady_ns: s.steady_ns as f64,
+            probe_bytes: s.probe_bytes as f64,
+            steady_bytes: s.steady_bytes as f64,
+        },
+        events,
+    }
+}
+
+/// The rejection of a run stopped by its policy function: a coded `Error`
+/// with `bytesSent` and `report` (when the driver ended cleanly) and
+/// `cause` (the value the policy threw, if it threw).
+fn policy_error(
+    env: Env,
+    message: String,
+    report: Option<DriverReportJs>,
+    cause: Option<Ref<()>>,
+) -> napi::Result<napi::Error> {
+    // SAFETY: `env` is the live env of the resolve callback; `raw` is the
+    // error object just created in it.
+    let raw = unsafe { JsError::from(invalid(message)).into_value(env.raw()) };
+    let mut obj = unsafe { JsObject::from_raw_unchecked(env.raw(), raw) };
+    if let Some(rep) = report {
+        obj.set("bytesSent", rep.bytes_sent)?;
+        obj.set("report", rep)?;
+    }
+    if let Some(mut c) = cause {
+        let v: napi::Result<JsUnknown> = env.get_reference_value(&c);
+        c.unref(env)?;
+        obj.set("cause", v?)?;
+    }
+    // SAFETY: as above; napi keeps the object as the rejection value.
+    Ok(napi::Error::from(unsafe {
+        JsUnknown::from_raw_unchecked(env.raw(), obj.raw())
+    }))
 }
 
 impl Task for DriverRun {
@@ -399,7 +742,18 @@ impl Task for DriverRun {
                 .ok_or_else(|| invalid("this run was already carried out"))?;
             let mut events = Vec::new();
             let (collect, classes, tsfn) = (self.collect, &self.classes, &self.tsfn);
+            let failure = &self.failure;
             let mut sink = |e: &DriverEvent| {
+                // A decision that failed because of the policy function
+                // stops the driver (the controller kept the last CCA); run()
+                // then rejects with the failure.
+                if let (DriverEvent::Ops(Event::DecisionFailed { .. }), Some((slot, stop))) =
+                    (e, failure)
+                {
+                    if slot.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
                 let js = event_js(e, classes);
                 if let Some(t) = tsfn {
                     t.call(js.clone(), ThreadsafeFunctionCallMode::NonBlocking);
@@ -410,51 +764,58 @@ impl Task for DriverRun {
             };
             let source = &mut self.source;
             let report = with_raw_fd(self.fd, |fd| match mode {
+                // The driver (and a policy's threadsafe function) is
+                // dropped here, on the worker, when the run ends.
                 Mode::Ops(mut drv) => drv.run(fd, source, &mut sink),
                 Mode::Fixed(cca, cfg) => {
                     let stop = AtomicBool::new(false);
                     core_send_fixed(fd, source, cca, &cfg, &stop, &mut sink)
                 }
-            })
-            .map_err(to_js)?;
+            });
             // Release the listener now so the process may exit once the
             // queued events are delivered.
             self.tsfn = None;
-            Ok(RunOut { report, events })
+            let failed = self
+                .failure
+                .as_ref()
+                .is_some_and(|(slot, _)| slot.lock().unwrap_or_else(|p| p.into_inner()).is_some());
+            let socket_cca = failed
+                .then(|| with_raw_fd(self.fd, |fd| opsel::sys::linux::get_cca(fd)).ok())
+                .flatten();
+            Ok(RunOut {
+                report: report.map_err(to_js)?,
+                events,
+                socket_cca,
+            })
         })
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
-        match output {
-            Ok(RunOut { report: r, events }) => {
-                let s = r.stats;
-                Ok(DriverReportJs {
-                    bytes_sent: r.bytes_sent as f64,
-                    started_ns: r.started_ns as f64,
-                    ended_ns: r.ended_ns as f64,
-                    end: match r.end {
-                        EndReason::Eof => "eof",
-                        EndReason::TimeLimit => "timeLimit",
-                        EndReason::Stopped => "stopped",
-                    }
-                    .into(),
-                    cca_sets: r.cca_sets as f64,
-                    lost_samples: r.lost_samples as f64,
-                    stats: OpsStats {
-                        decisions: s.decisions as f64,
-                        early_exits: s.early_exits as f64,
-                        failed_decisions: s.failed_decisions as f64,
-                        incomplete_probes: s.incomplete_probes as f64,
-                        cca_switches: s.cca_switches as f64,
-                        probe_ns: s.probe_ns as f64,
-                        steady_ns: s.steady_ns as f64,
-                        probe_bytes: s.probe_bytes as f64,
-                        steady_bytes: s.steady_bytes as f64,
-                    },
-                    events,
-                })
+        let failure = self
+            .failure
+            .as_ref()
+            .and_then(|(slot, _)| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+        match (output, failure) {
+            (Ok(RunOut { report, events, .. }), None) => Ok(report_js(report, events)),
+            (Err(e), None) => Err(coded_error_value(env, e)),
+            (Ok(out), Some(f)) => {
+                let rep = report_js(out.report, out.events);
+                let held = out
+                    .socket_cca
+                    .map_or_else(String::new, |c| format!(", holds {c}"));
+                let msg = format!(
+                    "{}; the driver stopped after {} bytes (the socket is open{held}; resume the data at that offset)",
+                    f.message, rep.bytes_sent
+                );
+                Err(policy_error(env, msg, Some(rep), f.cause)?)
             }
-            Err(e) => Err(coded_error_value(env, e)),
+            (Err(e), Some(f)) => {
+                let msg = format!(
+                    "{}; the driver then stopped with an error: {}",
+                    f.message, e.reason
+                );
+                Err(policy_error(env, msg, None, f.cause)?)
+            }
         }
     }
 }
@@ -462,8 +823,9 @@ impl Task for DriverRun {
 /// Run OPS on your own connected TCP socket (000 Ch. 6–7).
 ///
 /// ```js
-/// const drv = new OpsDriver('model.json', { mode: 'active', pattern: 'S5-C5-S5-B5' },
-///                           { probe: '10.0.0.2:5001' })
+/// const drv = new OpsDriver('model.json',
+///   { mode: 'active', pattern: 'S5-C5-S5-B5', policy: (c) => (c.bbrPresent ? 'bbr' : 'cubic') },
+///   { probe: '10.0.0.2:5001' })
 /// const report = await drv.run(socket._handle.fd, 'data.bin', (e) => console.log(e))
 /// ```
 #[napi]
@@ -471,12 +833,15 @@ pub struct OpsDriver {
     inner: Arc<Mutex<Option<Drv>>>,
     stop: Arc<AtomicBool>,
     classes: Vec<String>,
+    /// Where a policy function's failure lands (function policies only).
+    failure: Option<FailureSlot>,
 }
 
 #[napi]
 impl OpsDriver {
     /// `model` is a `Model` or a model-file path; `options` are the
-    /// `Controller` options (the policy must be "stump" or a table spec);
+    /// `Controller` options (policy "stump", a table spec, or a function
+    /// `(classified) => ccaName`, called on the JS thread at each decision);
     /// `driver` needs `probe`.
     #[napi(constructor)]
     pub fn new(
@@ -494,13 +859,23 @@ impl OpsDriver {
                 classes,
                 policy,
             } = parts(env, model, options)?;
+            let timeout_ns = match driver.policy_timeout_s {
+                Some(v) if v > 0.0 => secs(v, "policyTimeoutS")?,
+                Some(v) => {
+                    return Err(invalid(format!(
+                        "policyTimeoutS = {v} s must be a finite number of seconds > 0"
+                    )))
+                }
+                None => POLICY_TIMEOUT_NS,
+            };
+            let mut failure = None;
             let policy = match policy {
                 PolicyChoice::Stump(s) => SendPolicy::Stump(s),
                 PolicyChoice::Table(t) => SendPolicy::Table(t),
-                PolicyChoice::Function(_) => {
-                    return Err(invalid(
-                        "OpsDriver runs off the event loop and cannot call a policy function; pass \"stump\" or a table spec such as \"B1-C1=bbr, *=cubic\" (a Controller takes functions)",
-                    ))
+                PolicyChoice::Function(f) => {
+                    let p = ThreadPolicy::new(env, f, classes.clone(), timeout_ns)?;
+                    failure = Some(Arc::clone(&p.failure));
+                    SendPolicy::Js(p)
                 }
             };
             let ctl = opsel::ops::Controller::new(ccfg, classifier, policy).map_err(to_js)?;
@@ -509,6 +884,7 @@ impl OpsDriver {
                 stop: drv.stop_handle(),
                 inner: Arc::new(Mutex::new(Some(drv))),
                 classes,
+                failure,
             })
         })
     }
@@ -518,6 +894,10 @@ impl OpsDriver {
     /// path, or a file descriptor read to EOF) until it ends, the time limit
     /// passes or `stop()` is called. Off the event loop; resolves to the
     /// report. `onEvent` receives every event as it happens. One run per driver.
+    /// With a policy function that throws, returns anything but a usable CCA
+    /// name, or does not answer within `policyTimeoutS`, the driver stops
+    /// and the promise rejects with an `Error` (code "OPSEL_INVALID_INPUT")
+    /// naming the cause, with `bytesSent`, `report` and, for a throw, `cause`.
     #[napi(ts_return_type = "Promise<DriverReportJs>")]
     pub fn run(
         &self,
@@ -548,6 +928,10 @@ impl OpsDriver {
                 tsfn: listener(on_event)?,
                 classes: self.classes.clone(),
                 collect: collect_events.unwrap_or(true),
+                failure: self
+                    .failure
+                    .as_ref()
+                    .map(|f| (Arc::clone(f), Arc::clone(&self.stop))),
             }))
         })
     }
@@ -596,6 +980,7 @@ pub fn send_fixed(
             tsfn: listener(on_event)?,
             classes: Vec::new(),
             collect: collect_events.unwrap_or(true),
+            failure: None,
         }))
     })
 }

@@ -158,13 +158,14 @@ test('stop() ends a run without a time limit; sendFixed on the same socket', asy
   close(s)
 })
 
-test('coded errors: pattern, model file, probe, policy function, descriptors, data', async () => {
+test('coded errors: pattern, model file, probe, policy options, descriptors, data', async () => {
   const probe = '127.0.0.1:9'
   assert.throws(() => driver(probe, { pattern: 'cubic:1-nonsense' }), (e) => e.code === 'OPSEL_INVALID_INPUT' && /nonsense/.test(e.message))
   assert.throws(() => new opsel.OpsDriver('no/such/model.json', {}, { probe }), (e) => e.code === 'OPSEL_IO' && /no\/such\/model.json/.test(e.message))
   assert.throws(() => new opsel.OpsDriver(TINY, {}, { probe: 'localhost' }), (e) => e.code === 'OPSEL_INVALID_INPUT' && /icmp:/.test(e.message))
   assert.throws(() => new opsel.OpsDriver(TINY, {}, {}), (e) => e.code === 'OPSEL_INVALID_INPUT' && /probe is missing/.test(e.message))
-  assert.throws(() => new opsel.OpsDriver(TINY, { policy: () => 'bbr' }, { probe }), (e) => e.code === 'OPSEL_INVALID_INPUT' && /policy function/.test(e.message))
+  assert.throws(() => new opsel.OpsDriver(TINY, { policy: () => 'bbr' }, { probe, policyTimeoutS: 0 }), (e) => e.code === 'OPSEL_INVALID_INPUT' && /policyTimeoutS = 0/.test(e.message))
+  assert.throws(() => new opsel.OpsDriver(TINY, { policy: 42 }, { probe }), (e) => e.code === 'OPSEL_INVALID_INPUT' && /policy must be/.test(e.message))
   assert.throws(() => new opsel.OpsDriver(TINY, {}, { probe, chunkBytes: 0 }), (e) => e.code === 'OPSEL_INVALID_INPUT' && /chunk_bytes/.test(e.message))
   assert.throws(() => driver(probe).run(-1, Buffer.alloc(1)), (e) => e.code === 'OPSEL_INVALID_INPUT' && /-1/.test(e.message))
   assert.throws(() => driver(probe).run(0, 42.5), (e) => e.code === 'OPSEL_INVALID_INPUT')
