@@ -28,7 +28,7 @@ bench-ops:
 #                  OPS at ALT-60 (4 phases over 120 s: 10, 40, 70, 100 s), fixed CUBIC
 #                  and BBR at ALT-30 (2 phases: 10, 40 s), early exit at 0.3 at the 6
 #                  ALT-30 phases; each run 180 s of BG before its shift, FG measured
-#                  from 10 s to 170 s after its start (22 runs, 70 min on 2026-11-23)
+#                  from 10 s to 170 s after its start (20 runs, 70 min on 2026-11-23)
 # ops-static-options  plain / adaptive-Y / early-exit OPS (passive, Y = 30) against
 #                  static CUBIC and BBR (6 x 180 s, ~19 min)
 # test-ops         root netns tests: OpsDriver on a live socket, and an OPS
