@@ -22,6 +22,13 @@ bench-ops:
 # ops-demo-quick   OPS only against both backgrounds (2 x 50 s, ~2 min after the build)
 # ops-alt          OPS (plain, adaptive Y, early exit; S5-C5-S5-B5, shipped active
 #                  model) and fixed CUBIC/BBR against ALT-30 and ALT-60 (10 x 180 s, ~31 min)
+# ops-alt-phases   phase-sampled repeats (docs/results/ops.md §2.3): run r of N shifts
+#                  the FG timeline by r x SPREAD / N s of the ALT clock and uses seed 1 + r.
+#                  OPS at ALT-30 (6 phases over the 60 s cycle: FG from 10, 20, ..., 60 s),
+#                  OPS at ALT-60 (4 phases over 120 s: 10, 40, 70, 100 s), fixed CUBIC
+#                  and BBR at ALT-30 (2 phases: 10, 40 s), early exit at 0.3 at the 6
+#                  ALT-30 phases; each run 180 s of BG before its shift, FG measured
+#                  from 10 s to 170 s after its start (20 runs, 70 min on 2026-11-23)
 # ops-static-options  plain / adaptive-Y / early-exit OPS (passive, Y = 30) against
 #                  static CUBIC and BBR (6 x 180 s, ~19 min)
 # test-ops         root netns tests: OpsDriver on a live socket, and an OPS
@@ -35,7 +42,7 @@ OPS_ACTIVE_MODEL ?= models/active-s5c5s5b5/model.json
 # Extra `opsel demo` arguments, e.g. OPS_DEMO_ARGS="--json runs.jsonl --runs 2".
 OPS_DEMO_ARGS ?=
 
-.PHONY: ops-demo ops-demo-quick ops-alt ops-static-options test-ops bench-ops-driver
+.PHONY: ops-demo ops-demo-quick ops-alt ops-alt-phases ops-static-options test-ops bench-ops-driver
 
 ops-demo: sys-deps
 	$(CARGO) build --release -p opsel-cli
@@ -49,6 +56,16 @@ ops-alt: sys-deps
 	$(CARGO) build --release -p opsel-cli
 	./target/release/opsel demo --model $(OPS_ACTIVE_MODEL) --bg alt30,alt60 \
 	  --fg ops,ops-adaptive,ops-early,cubic,bbr --seconds 180 --steady 60 --jitter 0.2 $(OPS_DEMO_ARGS)
+
+OPS_ALT_COMMON = --model $(OPS_ACTIVE_MODEL) --seconds 180 --steady 60 --jitter 0.2
+
+ops-alt-phases: sys-deps
+	$(CARGO) build --release -p opsel-cli
+	./target/release/opsel demo $(OPS_ALT_COMMON) --bg alt30 --fg ops --runs 6 --phase-spread 60 $(OPS_DEMO_ARGS)
+	./target/release/opsel demo $(OPS_ALT_COMMON) --bg alt60 --fg ops --runs 4 --phase-spread 120 $(OPS_DEMO_ARGS)
+	./target/release/opsel demo $(OPS_ALT_COMMON) --bg alt30 --fg cubic,bbr --runs 2 --phase-spread 60 $(OPS_DEMO_ARGS)
+	./target/release/opsel demo $(OPS_ALT_COMMON) --bg alt30 --fg ops-early --early-confidence 0.3 \
+	  --runs 6 --phase-spread 60 $(OPS_DEMO_ARGS)
 
 ops-static-options: sys-deps
 	$(CARGO) build --release -p opsel-cli

@@ -62,9 +62,17 @@ pub struct DemoArgs {
     /// Foreground start (s).
     #[arg(long, default_value_t = 10.0)]
     fg_start: f64,
-    /// Runs per cell.
+    /// Runs per cell. Run r (0-based) uses seed + r (see --seed) and, with
+    /// --phase-spread, a shifted foreground timeline.
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// Spread the repeats over this many seconds of the background's clock
+    /// (e.g. one ALT-X cycle, 2X): run r of N shifts the FG start, the
+    /// measurement window and the run's end by r × SPREAD / N s, so every run
+    /// measures the same FG time span at another phase of the ALT clock.
+    /// 0 (default) = every run at --fg-start.
+    #[arg(long, default_value_t = 0.0)]
+    phase_spread: f64,
     /// Active probing pattern (000 §3.2), or `passive` (000 Table 6.2: the
     /// FG keeps sending with its current CCA while the 20 s window fills).
     #[arg(long, default_value = "S5-C5-S5-B5")]
@@ -92,7 +100,8 @@ pub struct DemoArgs {
     /// Append one JSON line per run here (decisions, switches, latencies).
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Seed of the steady-time jitter and of the pipe.
+    /// Seed of the steady-time jitter and of the pipe; run r of --runs uses
+    /// seed + r for the jitter (the pipe is set up once, with this seed).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Do not run the pattern's last segment before each probe (see DriverConfig::lead_in).
@@ -173,6 +182,47 @@ impl Fg {
                 if *early { " early-exit" } else { "" }
             ),
         }
+    }
+}
+
+/// Timeline and seed of one repeat (run r of N, 0-based) of a cell.
+///
+/// The repeats of `--runs N` must sample the phase between OPS's probe
+/// windows and the background's ALT clock (000 §7.6 ran ALT-X with no
+/// deliberate alignment): with one fixed FG start every repeat decides at
+/// the same instants of the ALT cycle. Run r shifts the whole FG timeline
+/// (start, measurement window, end) by r × spread / N s and takes seed + r
+/// for the steady-time jitter; run 0 is the unshifted run with the given
+/// seed, so `--runs 1` behaves as before.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RunPlan {
+    seed: u64,
+    offset_s: f64,
+    fg_start_s: f64,
+    measure_from_s: f64,
+    seconds: f64,
+}
+
+fn run_plan(
+    run: usize,
+    runs: usize,
+    seed: u64,
+    phase_spread_s: f64,
+    fg_start_s: f64,
+    measure_from_s: f64,
+    seconds: f64,
+) -> RunPlan {
+    let offset_s = if runs > 1 {
+        phase_spread_s * run as f64 / runs as f64
+    } else {
+        0.0
+    };
+    RunPlan {
+        seed: seed.wrapping_add(run as u64),
+        offset_s,
+        fg_start_s: fg_start_s + offset_s,
+        measure_from_s: measure_from_s + offset_s,
+        seconds: seconds + offset_s,
     }
 }
 
@@ -385,6 +435,12 @@ pub fn main(a: DemoArgs) -> Result<()> {
             .map(|s| Fg::parse(s))
             .collect::<Result<_>>()?;
     let seconds = a.seconds.unwrap_or(if a.quick { 50.0 } else { 75.0 });
+    if !(a.phase_spread.is_finite() && (0.0..=3600.0).contains(&a.phase_spread)) {
+        return Err(Error::invalid(format!(
+            "--phase-spread {}: give seconds in 0..=3600 (e.g. 60 = one ALT-30 cycle)",
+            a.phase_spread
+        )));
+    }
     if !(seconds > a.measure_from && a.measure_from >= 0.0 && a.fg_start < seconds) {
         return Err(Error::invalid(format!(
             "--seconds {seconds} must exceed --measure-from {} and --fg-start {}",
@@ -442,12 +498,22 @@ pub fn main(a: DemoArgs) -> Result<()> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s; OPS: {} probing{}, steady Y = {steady} s{}, model {}.\n",
+        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s{}; OPS: {} probing{}, steady Y = {steady} s{}, model {}.\n",
         a.rate_mbps,
         a.rtt_ms,
         a.buffer_bdp,
         a.fg_start,
         a.measure_from,
+        if a.phase_spread > 0.0 && a.runs > 1 {
+            format!(
+                " (run r = 1..{} shifted by (r − 1) × {} s: FG start, window and end; seed {} + r − 1)",
+                a.runs,
+                a.phase_spread / a.runs as f64,
+                a.seed
+            )
+        } else {
+            String::new()
+        },
         pattern.as_ref().map_or("passive".into(), |p| format!("{p} active")),
         if a.no_lead_in || passive { "" } else { " with lead-in" },
         if a.jitter > 0.0 { format!(" ± {:.0}%", a.jitter * 100.0) } else { String::new() },
@@ -455,7 +521,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
     );
     let _ = writeln!(
         md,
-        "| BG | FG strategy | run | BG (Mbit/s) | FG (Mbit/s) | Jain | FG / fair share | probing (s) | CCA switches | decisions (t s: mix → CCA) |\n|---|---|---|---|---|---|---|---|---|---|"
+        "| BG | FG strategy | run | FG start (s) | BG (Mbit/s) | FG (Mbit/s) | Jain | FG / fair share | probing (s) | CCA switches | decisions (t s: mix → CCA) |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
     println!("{}", md.trim_end());
     let fair_share = a.rate_mbps / 2.0;
@@ -472,17 +538,33 @@ pub fn main(a: DemoArgs) -> Result<()> {
     for bg in &bgs {
         for fg in &fgs {
             for run in 1..=a.runs.max(1) {
+                let plan = run_plan(
+                    run - 1,
+                    a.runs.max(1),
+                    a.seed,
+                    a.phase_spread,
+                    a.fg_start,
+                    a.measure_from,
+                    seconds,
+                );
+                let run_ops = OpsOpts {
+                    seed: plan.seed,
+                    ..ops.clone()
+                };
                 let label = format!("{} vs {}", fg.name(), bg.name());
-                eprint!("running {label} ({seconds} s) ...");
+                eprint!(
+                    "running {label} ({} s, FG from {} s, seed {}) ...",
+                    plan.seconds, plan.fg_start_s, plan.seed
+                );
                 let mut last = -1i64;
                 let cell = run_cell(
                     &lab,
                     bg,
                     fg,
-                    &ops,
-                    seconds,
-                    a.fg_start,
-                    a.measure_from,
+                    &run_ops,
+                    plan.seconds,
+                    plan.fg_start_s,
+                    plan.measure_from_s,
                     &mut |t| {
                         let s = t as i64;
                         if s % 10 == 0 && s != last {
@@ -514,9 +596,10 @@ pub fn main(a: DemoArgs) -> Result<()> {
                     .collect::<Vec<_>>()
                     .join("; ");
                 let line = format!(
-                    "| {} | {} | {run} | {:.1} | {:.1} | {:.3} | {:.2} | {probe_s} | {switches} | {dec} |",
+                    "| {} | {} | {run} | {} | {:.1} | {:.1} | {:.3} | {:.2} | {probe_s} | {switches} | {dec} |",
                     bg.name(),
                     fg.name(),
+                    plan.fg_start_s,
                     cell.bg_mbps,
                     cell.fg_mbps,
                     cell.jain,
@@ -526,8 +609,9 @@ pub fn main(a: DemoArgs) -> Result<()> {
                 let _ = writeln!(md, "{line}");
                 if let Some(f) = json_out.as_mut() {
                     use std::io::Write;
-                    let v = json!({"bg": bg.name(), "fg": fg.name(), "run": run, "seconds": seconds,
-                        "measure_from_s": a.measure_from, "bg_mbps": cell.bg_mbps, "fg_mbps": cell.fg_mbps,
+                    let v = json!({"bg": bg.name(), "fg": fg.name(), "run": run, "seconds": plan.seconds,
+                        "measure_from_s": plan.measure_from_s, "fg_start_s": plan.fg_start_s,
+                        "phase_offset_s": plan.offset_s, "phase_spread_s": a.phase_spread, "seed": plan.seed, "bg_mbps": cell.bg_mbps, "fg_mbps": cell.fg_mbps,
                         "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": steady, "jitter": a.jitter, "early_confidence": a.early_confidence,
                         "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()),
                         "probe_s": cell.report.map(|r| r.stats.probe_ns as f64 / 1e9),
@@ -549,4 +633,60 @@ pub fn main(a: DemoArgs) -> Result<()> {
         std::fs::write(p, &md).map_err(|e| Error::io(format!("write {}", p.display()), e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_run_is_the_unshifted_run_with_the_given_seed() {
+        let p = run_plan(0, 1, 7, 60.0, 10.0, 20.0, 180.0);
+        assert_eq!(
+            p,
+            RunPlan {
+                seed: 7,
+                offset_s: 0.0,
+                fg_start_s: 10.0,
+                measure_from_s: 20.0,
+                seconds: 180.0
+            }
+        );
+    }
+
+    #[test]
+    fn repeats_spread_evenly_over_one_alt30_cycle() {
+        // ALT-30 cycle = 60 s; 6 runs -> FG starts 10, 20, ..., 60 s.
+        let plans: Vec<RunPlan> = (0..6)
+            .map(|r| run_plan(r, 6, 1, 60.0, 10.0, 20.0, 180.0))
+            .collect();
+        let starts: Vec<f64> = plans.iter().map(|p| p.fg_start_s).collect();
+        assert_eq!(starts, vec![10.0, 20.0, 30.0, 40.0, 50.0, 60.0]);
+        let seeds: Vec<u64> = plans.iter().map(|p| p.seed).collect();
+        assert_eq!(seeds, vec![1, 2, 3, 4, 5, 6]);
+        for p in &plans {
+            // Same FG-relative timeline in every run: 10 s after its start
+            // to 170 s after it.
+            assert_eq!(p.measure_from_s - p.fg_start_s, 10.0);
+            assert_eq!(p.seconds - p.fg_start_s, 170.0);
+            assert_eq!(p.measure_from_s, 20.0 + p.offset_s);
+        }
+    }
+
+    #[test]
+    fn alt60_four_phases_and_no_spread() {
+        let starts: Vec<f64> = (0..4)
+            .map(|r| run_plan(r, 4, 1, 120.0, 10.0, 20.0, 180.0).fg_start_s)
+            .collect();
+        assert_eq!(starts, vec![10.0, 40.0, 70.0, 100.0]);
+        // Without a spread the repeats keep the timeline; only the seed moves.
+        for r in 0..3 {
+            let p = run_plan(r, 3, u64::MAX, 0.0, 10.0, 20.0, 180.0);
+            assert_eq!(
+                (p.fg_start_s, p.measure_from_s, p.seconds),
+                (10.0, 20.0, 180.0)
+            );
+            assert_eq!(p.seed, u64::MAX.wrapping_add(r as u64));
+        }
+    }
 }
