@@ -188,9 +188,9 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     # the w = 60 model (1 window/class) keeps the thesis's 1-NN, radius 10.
     act = rep["models"]["active-s5c5s5b5"]
     assert len(act["selection"]) == 4 * 5
-    best = max(r["accuracy"] for r in act["selection"])
+    best = max(act["selection"], key=lambda r: r["accuracy"])
     mine = next(r for r in act["selection"] if (r["k"], r["radius"]) == (act["k"], act["radius"]))
-    assert mine["accuracy"] == best
+    assert mine["chosen"] and mine["within_1se"] and mine["accuracy"] >= best["accuracy"] - best["se"] - 1e-12
     ma = opsel.load_model(str(models / "active-s5c5s5b5" / "model.json"))
     assert (ma.k, ma.radius) == (act["k"], act["radius"])
     assert ma.training["k_radius_choice"]["k"] == act["k"]
@@ -380,3 +380,19 @@ def test_select_config_keeps_the_thesis_config_on_a_tie(tmp_path):
     assert (k, radius) == (1, 10)
     # Too few windows for 5 folds: the thesis's configuration, no rows.
     assert cli.select_config(tr, 200, "none", (1,), (0,), (0,), log=lambda *_: None) == (1, 10, [])
+
+
+def test_pick_config_one_standard_error_rule():
+    def rows(*cells):
+        return [{"k": k, "radius": r, "accuracy": a, "se": se} for k, r, a, se in cells]
+
+    # The thesis's 1-NN/radius 10 is within one SE of the best: kept.
+    assert cli.pick_config(rows((1, 10, 0.90, 0.01), (5, 10, 0.905, 0.01), (1, 0, 0.89, 0.01)))["k"] == 1
+    # It is not: the smallest k within one SE of the best, then the radius closest to 10.
+    got = cli.pick_config(rows((1, 10, 0.87, 0.01), (5, 10, 0.91, 0.01), (1, 0, 0.905, 0.01), (1, 2, 0.90, 0.01),
+                               (1, 20, 0.85, 0.01)))
+    assert (got["k"], got["radius"]) == (1, 2)
+    r = rows((1, 10, 0.80, 0.01), (3, 10, 0.95, 0.01), (1, 0, 0.90, 0.01), (1, None, 0.94, 0.0))
+    got = cli.pick_config(r)
+    assert (got["k"], got["radius"]) == (1, None)  # k = 1 beats k = 3 within one SE, whatever the radius
+    assert [x["within_1se"] for x in r] == [False, True, False, True] and [x["chosen"] for x in r] == [False, False, False, True]
