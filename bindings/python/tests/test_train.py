@@ -187,7 +187,7 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     # k and radius chosen by CV where 5 folds fit (5 windows/class at w = 20), the shipped model carries them;
     # the w = 60 model (1 window/class) keeps the thesis's 1-NN, radius 10.
     act = rep["models"]["active-s5c5s5b5"]
-    assert len(act["selection"]) == 4 * 5
+    assert len(act["selection"]) == 4 * 2  # k in 1, 3, 5, 10; radius 0 and 10
     best = max(act["selection"], key=lambda r: r["accuracy"])
     mine = next(r for r in act["selection"] if (r["k"], r["radius"]) == (act["k"], act["radius"]))
     assert mine["chosen"] and mine["within_1se"] and mine["accuracy"] >= best["accuracy"] - best["se"] - 1e-12
@@ -218,8 +218,13 @@ def test_shipped_models_classify_their_own_traces(name, probing, w):
     assert [t.label for t in tr] == list(SIX_CLASSES)
     X, y = dataset(tr, w)
     assert len(y) == len(m.labels) if hasattr(m, "labels") else True
-    pred = [p.label for p in m.classify_batch(X)]
-    assert pred == list(y)
+    preds = m.classify_batch(X)
+    assert all(p.distance == 0.0 for p in preds)  # every window is a reference: its own nearest neighbour
+    pred = [p.label for p in preds]
+    if m.k == 1:
+        assert pred == list(y)
+    else:  # the vote may overrule the window itself, but not below the recorded CV accuracy
+        assert np.mean(np.array(pred) == y) >= m.training["cv_accuracy_w"]
 
 
 @pytest.fixture(scope="module")
