@@ -167,7 +167,8 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     root = tmp_path / "collect"
     shutil.copytree(FIX, root)
     models = tmp_path / "models"
-    cli.main(["models", str(root), "--models", str(models), "--ws", "10,20", "--report", str(tmp_path / "r.json")])
+    cli.main(["models", str(root), "--models", str(models), "--ws", "10,20", "--report", str(tmp_path / "r.json"),
+              "--select-seeds", "0"])
     w60 = opsel.load_model(str(models / "active-s5c5s5b5-w60" / "model.json"))
     assert w60.window == 60 and w60.training["traces"] == "models/active-s5c5s5b5/traces/default"
     assert len(w60.labels) == 6  # the fixture has one 3-cycle window per class

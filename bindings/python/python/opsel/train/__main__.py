@@ -390,6 +390,10 @@ def cmd_models(a):
         cv_rows = knn.sweep(tr, ws=_ints(a.ws), ks=(k,), radii=(radius,), normalizations=(norm,), log=_log)
         k_rows = knn.sweep(tr, ws=(w,), ks=(1, 3, 5, 10), radii=(radius,), normalizations=(norm,), log=_log)
         cvw = next((r for r in cv_rows if r["w"] == w), None)
+        cv_none = None
+        if cvw and norm != "none":
+            Xb, yb = dataset(tr, w, balance=True)
+            cv_none = knn.cv_knn(Xb, yb, k=k, radius=radius, normalization="none")["accuracy"]
         extra = {"normalization_choice": norm, "cv_accuracy_w": cvw["accuracy"] if cvw else None,
                  "k_radius_choice": {"k": k, "radius": radius,
                                      "cv_mean_accuracy": next((r["accuracy"] for r in sel_rows
@@ -411,8 +415,9 @@ def cmd_models(a):
                                   "k_sweep": k_rows, "selection": sel_rows, "generalisation_w": gen_w,
                                   "summary": summary(tr, w), "pattern": pat,
                                   "conditions": tr[0].meta.get("conditions")}
+        report["models"][name]["cv_none"] = cv_none
         _write_card(out, m, w, tr, norm, cv_rows, k_rows, cvw, gen_rows, a, k=k, radius=radius, sel_rows=sel_rows,
-                    gen_w=gen_w)
+                    gen_w=gen_w, cv_none=cv_none)
         print(f"wrote {out}/model.json ({len(y)} windows of w={w}, {k}-NN, radius {rtxt}, {norm}), MODEL_CARD.md, figures")
     if a.report:
         with open(a.report, "w") as f:
@@ -606,7 +611,7 @@ def _report_cycles(P, a, name, title, tr, allrows):
         P("")
 
 def _write_card(out, m, w, tr, norm, cv_rows, k_rows, cv20, gen_rows, a, k=THESIS_K, radius=THESIS_RADIUS,
-                sel_rows=(), gen_w=()):
+                sel_rows=(), gen_w=(), cv_none=None):
     name, title = m.name, m.title
     rtxt = "full DTW (no band)" if radius is None else ("0 (no warping: the L1 distance)" if radius == 0 else str(radius))
     c = tr[0].meta.get("conditions") or {}
@@ -691,6 +696,20 @@ def _write_card(out, m, w, tr, norm, cv_rows, k_rows, cv20, gen_rows, a, k=THESI
         lines.append("")
     lines += ["Accuracy vs w: ![accuracy](accuracy_vs_w.png); RTT signatures: ![signatures](signatures.png)", ""]
     lines += ["## How far it can be trusted", ""]
+    mine = [r for r in list(gen_rows) + list(gen_w) if r["normalization"] == norm]
+    if cvw_acc := (cv20["accuracy"] if cv20 else None):
+        summary_line = (f"**In short**: {100 * cvw_acc:.1f} % (6-class, 5-fold CV) on the network it was trained on"
+                        + (f" ({norm}; without normalisation {100 * cv_none:.1f} %)" if cv_none is not None else ""))
+        if mine:
+            lo, hi = min(r["accuracy"] for r in mine), max(r["accuracy"] for r in mine)
+            blo, bhi = (min(r["views"]["bbr_present"]["accuracy"] for r in mine),
+                        max(r["views"]["bbr_present"]["accuracy"] for r in mine))
+            summary_line += (f"; {100 * lo:.0f}–{100 * hi:.0f} % (BBR present {100 * blo:.0f}–{100 * bhi:.0f} %) on a "
+                             f"network it was not trained on ({a.condition} ↔ {a.other}, the table below). "
+                             "Retrain on your own network before relying on the 6-class label there.")
+        else:
+            summary_line += "; not measured on another network."
+        lines += [summary_line, ""]
     if gen_rows and not m.traces_of:
         lines.append(f"Trained on one condition, tested on another ({'passive' if name == 'passive' else 'active'} traces, "
                      "w = 20, 1-NN, radius 10, balanced classes; the normalisation with the best mean of both "
