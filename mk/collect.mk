@@ -8,7 +8,7 @@
 #   classifier-eval the sweeps behind docs/results/classifier.md
 #   classifier-report every table + figure of docs/results/classifier-tables.md (w/k/norm/radius
 #                   sweeps, MLP/SVM/GNB over w, multi-cycle decisions, active diagnosis; ~10 min)
-#   classifier-learning learning curves (accuracy vs windows/class) from $(COLLECT_DIR)
+#   classifier-learning learning curves (accuracy vs windows/class) of the shipped models' traces
 #   test-collect    root-only smoke test of `collect` (~30 s, cleans up its namespaces)
 CARGO ?= cargo
 COLLECT_DIR ?=
@@ -48,13 +48,13 @@ test-collect:
 	$(CARGO) test --release -p opsel-netlab --test collect_smoke -- --ignored --nocapture
 
 # Learning curves (CV accuracy vs windows per class, the first n recorded; docs/results/classifier.md
-# "Learning curve"): active and passive at w = 20 and 60, 1-/5-NN, radius 0 and 10, 3 fold seeds (~5 min).
-LEARN_DIR ?= $(or $(COLLECT_DIR),$(COLLECT_OUT))
+# "Learning curve"): active and passive at w = 20 and 60, 1-/5-NN, radius 0 and 10, 3 fold seeds, on the
+# traces the shipped models were trained on (models/*/traces; ~5 min).
 .PHONY: classifier-learning
 classifier-learning: python
-	$(COLLECT_PY) -m opsel.train learning $(LEARN_DIR) -c default -m active-s5c5s5b5 --ws 20,60 --ks 1,5 \
+	$(COLLECT_PY) -m opsel.train learning models/active-s5c5s5b5/traces -c default -m . --ws 20,60 --ks 1,5 \
 	  --radii 0,10 --json docs/results/classifier-learning-active.json \
 	  --plot docs/results/figures/classifier-learning-active.png > docs/results/classifier-learning-active.md
-	$(COLLECT_PY) -m opsel.train learning $(LEARN_DIR) -c default -m passive --ws 20,60 --ks 1,5 \
+	$(COLLECT_PY) -m opsel.train learning models/passive/traces -c default -m . --ws 20,60 --ks 1,5 \
 	  --radii 0,10 --json docs/results/classifier-learning-passive.json \
 	  --plot docs/results/figures/classifier-learning-passive.png > docs/results/classifier-learning-passive.md
