@@ -8,6 +8,7 @@
 #   classifier-eval the sweeps behind docs/results/classifier.md
 #   classifier-report every table + figure of docs/results/classifier-tables.md (w/k/norm/radius
 #                   sweeps, MLP/SVM/GNB over w, multi-cycle decisions, active diagnosis; ~10 min)
+#   classifier-learning learning curves (accuracy vs windows/class) of the shipped models' traces
 #   test-collect    root-only smoke test of `collect` (~30 s, cleans up its namespaces)
 CARGO ?= cargo
 COLLECT_DIR ?=
@@ -16,6 +17,8 @@ COLLECT_PLAN ?= default/passive@1,default/S5-C5-S5-B5@1,c50/passive@0.5,default/
 COLLECT_JOBS ?= 3
 COLLECT_WINDOWS ?= 300
 COLLECT_PY ?= $(abspath .venv)/bin/python
+# e.g. MODELS_ARGS="--norm none --no-select": the thesis's 1-NN, radius 10, no normalisation (one network only)
+MODELS_ARGS ?=
 
 .PHONY: collect collect-status models classifier-eval classifier-report test-collect
 
@@ -29,7 +32,7 @@ collect-status:
 	./target/release/opsel lab collect --status --plan "$(COLLECT_PLAN)" --out $(or $(COLLECT_DIR),$(COLLECT_OUT))
 
 models: python
-	$(COLLECT_PY) -m opsel.train models $(COLLECT_DIR) --models models --report docs/results/classifier.json
+	$(COLLECT_PY) -m opsel.train models $(COLLECT_DIR) --models models --report docs/results/classifier.json $(MODELS_ARGS)
 
 classifier-eval: python
 	$(COLLECT_PY) -m opsel.train sweep models/passive/traces --condition default --mode . \
@@ -43,3 +46,15 @@ classifier-report: python
 
 test-collect:
 	$(CARGO) test --release -p opsel-netlab --test collect_smoke -- --ignored --nocapture
+
+# Learning curves (CV accuracy vs windows per class, the first n recorded; docs/results/classifier.md
+# "Learning curve"): active and passive at w = 20 and 60, 1-/5-NN, radius 0 and 10, 3 fold seeds, on the
+# traces the shipped models were trained on (models/*/traces; ~5 min).
+.PHONY: classifier-learning
+classifier-learning: python
+	$(COLLECT_PY) -m opsel.train learning models/active-s5c5s5b5/traces -c default -m . --ws 20,60 --ks 1,5 \
+	  --radii 0,10 --json docs/results/classifier-learning-active.json \
+	  --plot docs/results/figures/classifier-learning-active.png > docs/results/classifier-learning-active.md
+	$(COLLECT_PY) -m opsel.train learning models/passive/traces -c default -m . --ws 20,60 --ks 1,5 \
+	  --radii 0,10 --json docs/results/classifier-learning-passive.json \
+	  --plot docs/results/figures/classifier-learning-passive.png > docs/results/classifier-learning-passive.md

@@ -57,6 +57,7 @@ fn check(name: &str, mode: &str, window: usize) {
         .unwrap_or("default");
     let mut ws = m.workspace();
     let mut total = 0;
+    let mut own = 0;
     for class in SIX_CLASSES {
         let ci = m.classes().iter().position(|c| c == class).unwrap();
         // A model that shares another model's recordings names them in its training
@@ -72,14 +73,25 @@ fn check(name: &str, mode: &str, window: usize) {
         assert!(!wins.is_empty(), "{name}/{class}: no windows");
         for (i, win) in wins.iter().enumerate() {
             let pred = m.classify(win, &mut ws).unwrap();
-            assert_eq!(
-                m.classes()[pred.class],
-                class,
-                "{name}/{class} window {i} classified as {} at distance {}",
-                m.classes()[pred.class],
-                pred.distance
-            );
+            // Every window is a reference: its nearest neighbour is itself, at distance 0.
             assert_eq!(pred.distance, 0.0, "{name}/{class} window {i}");
+            assert_eq!(
+                m.labels()[pred.neighbor] as usize,
+                ci,
+                "{name}/{class} window {i}: nearest reference {} is of another class",
+                pred.neighbor
+            );
+            if m.config().k == 1 {
+                // 1-NN: so it is classified as its own class.
+                assert_eq!(
+                    m.classes()[pred.class],
+                    class,
+                    "{name}/{class} window {i} classified as {} at distance {}",
+                    m.classes()[pred.class],
+                    pred.distance
+                );
+            }
+            own += (pred.class == ci) as usize;
         }
         assert_eq!(
             m.labels().iter().filter(|&&l| l as usize == ci).count(),
@@ -89,6 +101,15 @@ fn check(name: &str, mode: &str, window: usize) {
         total += wins.len();
     }
     assert_eq!(total, m.len(), "{name}: references");
+    // k > 1: the vote may overrule the window itself, but on its own training windows the
+    // model must do at least as well as its cross-validated accuracy (recorded at training
+    // time), since each window votes for itself.
+    let cv = file.meta.training["cv_accuracy_w"].as_f64().unwrap_or(0.0);
+    let resub = own as f64 / total as f64;
+    assert!(
+        resub >= cv,
+        "{name}: {own} of {total} training windows classified as their own class ({resub:.3}), below the CV accuracy {cv:.3}"
+    );
 }
 
 #[test]

@@ -167,7 +167,8 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     root = tmp_path / "collect"
     shutil.copytree(FIX, root)
     models = tmp_path / "models"
-    cli.main(["models", str(root), "--models", str(models), "--ws", "10,20", "--report", str(tmp_path / "r.json")])
+    cli.main(["models", str(root), "--models", str(models), "--ws", "10,20", "--report", str(tmp_path / "r.json"),
+              "--select-seeds", "0"])
     w60 = opsel.load_model(str(models / "active-s5c5s5b5-w60" / "model.json"))
     assert w60.window == 60 and w60.training["traces"] == "models/active-s5c5s5b5/traces/default"
     assert len(w60.labels) == 6  # the fixture has one 3-cycle window per class
@@ -182,6 +183,20 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["normalization"] in knn.NORMALIZATIONS
     assert len(rep["generalisation"]) == 8  # 4 normalisations x 2 directions
+    # No active traces at c50 in the fixture: the active models take the passive choice.
+    assert rep["normalizations"] == {"passive": rep["normalization"], "active-s5c5s5b5": rep["normalization"]}
+    # k and radius chosen by CV where 5 folds fit (5 windows/class at w = 20), the shipped model carries them;
+    # the w = 60 model (1 window/class) keeps the thesis's 1-NN, radius 10.
+    act = rep["models"]["active-s5c5s5b5"]
+    assert len(act["selection"]) == 4 * 2  # k in 1, 3, 5, 10; radius 0 and 10
+    best = max(act["selection"], key=lambda r: r["accuracy"])
+    mine = next(r for r in act["selection"] if (r["k"], r["radius"]) == (act["k"], act["radius"]))
+    assert mine["chosen"] and mine["within_1se"] and mine["accuracy"] >= best["accuracy"] - best["se"] - 1e-12
+    ma = opsel.load_model(str(models / "active-s5c5s5b5" / "model.json"))
+    assert (ma.k, ma.radius) == (act["k"], act["radius"])
+    assert ma.training["k_radius_choice"]["k"] == act["k"]
+    assert "How k and the radius were chosen" in (models / "active-s5c5s5b5" / "MODEL_CARD.md").read_text()
+    assert (rep["models"]["active-s5c5s5b5-w60"]["k"], rep["models"]["active-s5c5s5b5-w60"]["radius"]) == (1, 10)
     # Retrain without a collection root: from the copies in models/*/traces.
     cli.main(["models", "--models", str(models), "--ws", "20", "--norm", "none"])
     assert opsel.load_model(str(models / "passive" / "model.json")).normalization == "none"
@@ -204,8 +219,13 @@ def test_shipped_models_classify_their_own_traces(name, probing, w):
     assert [t.label for t in tr] == list(SIX_CLASSES)
     X, y = dataset(tr, w)
     assert len(y) == len(m.labels) if hasattr(m, "labels") else True
-    pred = [p.label for p in m.classify_batch(X)]
-    assert pred == list(y)
+    preds = m.classify_batch(X)
+    assert all(p.distance == 0.0 for p in preds)  # every window is a reference: its own nearest neighbour
+    pred = [p.label for p in preds]
+    if m.k == 1:
+        assert pred == list(y)
+    else:  # the vote may overrule the window itself, but not below the recorded CV accuracy
+        assert np.mean(np.array(pred) == y) >= m.training["cv_accuracy_w"]
 
 
 @pytest.fixture(scope="module")
@@ -317,3 +337,68 @@ def test_cli_report_diagnose_and_cycles(tmp_path, capsys):
     assert "Background goodput" in capsys.readouterr().out
     cli.main(["cycles", str(root), "--ns", "1", "--folding", "stratified"])
     assert "| stratified | 1 | 20 | 5 | min-sum |" in capsys.readouterr().out
+
+
+def test_learning_curve_takes_the_first_windows_in_recording_order(active):
+    from opsel.train import learning
+
+    assert learning.default_sizes(120) == [20, 40, 60, 80, 100, 120]
+    assert learning.default_sizes(7) == [5, 6, 7] and learning.default_sizes(4) == []
+    rows = learning.learning_curve(active, ws=(20,), sizes=(5, 99), ks=(1, 3), radii=(10, 0), seeds=(0, 1))
+    # 5 windows/class in the fixture: size 99 is skipped; one row per (k, radius).
+    assert {(r["per_class"], r["k"], r["radius"]) for r in rows} == {(5, 1, 10), (5, 3, 10), (5, 1, 0), (5, 3, 0)}
+    X, y = dataset(active, 20, balance=True)
+    one = next(r for r in rows if r["k"] == 1 and r["radius"] == 10)
+    assert one["accuracies"] == [knn.cv_knn(X, y, seed=s)["accuracy"] for s in (0, 1)]
+    assert one["accuracy"] == pytest.approx(np.mean(one["accuracies"])) and one["sd"] >= 0
+    md = "\n".join(learning.markdown(rows))
+    assert "| w = 20 (none): windows/class | 1-NN r=10 | 3-NN r=10 | 1-NN r=0 | 3-NN r=0 |" in md
+
+
+def _burst_traces(tmp_path, shift):
+    """Two classes whose cycles differ only in where a 5 s burst sits (``shift`` s apart): no
+    warping tells them apart, a wide band warps one onto the other."""
+    rng = np.random.default_rng(7)
+    for label, start in (("B0-C0", 5), ("B1-B1", 5 + shift)):
+        rows = []
+        for run in range(2):
+            for k in range(200):
+                ph = k % 20
+                rows.append((run, k, 70.0 + (20.0 if start <= ph < start + 5 else 0.0) + rng.random()))
+        write_trace(str(tmp_path / "default" / "active-s5c5s5b5" / f"{label}.csv"), rows, pattern="S5-C5-S5-B5")
+    return find_traces(str(tmp_path), "default", "active-s5c5s5b5")
+
+
+def test_select_config_prefers_no_warping_when_warping_confuses(tmp_path):
+    tr = _burst_traces(tmp_path, 3)
+    k, radius, rows = cli.select_config(tr, 20, "none", (1, 3), (0, 10), (0, 1), log=lambda *_: None)
+    acc = {(r["k"], r["radius"]): r["accuracy"] for r in rows}
+    assert acc[(1, 0)] == 1.0 and acc[(1, 10)] < 0.9
+    assert (k, radius) == (1, 0)
+
+
+def test_select_config_keeps_the_thesis_config_on_a_tie(tmp_path):
+    # Bursts 10 s apart: warping the burst onto the other leaves 10 samples matched against a burst
+    # sample, so every radius separates the classes and every cell is 100 %.
+    tr = _burst_traces(tmp_path, 10)
+    k, radius, rows = cli.select_config(tr, 20, "none", (1, 3), (0, 10), (0,), log=lambda *_: None)
+    assert all(r["accuracy"] == 1.0 for r in rows)
+    assert (k, radius) == (1, 10)
+    # Too few windows for 5 folds: the thesis's configuration, no rows.
+    assert cli.select_config(tr, 200, "none", (1,), (0,), (0,), log=lambda *_: None) == (1, 10, [])
+
+
+def test_pick_config_one_standard_error_rule():
+    def rows(*cells):
+        return [{"k": k, "radius": r, "accuracy": a, "se": se} for k, r, a, se in cells]
+
+    # The thesis's 1-NN/radius 10 is within one SE of the best: kept.
+    assert cli.pick_config(rows((1, 10, 0.90, 0.01), (5, 10, 0.905, 0.01), (1, 0, 0.89, 0.01)))["k"] == 1
+    # It is not: the smallest k within one SE of the best, then the radius closest to 10.
+    got = cli.pick_config(rows((1, 10, 0.87, 0.01), (5, 10, 0.91, 0.01), (1, 0, 0.905, 0.01), (1, 2, 0.90, 0.01),
+                               (1, 20, 0.85, 0.01)))
+    assert (got["k"], got["radius"]) == (1, 2)
+    r = rows((1, 10, 0.80, 0.01), (3, 10, 0.95, 0.01), (1, 0, 0.90, 0.01), (1, None, 0.94, 0.0))
+    got = cli.pick_config(r)
+    assert (got["k"], got["radius"]) == (1, None)  # k = 1 beats k = 3 within one SE, whatever the radius
+    assert [x["within_1se"] for x in r] == [False, True, False, True] and [x["chosen"] for x in r] == [False, False, False, True]

@@ -74,6 +74,37 @@ def accuracy_vs_w(rows, path: str, *, title: str | None = None, key=("model", "n
     return path
 
 
+def learning_curve(rows, path: str, *, title: str | None = None):
+    """CV accuracy against windows per class (``opsel.train.learning`` rows): one panel per w,
+    one line per (k, radius), error bars = sd over fold seeds."""
+    plt = _plt()
+    ws = sorted({r["w"] for r in rows}) or [0]
+    fig, axes = plt.subplots(1, len(ws), figsize=(5.0 * len(ws), 3.8), squeeze=False, sharey=True)
+    for ax, w in zip(axes.flat, ws):
+        groups = {}
+        for r in rows:
+            if r["w"] == w:
+                groups.setdefault((r["k"], r["radius"]), []).append(r)
+        for (k, rad), rs in groups.items():
+            rs = sorted(rs, key=lambda r: r["per_class"])
+            ax.errorbar([r["per_class"] for r in rs], [100 * r["accuracy"] for r in rs],
+                        yerr=[100 * r["sd"] for r in rs], marker="o", ms=3, capsize=2,
+                        label=f"{k}-NN, radius {'full' if rad is None else rad}")
+        ax.axhline(95, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"w = {w}")
+        ax.set_xlabel("windows per class (first n recorded)")
+        ax.grid(alpha=0.3)
+        if groups:
+            ax.legend(fontsize=7)
+    axes.flat[0].set_ylabel("5-fold CV accuracy (%)")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def confusion(conf, classes, path: str, *, title: str | None = None):
     """Confusion matrix (rows = true class, columns = predicted), counts and row percentages."""
     plt = _plt()
