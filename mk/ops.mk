@@ -38,7 +38,9 @@ bench-ops:
 #                  (docs/results/ops-latency.md; OPSEL_BENCH_ROUNDS, OPSEL_BENCH_RUN_S)
 OPS_PATTERN ?= passive
 OPS_MODEL ?= models/passive/model.json
-OPS_ACTIVE_MODEL ?= models/active-s5c5s5b5/model.json
+# The netlab-tuned active model (models/active-s5c5s5b5-netlab/MODEL_CARD.md): these targets
+# run on the netlab condition it was trained on; the default active model generalises better.
+OPS_ACTIVE_MODEL ?= models/active-s5c5s5b5-netlab/model.json
 # Extra `opsel demo` arguments, e.g. OPS_DEMO_ARGS="--json runs.jsonl --runs 2".
 OPS_DEMO_ARGS ?=
 

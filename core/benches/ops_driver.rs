@@ -2,7 +2,8 @@
 //! thesis's Python classifier took about 1 s, 000 §5.5 / A16): from the last
 //! RTT sample of a probe window handed to the driver to the return of
 //! `setsockopt(TCP_CONGESTION)` on a real (loopback) TCP socket, with the
-//! shipped models (`models/passive`, `models/active-s5c5s5b5`).
+//! shipped models (`models/passive`, `models/active-s5c5s5b5`,
+//! `models/active-s5c5s5b5-netlab`).
 //!
 //! Queries are leave-one-out: for reference i the model is refitted on the
 //! other n − 1 references (the shipped size less one) and the driver is fed
@@ -57,6 +58,13 @@ fn shipped() -> Vec<Shipped> {
         (
             "active-s5c5s5b5",
             "models/active-s5c5s5b5/model.json",
+            Config::active(Pattern::parse("S5-C5-S5-B5").unwrap()),
+        ),
+        // The netlab-tuned active model the OPS runs use (divide-min, 1-NN:
+        // the prepared path); the default above is z-score, which cannot prepare.
+        (
+            "active-s5c5s5b5-netlab",
+            "models/active-s5c5s5b5-netlab/model.json",
             Config::active(Pattern::parse("S5-C5-S5-B5").unwrap()),
         ),
     ]

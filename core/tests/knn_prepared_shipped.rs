@@ -82,4 +82,5 @@ fn check(rel: &str) {
 fn prepared_equals_unprepared_on_the_shipped_models() {
     check("models/passive/model.json");
     check("models/active-s5c5s5b5/model.json");
+    check("models/active-s5c5s5b5-netlab/model.json");
 }
