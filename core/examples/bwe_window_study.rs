@@ -89,9 +89,8 @@ fn run(label: &str, cfg: SimConfig, spec_of: &dyn Fn(f64) -> PStreamSpec, w: usi
     }
     for (j, r) in readings.iter().enumerate() {
         let n = steps[j].len().max(1) as f64;
-        let share = |f: &dyn Fn(i64) -> bool| {
-            100.0 * steps[j].iter().filter(|&&s| f(s)).count() as f64 / n
-        };
+        let share =
+            |f: &dyn Fn(i64) -> bool| 100.0 * steps[j].iter().filter(|&&s| f(s)).count() as f64 / n;
         let e = &err[j];
         let below = 100.0 * e.iter().filter(|&&x| x < -0.10).count() as f64 / n;
         let above = 100.0 * e.iter().filter(|&&x| x > 0.10).count() as f64 / n;
@@ -101,7 +100,8 @@ fn run(label: &str, cfg: SimConfig, spec_of: &dyn Fn(f64) -> PStreamSpec, w: usi
             .filter(|(_, &s)| s)
             .map(|(x, _)| *x)
             .collect();
-        let st_w = 100.0 * st.iter().filter(|x| x.abs() <= 0.10).count() as f64 / st.len().max(1) as f64;
+        let st_w =
+            100.0 * st.iter().filter(|x| x.abs() <= 0.10).count() as f64 / st.len().max(1) as f64;
         println!(
             "{label:<40} {:<13} {}  | < −10 % {below:.1}%, > +10 % {above:.1}% | steady B_g (halves ≤ 10 %, n={}) within10% {st_w:.1}% | correct {:.1}%, 1 low {:.1}%, ≥2 low {:.1}%, high {:.1}%",
             format!("{r:?}"),
@@ -133,7 +133,13 @@ fn main() {
     };
     println!("ground truth: {:?}\n", ground_truth());
     println!("## Fig 5.8 shape (N_r=5, N_p=64, range 30%, AVG_WINDOW=64), {count} streams");
-    run("A BCT, NIC1 120 µs, Dummy (Fig 5.8)", base, &fig58, 64, count);
+    run(
+        "A BCT, NIC1 120 µs, Dummy (Fig 5.8)",
+        base,
+        &fig58,
+        64,
+        count,
+    );
     run(
         "D CBR, NIC1 120 µs, Dummy",
         SimConfig { cross: cbr, ..base },
