@@ -235,6 +235,44 @@ def fixture(path, est, name, test, rows, predict):
         raise SystemExit(f"fixture {path} is {size} bytes; keep fixtures under 2 MB")
 
 
+def train_mr(args, mr_tr=None, mr_te=None):
+    """The multi-rate regressor: histogram GBT (HGB_PARAMS) by default, the session-3
+    GradientBoostingRegressor with `--learner gbr`; rows of `--sets`."""
+    import sklearn
+
+    mr_tr = mr_tr if mr_tr is not None else load_train(args.dir)
+    mr_te = mr_te if mr_te is not None else split(*load_csv(os.path.join(args.dir, "mr_test.csv")))
+    sets = getattr(args, "sets", "3sets")
+    rows = rows_of(mr_tr, sets)
+    X, y = mr_tr["X"][rows], mr_tr["y"][rows]
+    t0 = time.time()
+    if getattr(args, "learner", "hgb") == "gbr":
+        est, params = fit_gbr(X, y, args.cv)
+        trainer = "GradientBoostingRegressor"
+    else:
+        est, params = fit_hgb(X, y)
+        trainer = "HistGradientBoostingRegressor"
+    print(f"{trainer} trained in {time.time() - t0:.1f}s on {len(y)} rows", file=sys.stderr)
+    est_bps = est.predict(mr_te["X"]) * mr_te["r_avg"]
+    print("sklearn on mr_test:", summary((est_bps - mr_te["bg"]) / mr_te["bg"]), file=sys.stderr)
+    kind = "fft-reim" if X.shape[1] == 2 * 64 + 1 else "fft-magnitude"
+    meta = {
+        "trainer": f"scikit-learn {sklearn.__version__} {trainer}",
+        "params": params,
+        "target": "avail_bw_bps / r_avg_bps",
+        "features": f"{kind} of (g_s || g_r), N=64 (opsel::bwe::features)",
+        "data": "bwe::sim BCT, NIC1 rx-usecs "
+        + ("{2,120,300} us (3sets)" if sets == "3sets" else f"{sets} us (Fig 6.5 condition)")
+        + ", N_r=4 range 50%",
+        "rows": int(len(y)),
+    }
+    out = getattr(args, "out", None) or os.path.join(args.dir, "mr_gbt.json")
+    write_json(out, export(est, X.shape[1], meta))
+    with open(os.path.splitext(out)[0] + ".pkl", "wb") as f:
+        pickle.dump(est, f)  # for the peer benchmark (`bench`)
+    print(f"wrote {out}", file=sys.stderr)
+
+
 def train(args):
     import sklearn
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
@@ -251,22 +289,7 @@ def train(args):
     )
     print(f"max |numpy FFT features - Rust features| over 50 rows: {dmax:.3e}", file=sys.stderr)
 
-    t0 = time.time()
-    gbr, p_r = fit_gbr(mr_tr["X"], mr_tr["y"], args.cv)
-    print(f"GBR trained in {time.time() - t0:.1f}s on {len(mr_tr['y'])} rows", file=sys.stderr)
-    est = gbr.predict(mr_te["X"]) * mr_te["r_avg"]
-    print("sklearn GBR on mr_test:", summary((est - mr_te["bg"]) / mr_te["bg"]), file=sys.stderr)
-    meta = {
-        "trainer": f"scikit-learn {sklearn.__version__} GradientBoostingRegressor",
-        "params": p_r,
-        "target": "avail_bw_bps / r_avg_bps",
-        "features": "fft-magnitude of (g_s || g_r), N=64 (opsel::bwe::features)",
-        "data": "bwe::sim BCT, NIC1 rx-usecs {2,120,300} us (3sets), N_r=4 range 50%",
-        "rows": int(len(mr_tr["y"])),
-    }
-    write_json(os.path.join(args.dir, "mr_gbt.json"), export(gbr, mr_tr["X"].shape[1], meta))
-    with open(os.path.join(args.dir, "mr_gbt.pkl"), "wb") as f:
-        pickle.dump(gbr, f)  # for the peer benchmark (`bench`)
+    train_mr(args, mr_tr, mr_te)
 
     t0 = time.time()
     gbc, p_c = fit_gbc(sr_tr["X"], sr_tr["y"], args.cv)
@@ -317,9 +340,10 @@ def bench(args):
     """Per-sample scikit-learn predict time vs the Rust criterion estimate."""
     from sklearn.ensemble import GradientBoostingRegressor
 
-    mr_tr = split(*load_csv(os.path.join(args.dir, "mr_train.csv")))
+    mr_tr = load_train(args.dir)
     with open(os.path.join(args.dir, "mr_gbt.json")) as f:
-        params = json.load(f)["training"]["params"]
+        training = json.load(f)["training"]
+    params = training["params"]
     pkl = os.path.join(args.dir, "mr_gbt.pkl")
     if os.path.exists(pkl):
         with open(pkl, "rb") as f:
@@ -328,7 +352,10 @@ def bench(args):
     else:
         # Same tree count, depth and learning rate as the exported model, fitted on a
         # subset: predict cost depends on the trees' shape, not on how much data they saw.
-        gbr = GradientBoostingRegressor(**params).fit(mr_tr["X"][:3000], mr_tr["y"][:3000])
+        if "HistGradientBoosting" in training.get("trainer", ""):
+            gbr, _ = fit_hgb(mr_tr["X"][:3000], mr_tr["y"][:3000], params)
+        else:
+            gbr = GradientBoostingRegressor(**params).fit(mr_tr["X"][:3000], mr_tr["y"][:3000])
         print(f"scikit-learn model: refitted with {params} on 3000 rows (no {pkl})")
     X = mr_tr["X"][:2000]
     # One sample per call (the estimator's use: one p-stream at a time). Wall time and
@@ -454,7 +481,14 @@ def main(argv=None):
     t = sub.add_parser("train")
     t.add_argument("dir")
     t.add_argument("--fixtures")
-    t.add_argument("--cv", action="store_true", help="5-fold grid search (slow)")
+    t.add_argument("--cv", action="store_true", help="5-fold grid search (slow; --learner gbr only)")
+    t.add_argument("--learner", choices=["hgb", "gbr"], default="hgb")
+    tm = sub.add_parser("train-mr", help="only the multi-rate regressor")
+    tm.add_argument("dir")
+    tm.add_argument("--sets", default="3sets", help='"3sets" or one rx-usecs value, e.g. 120')
+    tm.add_argument("--learner", choices=["hgb", "gbr"], default="hgb")
+    tm.add_argument("--cv", action="store_true")
+    tm.add_argument("--out")
     c = sub.add_parser("cv", help="5-fold CV of the histogram GBT on the training rows")
     c.add_argument("dir")
     c.add_argument("--sets", default="3sets", help='"3sets" or one rx-usecs value, e.g. 120')
@@ -474,7 +508,7 @@ def main(argv=None):
     b.add_argument("--criterion", default="target/criterion")
     b.add_argument("--rust-cpu-ns", help="Rust CPU ns/sample from the bwe_cputime example")
     args = ap.parse_args(argv)
-    {"train": train, "train-live": train_live, "bench": bench, "cv": cv, "fixture-hgbt": fixture_hgbt}[args.cmd](args)
+    {"train": train, "train-mr": train_mr, "train-live": train_live, "bench": bench, "cv": cv, "fixture-hgbt": fixture_hgbt}[args.cmd](args)
 
 
 if __name__ == "__main__":
