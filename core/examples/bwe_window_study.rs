@@ -17,7 +17,7 @@ mod bwe_common;
 use bwe_common::*;
 use opsel::bwe::bass::{self, BassWorkspace};
 use opsel::bwe::sim::{simulate, Coalescing, CrossKind, CrossTraffic, SendNoise, SimConfig};
-use opsel::bwe::{abest, AbestConfig, BassConfig, PStreamSpec, WindowAlign};
+use opsel::bwe::{abest, AbestConfig, BassConfig, PStreamSpec};
 
 #[derive(Clone, Copy, Debug)]
 enum Reading {
@@ -120,7 +120,6 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(3000);
-    let _ = WindowAlign::Trailing;
     let seed = 0xE7A1 ^ 0x51;
     let fig58 = |r: f64| PStreamSpec::with_range(r, 5, 64, 0.3, 9038).unwrap();
     let base = bct(seed, 120.0);
