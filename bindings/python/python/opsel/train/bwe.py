@@ -253,7 +253,11 @@ def train_mr(args, mr_tr=None, mr_te=None):
         est, params = fit_gbr(X, y, args.cv)
         trainer = "GradientBoostingRegressor"
     else:
-        est, params = fit_hgb(X, y)
+        over = {}
+        for k, a in (("max_iter", "max_iter"), ("learning_rate", "lr"), ("max_leaf_nodes", "leaves")):
+            if getattr(args, a, None) is not None:
+                over[k] = getattr(args, a)
+        est, params = fit_hgb(X, y, over)
         trainer = "HistGradientBoostingRegressor"
     print(f"{trainer} trained in {time.time() - t0:.1f}s on {len(y)} rows", file=sys.stderr)
     est_bps = est.predict(mr_te["X"]) * mr_te["r_avg"]
@@ -492,6 +496,9 @@ def main(argv=None):
     tm.add_argument("--learner", choices=["hgb", "gbr"], default="hgb")
     tm.add_argument("--cv", action="store_true")
     tm.add_argument("--out")
+    tm.add_argument("--max-iter", type=int, help="override HGB_PARAMS (choose by `cv`)")
+    tm.add_argument("--lr", type=float)
+    tm.add_argument("--leaves", type=int)
     c = sub.add_parser("cv", help="5-fold CV of the histogram GBT on the training rows")
     c.add_argument("dir")
     c.add_argument("--sets", default="3sets", help='"3sets" or one rx-usecs value, e.g. 120')
