@@ -8,13 +8,13 @@
 
 CARGO ?= cargo
 BWE_DIR ?= target/bwe
-BWE_STREAMS ?= 5000
+BWE_STREAMS ?= 20000
 BWE_EVAL_STREAMS ?= 3000
 BWE_VENV ?= .venv
 BWE_PY := $(BWE_VENV)/bin/python
 BWE_TRAIN := $(BWE_PY) bindings/python/python/opsel/train/bwe.py
 
-.PHONY: bwe-venv bwe-dataset bwe-train bwe-fixtures bwe-eval bwe-bench
+.PHONY: bwe-venv bwe-dataset bwe-train bwe-fixtures bwe-eval bwe-bench bwe-cv
 
 bwe-venv:
 	@test -x $(BWE_PY) || python3 -m venv $(BWE_VENV)
@@ -32,8 +32,14 @@ bwe-dataset:
 bwe-train: bwe-venv bwe-dataset
 	$(BWE_TRAIN) train $(BWE_DIR)
 
+# 5-fold CV of the multi-rate histogram GBT on the training rows only (session 4).
+bwe-cv: bwe-venv $(BWE_DIR)/mr_train.csv
+	$(BWE_TRAIN) cv $(BWE_DIR) --max-iter 600
+	$(BWE_TRAIN) cv $(BWE_DIR) --sets 120 --max-iter 600
+
 bwe-fixtures: bwe-venv $(BWE_DIR)/mr_train.csv
 	$(BWE_TRAIN) train $(BWE_DIR) --fixtures core/tests/fixtures
+	$(BWE_TRAIN) fixture-hgbt $(BWE_DIR) core/tests/fixtures
 
 bwe-eval: $(BWE_DIR)/mr_gbt.json
 	BWE_EVAL_STREAMS=$(BWE_EVAL_STREAMS) $(CARGO) run --release -p opsel --example bwe_eval -- $(BWE_DIR) | tee docs/results/bwe_eval.txt

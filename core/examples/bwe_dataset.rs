@@ -11,6 +11,12 @@
 //! Training sets are "3sets" (001 §6.3.2): BCT with NIC1 rx-usecs ∈ {2, 120 (default),
 //! 300} µs. Test sets are BCT at the default 120 µs and carry the raw gaps after the
 //! features so the fixtures can re-check the Rust feature function.
+//!
+//! Environment (session 4):
+//! - `BWE_FEATURES=fft-magnitude|fft-reim` picks the multi-rate feature kind (default
+//!   magnitude; 001 §6.1 says only `x = FFT(g_s ‖ g_r)`, so both readings are allowed);
+//! - `BWE_DATASET_GAPS=1` also writes the raw gaps into the training rows (for feature
+//!   studies in Python; the shipped features are always the Rust ones).
 
 mod bwe_common;
 use bwe_common::*;
@@ -67,7 +73,8 @@ fn multi_rate(
     with_gaps: bool,
 ) {
     let n = 64;
-    let nf = feature_len(FeatureKind::Magnitude, n);
+    let kind = mr_feature_kind();
+    let nf = feature_len(kind, n);
     let mut f = std::io::BufWriter::new(std::fs::File::create(format!("{dir}/{name}")).unwrap());
     writeln!(f, "{}", header(nf, if with_gaps { n } else { 0 })).unwrap();
     let mut fw = FeatureWorkspace::new(n);
@@ -80,14 +87,7 @@ fn multi_rate(
             if !t.complete() {
                 continue;
             }
-            features(
-                &t.send_gap_ns,
-                &t.recv_gap_ns,
-                FeatureKind::Magnitude,
-                &mut fw,
-                &mut x,
-            )
-            .unwrap();
+            features(&t.send_gap_ns, &t.recv_gap_ns, kind, &mut fw, &mut x).unwrap();
             let g = with_gaps.then_some((&t.send_gap_ns[..], &t.recv_gap_ns[..]));
             row(
                 &mut f,
@@ -99,6 +99,17 @@ fn multi_rate(
                 g,
             );
         }
+    }
+}
+
+/// Feature kind of the multi-rate sets (`BWE_FEATURES`, default magnitude).
+fn mr_feature_kind() -> FeatureKind {
+    match std::env::var("BWE_FEATURES") {
+        Err(_) => FeatureKind::Magnitude,
+        Ok(s) => FeatureKind::parse(&s).unwrap_or_else(|e| {
+            eprintln!("BWE_FEATURES: {e}");
+            std::process::exit(2)
+        }),
     }
 }
 
@@ -145,6 +156,7 @@ fn main() {
         .unwrap_or(5000);
     std::fs::create_dir_all(&dir).unwrap();
     let three_sets = [2.0, 120.0, 300.0];
+    let train_gaps = std::env::var("BWE_DATASET_GAPS").is_ok_and(|v| v == "1");
     multi_rate(
         &dir,
         "mr_train.csv",
@@ -152,7 +164,7 @@ fn main() {
         3,
         &three_sets,
         count,
-        false,
+        train_gaps,
     );
     multi_rate(
         &dir,

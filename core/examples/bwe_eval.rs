@@ -2,6 +2,10 @@
 //! thesis-style summaries. `cargo run --release --example bwe_eval -- [DIR]` where DIR
 //! holds the trained models (`mr_gbt.json`, `sr32_gbt.json`) from `make bwe-train`.
 //! Without models the ML rows are skipped.
+//!
+//! Environment (session 4): `BWE_EVAL_ONLY=ml` runs only the ML multi-rate section;
+//! `BWE_ML_MODEL=FILE` (in DIR, default `mr_gbt.json`) picks the regressor and
+//! `BWE_FEATURES=fft-magnitude|fft-reim` its feature kind (as for `bwe_dataset`).
 
 mod bwe_common;
 use bwe_common::*;
@@ -122,6 +126,25 @@ fn main() {
         "ground truth: {:?} (BWE_GROUND_TRUTH=arrivals|departures)\n",
         ground_truth()
     );
+    let only_ml = std::env::var("BWE_EVAL_ONLY").is_ok_and(|v| v == "ml");
+    let ml_model = std::env::var("BWE_ML_MODEL").unwrap_or_else(|_| "mr_gbt.json".into());
+    let kind = match std::env::var("BWE_FEATURES") {
+        Err(_) => FeatureKind::Magnitude,
+        Ok(s) => FeatureKind::parse(&s).unwrap_or_else(|e| {
+            eprintln!("BWE_FEATURES: {e}");
+            std::process::exit(2)
+        }),
+    };
+    if !only_ml {
+        calibration_and_bass(scale);
+    }
+    ml_multi_rate(&dir, &ml_model, kind, scale);
+    if !only_ml {
+        single_rate_and_imr(&dir, scale);
+    }
+}
+
+fn calibration_and_bass(scale: u64) {
     // Simulator calibration against Table 3.1 (per-ms cross-traffic throughput).
     println!("## Cross-traffic calibration (20 s per type, per-ms throughput)");
     println!(
@@ -182,13 +205,16 @@ fn main() {
         120.0,
         BassConfig::thesis(),
     );
+}
 
+fn ml_multi_rate(dir: &str, name: &str, kind: FeatureKind, scale: u64) {
     // ML multi-rate (Fig 6.5): N = 64, N_r = 4, range 50 %.
-    if let Some(model) = load(&dir, "mr_gbt.json") {
+    if let Some(model) = load(dir, name) {
+        println!("ML model: {dir}/{name}, features {}\n", kind.name());
         for rx in [120.0, 2.0, 300.0] {
             let cfg = bct(TEST_SEED ^ 0x77, rx);
             let mut fw = FeatureWorkspace::new(64);
-            let mut x = vec![0.0; feature_len(FeatureKind::Magnitude, 64)];
+            let mut x = vec![0.0; feature_len(kind, 64)];
             let (mut e_ml, mut e_ml_cov, mut e_bass) = (vec![], vec![], vec![]);
             let mut ws = EstimatorWorkspace::new(64);
             for k in 0..scale {
@@ -197,14 +223,7 @@ fn main() {
                 if !t.complete() {
                     continue;
                 }
-                features(
-                    &t.send_gap_ns,
-                    &t.recv_gap_ns,
-                    FeatureKind::Magnitude,
-                    &mut fw,
-                    &mut x,
-                )
-                .unwrap();
+                features(&t.send_gap_ns, &t.recv_gap_ns, kind, &mut fw, &mut x).unwrap();
                 let y = model.predict(&x).unwrap() * spec.r_avg_bps;
                 let e = (y - t.avail_bw_bps) / t.avail_bw_bps;
                 e_ml.push(e);
@@ -222,18 +241,23 @@ fn main() {
                     e_bass.push((a.abest_bps - t.avail_bw_bps) / t.avail_bw_bps);
                 }
             }
-            println!("## ML multi-rate (GBT, FFT magnitudes), N=64 N_r=4 range 50%, BCT, rx-usecs {rx} µs");
+            println!(
+                "## ML multi-rate (GBT, {}), N=64 N_r=4 range 50%, BCT, rx-usecs {rx} µs",
+                kind.name()
+            );
             println!("GBT, all test streams        : {}", summary(&e_ml));
             println!("GBT, streams covering B_g    : {}", summary(&e_ml_cov));
             println!("multi-pass BASS, same streams: {}", summary(&e_bass));
             println!();
         }
     } else {
-        println!("(no {dir}/mr_gbt.json: ML multi-rate rows skipped; run `make bwe-train`)\n");
+        println!("(no {dir}/{name}: ML multi-rate rows skipped; run `make bwe-train`)\n");
     }
+}
 
+fn single_rate_and_imr(dir: &str, scale: u64) {
     // Single-rate decision error (001 §5.3.2 BASS, Fig 6.4 ML at N = 32).
-    let sr_model = load(&dir, "sr32_gbt.json");
+    let sr_model = load(dir, "sr32_gbt.json");
     for n in [32usize, 64] {
         println!("## Single-rate decision error, N={n}, BCT, NIC1 default (per probing rate)");
         println!("| rate Gbps | streams | BASS error % (thesis rule) | BASS error % (2 % tolerance) | GBT error % |");

@@ -15,6 +15,13 @@ fn inference_features_and_imr_do_not_allocate() {
     );
     let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     let model = Ensemble::from_json(&fx["model"].to_string()).unwrap();
+    // Histogram GBT export (f64 thresholds, the session-4 multi-rate model class).
+    let p = format!(
+        "{}/tests/fixtures/trees_hgbt_regressor.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let hgbt = Ensemble::from_json(&fx["model"].to_string()).unwrap();
     let gs: Vec<f64> = (0..64).map(|i| 10_000.0 + i as f64).collect();
     let gr: Vec<f64> = (0..64)
         .map(|i| if i % 8 == 0 { 80_000.0 } else { 500.0 })
@@ -30,6 +37,7 @@ fn inference_features_and_imr_do_not_allocate() {
         for _ in 0..50 {
             features(&gs, &gr, FeatureKind::Magnitude, &mut fw, &mut x).unwrap();
             std::hint::black_box(model.predict(&x).unwrap());
+            std::hint::black_box(hgbt.predict(&x).unwrap());
             std::hint::black_box(imr_avg(&gs3, &gr3, &mut iw).unwrap());
             std::hint::black_box(imr_wavelet(&gs3, &gr3, 3, &mut iw).unwrap());
         }

@@ -237,3 +237,43 @@ fn bad_model_files_are_rejected() {
         ErrorKind::Io
     );
 }
+
+#[test]
+fn hgbt_regressor_matches_sklearn() {
+    // HistGradientBoostingRegressor (session 4 multi-rate model class): f64 thresholds.
+    check("trees_hgbt_regressor.json", Kind::GbtRegressor);
+    let fx = fixture("trees_hgbt_regressor.json");
+    assert_eq!(fx["model"]["threshold_dtype"], "float64");
+    assert_eq!(fx["model"]["learning_rate"], 1.0);
+}
+
+#[test]
+fn float64_thresholds_are_compared_unrounded() {
+    // 0.500_000_01 rounds to 0.5f32: the float32 rule goes left, the float64 rule right.
+    let mut v = tiny();
+    v["threshold_dtype"] = "float64".into();
+    let m = Ensemble::from_json(&v.to_string()).unwrap();
+    assert_eq!(m.predict(&[0.0, 0.5]).unwrap(), 0.0);
+    assert_eq!(m.predict(&[0.0, 0.500_000_01]).unwrap(), 3.0);
+    let m32 = Ensemble::from_json(&tiny().to_string()).unwrap();
+    assert_eq!(m32.predict(&[0.0, 0.500_000_01]).unwrap(), 0.0);
+    // Threshold 0.1: exact in f64, so 0.1 goes left (float32 rule: right, see above).
+    v["trees"][0]["threshold"][0] = 0.1.into();
+    let m01 = Ensemble::from_json(&v.to_string()).unwrap();
+    assert_eq!(m01.predict(&[0.0, 0.1]).unwrap(), 0.0);
+    assert!(m.predict(&[0.0, f64::NAN]).is_err());
+    // Explicit float32 is the default rule.
+    let mut v32 = tiny();
+    v32["threshold_dtype"] = "float32".into();
+    assert_eq!(Ensemble::from_json(&v32.to_string()).unwrap(), m32);
+    // Unknown dtype and forests with float64 are rejected with the offending value.
+    let mut bad = tiny();
+    bad["threshold_dtype"] = "bfloat16".into();
+    let e = Ensemble::from_json(&bad.to_string()).unwrap_err();
+    assert!(e.to_string().contains("bfloat16"), "{e}");
+    let mut rf = tiny();
+    rf["kind"] = "rf-regressor".into();
+    rf["threshold_dtype"] = "float64".into();
+    let e = Ensemble::from_json(&rf.to_string()).unwrap_err();
+    assert!(e.to_string().contains("rf-regressor"), "{e}");
+}

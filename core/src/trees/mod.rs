@@ -16,6 +16,13 @@
 //! scikit-learn exactly: features are rounded to f32 before each comparison
 //! (`x <= threshold` goes left), and boosting adds `learning_rate · leaf` tree by tree
 //! starting from `base_score`. Prediction allocates nothing.
+//!
+//! Optional `"threshold_dtype": "float64"` (gradient boosting only): the features are
+//! compared unrounded with f64 thresholds, as scikit-learn's
+//! `HistGradientBoosting{Regressor,Classifier}.predict` does on float64 input (its
+//! `num_threshold`; leaves already carry the shrinkage, so such files say
+//! `learning_rate: 1`). The default `"float32"` is the rule of scikit-learn's
+//! `DecisionTree`-based ensembles.
 
 use crate::error::{Error, Result};
 use serde::Deserialize;
@@ -88,6 +95,8 @@ struct RawModel {
     trees: Vec<RawTree>,
     #[serde(default)]
     training: serde_json::Value,
+    #[serde(default)]
+    threshold_dtype: Option<String>,
 }
 fn one() -> usize {
     1
@@ -135,6 +144,8 @@ pub struct Ensemble {
     base_score: f64,
     learning_rate: f64,
     nodes: Vec<Node>,
+    /// Exact f64 thresholds per node (`threshold_dtype: float64`), else empty.
+    th64: Vec<f64>,
     /// `n_outputs` values per node, same indexing as `nodes`.
     values: Vec<f64>,
     roots: Vec<u32>,
@@ -220,7 +231,23 @@ impl Ensemble {
                 raw.learning_rate
             )));
         }
+        let exact = match raw.threshold_dtype.as_deref() {
+            None | Some("float32") => false,
+            Some("float64") if matches!(kind, Kind::GbtRegressor | Kind::GbtClassifier) => true,
+            Some("float64") => {
+                return Err(bad(format!(
+                    "threshold_dtype \"float64\" is only supported for gradient boosting, not {}",
+                    kind.name()
+                )))
+            }
+            Some(other) => {
+                return Err(bad(format!(
+                    "threshold_dtype {other:?}: expected \"float32\" (scikit-learn trees) or \"float64\" (HistGradientBoosting)"
+                )))
+            }
+        };
         let mut nodes = Vec::new();
+        let mut th64 = Vec::new();
         let mut values = Vec::new();
         let mut roots = Vec::with_capacity(raw.trees.len());
         for (t, tree) in raw.trees.iter().enumerate() {
@@ -260,6 +287,9 @@ impl Ensemble {
                         child: [bits as u32, (bits >> 32) as u32],
                         threshold: 0.0,
                     });
+                    if exact {
+                        th64.push(0.0);
+                    }
                 } else {
                     let (l, r) = (tree.left[i], tree.right[i]);
                     // Children after their parent (scikit-learn's depth-first ids):
@@ -284,6 +314,9 @@ impl Ensemble {
                         child: [(off as i64 + l) as u32, (off as i64 + r) as u32],
                         threshold: f32_floor(th),
                     });
+                    if exact {
+                        th64.push(th);
+                    }
                 }
             }
             for (j, v) in tree.value.iter().enumerate() {
@@ -300,6 +333,7 @@ impl Ensemble {
             base_score,
             learning_rate: raw.learning_rate,
             nodes,
+            th64,
             values,
             roots,
             training: raw.training,
@@ -344,6 +378,20 @@ impl Ensemble {
         }
     }
 
+    /// Like [`Self::leaf`] with unrounded features and f64 thresholds (`th64`).
+    #[inline]
+    fn leaf64(&self, root: u32, x: &[f64]) -> usize {
+        let mut i = root as usize;
+        loop {
+            let n = &self.nodes[i];
+            if n.feature == LEAF {
+                return i;
+            }
+            // HistGradientBoosting: x <= num_threshold goes left (no NaN: checked).
+            i = n.child[(x[n.feature as usize] > self.th64[i]) as usize] as usize;
+        }
+    }
+
     /// Inline value of single-output leaf `i`.
     #[inline]
     fn leaf_value(&self, i: usize) -> f64 {
@@ -382,6 +430,14 @@ impl Ensemble {
     /// For rf-classifier: probability of the last class. Allocation-free.
     pub fn predict_raw(&self, x: &[f64]) -> Result<f64> {
         self.check_x(x)?;
+        if !self.th64.is_empty() {
+            // Gradient boosting only (checked at load).
+            let mut raw = self.base_score;
+            for &r in &self.roots {
+                raw += self.learning_rate * self.leaf_value(self.leaf64(r, x));
+            }
+            return Ok(raw);
+        }
         Ok(self.with_f32(x, |x| self.raw_f32(x)))
     }
 
