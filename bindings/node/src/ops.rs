@@ -366,6 +366,22 @@ pub struct OpsStats {
     pub steady_bytes: f64,
 }
 
+impl From<opsel::ops::Stats> for OpsStats {
+    fn from(s: opsel::ops::Stats) -> Self {
+        OpsStats {
+            decisions: s.decisions as f64,
+            early_exits: s.early_exits as f64,
+            failed_decisions: s.failed_decisions as f64,
+            incomplete_probes: s.incomplete_probes as f64,
+            cca_switches: s.cca_switches as f64,
+            probe_ns: s.probe_ns as f64,
+            steady_ns: s.steady_ns as f64,
+            probe_bytes: s.probe_bytes as f64,
+            steady_bytes: s.steady_bytes as f64,
+        }
+    }
+}
+
 pub(crate) fn secs(v: f64, what: &str) -> napi::Result<u64, Code> {
     if !(v.is_finite() && (0.0..1.8e10).contains(&v)) {
         return Err(invalid(format!(
@@ -780,17 +796,7 @@ impl Controller {
             Some(t) => core.stats_at(ns(t, "nowNs")?),
             None => core.stats(),
         };
-        Ok(OpsStats {
-            decisions: s.decisions as f64,
-            early_exits: s.early_exits as f64,
-            failed_decisions: s.failed_decisions as f64,
-            incomplete_probes: s.incomplete_probes as f64,
-            cca_switches: s.cca_switches as f64,
-            probe_ns: s.probe_ns as f64,
-            steady_ns: s.steady_ns as f64,
-            probe_bytes: s.probe_bytes as f64,
-            steady_bytes: s.steady_bytes as f64,
-        })
+        Ok(OpsStats::from(s))
     }
 }
 

@@ -687,17 +687,7 @@ fn report_js(r: DriverReport, events: Vec<DriverEventJs>) -> DriverReportJs {
         .into(),
         cca_sets: r.cca_sets as f64,
         lost_samples: r.lost_samples as f64,
-        stats: OpsStats {
-            decisions: s.decisions as f64,
-            early_exits: s.early_exits as f64,
-            failed_decisions: s.failed_decisions as f64,
-            incomplete_probes: s.incomplete_probes as f64,
-            cca_switches: s.cca_switches as f64,
-            probe_ns: s.probe_ns as f64,
-            steady_ns: s.steady_ns as f64,
-            probe_bytes: s.probe_bytes as f64,
-            steady_bytes: s.steady_bytes as f64,
-        },
+        stats: OpsStats::from(s),
         events,
     }
 }

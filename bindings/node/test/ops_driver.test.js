@@ -12,9 +12,9 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const crypto = require('node:crypto')
 const dgram = require('node:dgram')
-const net = require('node:net')
 const path = require('node:path')
 const opsel = require('..')
+const { tcpPair, closePair, until } = require('./support/loopback')
 
 const TINY = path.join(__dirname, '..', '..', '..', 'tests', 'fixtures', 'ops_driver_tiny.model.json')
 
@@ -23,41 +23,6 @@ function xCca () {
   return opsel.availableCcas().includes('bbr') && (root || opsel.allowedCcas().includes('bbr')) ? 'bbr' : 'reno'
 }
 
-// A connected loopback pair; the server side counts, hashes and counts non-zero bytes.
-function tcpPair () {
-  return new Promise((resolve, reject) => {
-    const hash = crypto.createHash('sha256')
-    const state = { received: 0, nonzero: 0, hash }
-    const server = net.createServer((peer) => {
-      state.peer = peer
-      peer.on('data', (b) => {
-        state.received += b.length
-        hash.update(b)
-        if (b.some((v) => v !== 0)) state.nonzero++
-      })
-      if (state.client) resolve(state)
-    })
-    server.listen(0, '127.0.0.1', () => {
-      const client = net.connect(server.address().port, '127.0.0.1', () => {
-        state.client = client
-        state.server = server
-        if (state.peer) resolve(state)
-      })
-      client.on('error', reject)
-    })
-  })
-}
-
-function close (s) {
-  s.client.destroy()
-  s.peer.destroy()
-  s.server.close()
-}
-
-async function until (cond, ms = 5000) {
-  const end = Date.now() + ms
-  while (!cond() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 5))
-}
 
 function driver (probe, controller = {}, drv = {}) {
   return new opsel.OpsDriver(
@@ -114,7 +79,7 @@ test('live run: bytes, CCA switches read back, event sequence, event loop free',
   // One run per driver.
   assert.throws(() => drv.run(fd, Buffer.alloc(1)), (e) => e.code === 'OPSEL_INVALID_INPUT' && /already run/.test(e.message))
   echo.stop()
-  close(s)
+  closePair(s)
 })
 
 test('Buffer source to EOF is delivered byte for byte', async () => {
@@ -129,7 +94,7 @@ test('Buffer source to EOF is delivered byte for byte', async () => {
   await until(() => s.received === data.length)
   assert.equal(s.hash.digest('hex'), crypto.createHash('sha256').update(data).digest('hex'))
   echo.stop()
-  close(s)
+  closePair(s)
 })
 
 test('stop() ends a run without a time limit; sendFixed on the same socket', async () => {
@@ -155,7 +120,7 @@ test('stop() ends a run without a time limit; sendFixed on the same socket', asy
   assert.equal(s.received, rep.bytesSent + fixed.bytesSent)
   await assert.rejects(opsel.sendFixed(fd, Buffer.alloc(10), 'no_such_cca'), (e) => e.code === 'OPSEL_INVALID_INPUT')
   echo.stop()
-  close(s)
+  closePair(s)
 })
 
 test('coded errors: pattern, model file, probe, policy options, descriptors, data', async () => {

@@ -27,6 +27,7 @@ const crypto = require('node:crypto')
 const net = require('node:net')
 const path = require('node:path')
 const opsel = require('..')
+const { tcpPair, closePair, until } = require('./support/loopback')
 
 const TINY = path.join(__dirname, '..', '..', '..', 'tests', 'fixtures', 'ops_driver_tiny.model.json')
 const SHAPE = ['label', 'classIndex', 'confidence', 'distance', 'bbrPresent', 'heterogeneous', 'bbrFlows', 'totalFlows']
@@ -36,39 +37,6 @@ function xCca () {
   return opsel.availableCcas().includes('bbr') && (root || opsel.allowedCcas().includes('bbr')) ? 'bbr' : 'reno'
 }
 
-// A connected loopback pair; the server side counts and hashes what arrives.
-function tcpPair () {
-  return new Promise((resolve, reject) => {
-    const state = { received: 0, hash: crypto.createHash('sha256') }
-    const server = net.createServer((peer) => {
-      state.peer = peer
-      peer.on('data', (b) => {
-        state.received += b.length
-        state.hash.update(b)
-      })
-      if (state.client) resolve(state)
-    })
-    server.listen(0, '127.0.0.1', () => {
-      const client = net.connect(server.address().port, '127.0.0.1', () => {
-        state.client = client
-        state.server = server
-        if (state.peer) resolve(state)
-      })
-      client.on('error', reject)
-    })
-  })
-}
-
-function close (s) {
-  s.client.destroy()
-  s.peer.destroy()
-  s.server.close()
-}
-
-async function until (cond, ms = 5000) {
-  const end = Date.now() + ms
-  while (!cond() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 5))
-}
 
 // One OPS cycle: X:1-silence:1-cubic:1, then the policy's decision.
 function driver (echo, policy, drv = {}) {
@@ -88,7 +56,7 @@ async function failing (policy, drv = {}) {
     return await checkFailing(s, echo, policy, drv)
   } finally {
     echo.stop()
-    close(s)
+    closePair(s)
   }
 }
 
@@ -134,7 +102,7 @@ test('a JS policy decides on the live socket; same argument as the Controller', 
     await decides(s, echo)
   } finally {
     echo.stop()
-    close(s)
+    closePair(s)
   }
 })
 

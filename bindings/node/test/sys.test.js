@@ -8,43 +8,12 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const crypto = require('node:crypto')
 const dgram = require('node:dgram')
-const net = require('node:net')
 const opsel = require('..')
+const { tcpPair, closePair, until } = require('./support/loopback')
 
-// A connected loopback pair; the server side counts and hashes what it receives.
-function tcpPair () {
-  return new Promise((resolve, reject) => {
-    const hash = crypto.createHash('sha256')
-    const state = { received: 0, hash }
-    const server = net.createServer((peer) => {
-      state.peer = peer
-      peer.on('data', (b) => { state.received += b.length; hash.update(b) })
-      if (state.client) resolve(state)
-    })
-    server.listen(0, '127.0.0.1', () => {
-      const client = net.connect(server.address().port, '127.0.0.1', () => {
-        state.client = client
-        state.server = server
-        if (state.peer) resolve(state)
-      })
-      client.on('error', reject)
-    })
-  })
-}
-
-function close (s) {
-  s.client.destroy()
-  s.peer.destroy()
-  s.server.close()
-}
 
 function write (sock, buf) {
   return new Promise((resolve) => (sock.write(buf) ? resolve() : sock.once('drain', resolve)))
-}
-
-async function until (cond, ms = 5000) {
-  const end = Date.now() + ms
-  while (!cond() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 5))
 }
 
 test('CCA lists', () => {
@@ -69,7 +38,7 @@ test('switch CCA mid-transfer on a net.Socket; bytes intact; read back', async (
   await until(() => s.received === chunk.length * order.length)
   assert.equal(s.received, chunk.length * order.length)
   assert.equal(s.hash.digest('hex'), sent.digest('hex'))
-  close(s)
+  closePair(s)
 })
 
 test('coded errors: unknown CCA, UDP descriptor, bad fd', async () => {
@@ -84,7 +53,7 @@ test('coded errors: unknown CCA, UDP descriptor, bad fd', async () => {
   assert.throws(() => opsel.tcpInfo(ufd), (e) => e.code === 'OPSEL_INVALID_INPUT')
   assert.throws(() => opsel.getCca(-1), (e) => e.code === 'OPSEL_INVALID_INPUT' && /negative/.test(e.message))
   udp.close()
-  close(s)
+  closePair(s)
 })
 
 test('TCP_INFO after a transfer and the sampler', async () => {
@@ -106,7 +75,7 @@ test('TCP_INFO after a transfer and the sampler', async () => {
   assert.ok(iv && iv.intervalNs > 0 && iv.rttNs > 0 && iv.ackedBytes >= n)
   assert.ok(Math.abs(iv.ackedRateBps - (iv.ackedBytes * 8e9) / iv.intervalNs) < 1e-6 * iv.ackedRateBps)
   assert.ok(opsel.tcpRttNs(fd) > 0)
-  close(s)
+  closePair(s)
 })
 
 test('pacing cap', async () => {
@@ -119,7 +88,7 @@ test('pacing cap', async () => {
   opsel.setMaxPacingRate(fd, null)
   assert.equal(opsel.getMaxPacingRate(fd), null)
   assert.throws(() => opsel.setMaxPacingRate(fd, 3), (e) => e.code === 'OPSEL_INVALID_INPUT')
-  close(s)
+  closePair(s)
 })
 
 test('SO_TXTIME detection on this machine', () => {
