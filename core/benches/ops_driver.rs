@@ -46,7 +46,8 @@ const S: u64 = 1_000_000_000;
 
 struct Shipped {
     name: &'static str,
-    path: PathBuf,
+    /// Relative to the repository root, as printed (no machine path in the output).
+    rel: &'static str,
     model: Model,
     config: Config,
 }
@@ -70,11 +71,10 @@ fn shipped() -> Vec<Shipped> {
     ]
     .into_iter()
     .map(|(name, rel, config)| {
-        let path = root.join(rel);
-        let model = opsel::model::load(&path).unwrap().model;
+        let model = opsel::model::load(root.join(rel)).unwrap().model;
         Shipped {
             name,
-            path,
+            rel,
             model,
             config,
         }
@@ -180,7 +180,7 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
     println!(
         "{} ({}): {} references, w = {}, {} rounds of leave-one-out queries",
         m.name,
-        m.path.display(),
+        m.rel,
         model.len(),
         model.window(),
         rounds
