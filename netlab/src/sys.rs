@@ -125,6 +125,39 @@ pub fn run_cmd(prog: &str, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Waits until `dev` in namespace `ns` has its carrier and a real qdisc.
+///
+/// `ip link set up` returns before the kernel's linkwatch work has attached
+/// the default qdisc; until then the device sits on `noop`, which drops every
+/// packet, ARP included, and a dropped ARP request is retried only after 1 s.
+/// Under load that window lasts long enough to lose the first packets of a
+/// run, so the topology waits for it to close instead.
+pub fn wait_link_ready(ns: &str, dev: &str, timeout: std::time::Duration) -> Result<()> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let line = cmd_output("ip", &["-n", ns, "-o", "link", "show", "dev", dev])?;
+        if link_is_ready(&line) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(Error::io(
+                format!("{dev} in {ns} not ready after {timeout:?}: {}", line.trim()),
+                std::io::Error::other("link not ready"),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// One line of `ip -o link show`: carrier up (`LOWER_UP`) and a qdisc other than `noop`.
+fn link_is_ready(line: &str) -> bool {
+    let flags_up = line
+        .split_once('<')
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .is_some_and(|(flags, _)| flags.split(',').any(|f| f == "LOWER_UP"));
+    flags_up && !line.contains(" qdisc noop ")
+}
+
 /// Runs a command and returns its stdout.
 pub fn cmd_output(prog: &str, args: &[&str]) -> Result<String> {
     let out = Command::new(prog)
@@ -263,4 +296,19 @@ pub fn interrupted() -> bool {
 pub fn set_realtime_priority() -> bool {
     let p = libc::sched_param { sched_priority: 10 };
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::link_is_ready;
+
+    #[test]
+    fn link_ready_needs_carrier_and_a_real_qdisc() {
+        let up = "5: eth0@if6: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT";
+        assert!(link_is_ready(up));
+        let noop = "5: eth0@if6: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noop state UP mode DEFAULT";
+        assert!(!link_is_ready(noop));
+        let no_carrier = "5: eth0@if6: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state LOWERLAYERDOWN";
+        assert!(!link_is_ready(no_carrier));
+    }
 }

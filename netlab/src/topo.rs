@@ -36,6 +36,10 @@ pub const PREFIX: &str = "onl";
 /// Most sender/receiver pairs a lab supports (address plan: /18 per side).
 pub const MAX_PAIRS: usize = 64;
 
+/// How long a veth may take to get its qdisc after `up` (milliseconds when
+/// quiet; seconds only on a machine that is badly overloaded).
+const LINK_READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where the bottleneck rate and queue come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -234,6 +238,12 @@ impl Lab {
             }
         }
         run_cmd("ip", &["-n", &rt, "link", "set", "lo", "up"])?;
+        for i in 0..self.topology.pairs {
+            for (side, ns) in [("s", &self.sender_ns[i]), ("r", &self.receiver_ns[i])] {
+                sys::wait_link_ready(ns, "eth0", LINK_READY_TIMEOUT)?;
+                sys::wait_link_ready(&rt, &format!("{side}{i}"), LINK_READY_TIMEOUT)?;
+            }
+        }
         if self.pipe.kind != PipeKind::None {
             self.start_pipe()?;
         }

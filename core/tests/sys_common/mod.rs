@@ -17,6 +17,31 @@ pub const PREFIX: &str = "osy-";
 pub const ADDR_A: &str = "10.201.0.1";
 pub const ADDR_B: &str = "10.201.0.2";
 
+const MAC_A: &str = "02:00:0a:c9:00:01";
+const MAC_B: &str = "02:00:0a:c9:00:02";
+
+/// Polls `ip -o link show` until `dev` has its carrier and a qdisc other than `noop`.
+fn wait_link_ready(ns: &str, dev: &str) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let out = Command::new("ip")
+            .args(["-n", ns, "-o", "link", "show", "dev", dev])
+            .output()
+            .map_err(|e| format!("ip link show: {e}"))?;
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        if line.contains("LOWER_UP") && !line.contains(" qdisc noop ") {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!(
+                "{dev} in {ns} not ready after 10 s: {}",
+                line.trim()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// True when the process can create namespaces; tests print why they skip otherwise.
 pub fn can_run(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -113,8 +138,8 @@ impl Lab {
         run(&["ip", "netns", "add", a])?;
         run(&["ip", "netns", "add", b])?;
         run(&[
-            "ip", "-n", a, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-b",
-            "netns", b,
+            "ip", "-n", a, "link", "add", "veth-a", "address", MAC_A, "type", "veth", "peer",
+            "name", "veth-b", "address", MAC_B, "netns", b,
         ])?;
         let mtu = opt.mtu.to_string();
         for (ns, dev, addr) in [(a, "veth-a", ADDR_A), (b, "veth-b", ADDR_B)] {
@@ -138,6 +163,29 @@ impl Lab {
                 ])
                 .map_err(|e| format!("{e} (install ethtool: apt-get install ethtool)"))?;
             }
+        }
+        // Fixed MACs and permanent neighbour entries: no test waits for ARP,
+        // whose dropped first request would be retried only after 1 s.
+        for (ns, dev, peer, mac) in [(a, "veth-a", ADDR_B, MAC_B), (b, "veth-b", ADDR_A, MAC_A)] {
+            run(&[
+                "ip",
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                peer,
+                "lladdr",
+                mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])?;
+        }
+        // `ip link set up` returns before linkwatch has replaced the `noop`
+        // qdisc, which drops everything; wait until both ends can send.
+        for (ns, dev) in [(a, "veth-a"), (b, "veth-b")] {
+            wait_link_ready(ns, dev)?;
         }
         Ok(())
     }
