@@ -9,7 +9,6 @@
 
 use std::time::Instant;
 
-use opsel::knn::Model;
 use opsel::ops::{Classifier, KnnClassifier, Policy, Stump};
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -37,18 +36,11 @@ fn main() {
     let m = opsel::model::load(path).unwrap().model;
     let w = m.window();
     let n = m.len();
-    let raw = m.raw_references();
     // Leave-one-out models and their queries.
     let mut cases = Vec::with_capacity(n);
     for i in 0..n {
-        let mut x = Vec::with_capacity((n - 1) * w);
-        let mut y = Vec::with_capacity(n - 1);
-        for j in (0..n).filter(|&j| j != i) {
-            x.extend_from_slice(&raw[j * w..(j + 1) * w]);
-            y.push(m.labels()[j]);
-        }
-        let sub = Model::fit(&x, w, &y, m.classes().to_vec(), *m.config()).unwrap();
-        let q = raw[i * w..(i + 1) * w].to_vec();
+        let sub = m.without_reference(i).unwrap();
+        let q = m.raw_reference(i).to_vec();
         cases.push((KnnClassifier::new(sub.clone()).unwrap(), sub, q));
     }
     if count {

@@ -45,6 +45,17 @@ fn hot_paths_allocate_nothing() {
             assert_eq!(n, 0, "classify (k={k}) allocated {n} times");
             let (_, n) = count(|| m.class_probabilities(w, &mut ws, &mut probs).unwrap());
             assert_eq!(n, 0, "class_probabilities allocated {n} times");
+            // The decision prepared on the first 19 samples (z-score: the
+            // speculative preparation and the bounded finish) allocates nothing.
+            let (ok, n) = count(|| m.prepare(&w[..19], &mut ws));
+            assert!(ok);
+            assert_eq!(n, 0, "prepare ({norm:?}) allocated {n} times");
+            let (_, n) = count(|| m.classify(w, &mut ws).unwrap());
+            assert_eq!(n, 0, "prepared classify ({norm:?}) allocated {n} times");
+            assert_eq!(ws.stats().speculative, norm == Normalization::ZScore);
+            m.prepare(&w[..19], &mut ws);
+            let (_, n) = count(|| m.classify_with_margin(w, &mut ws).unwrap());
+            assert_eq!(n, 0, "prepared margin ({norm:?}) allocated {n} times");
         }
     }
 }

@@ -9,12 +9,14 @@
 mod batch;
 pub mod cv;
 pub mod metrics;
+mod per_class;
 mod prepared;
 mod search;
 mod vote;
 
 pub use cv::{cross_validate, stratified_folds, CvReport};
 pub use metrics::Confusion;
+pub use per_class::{ClassSearchStats, ClassWorkspace};
 
 use crate::dtw::{self, DtwParams};
 use crate::error::{check_finite, Error, Result};
@@ -226,6 +228,28 @@ impl Model {
     pub fn raw_references(&self) -> &[f64] {
         &self.raw
     }
+    /// Reference `i` as given at fit time.
+    pub fn raw_reference(&self, i: usize) -> &[f64] {
+        &self.raw[i * self.window..(i + 1) * self.window]
+    }
+    /// The model refitted without reference `i`, same classes and config:
+    /// the leave-one-out model that tests, benches and studies query with
+    /// reference `i`.
+    pub fn without_reference(&self, i: usize) -> Result<Model> {
+        let (w, n) = (self.window, self.labels.len());
+        if i >= n {
+            return Err(Error::invalid(format!(
+                "reference index {i} out of range (the model has {n})"
+            )));
+        }
+        let mut x = Vec::with_capacity((n - 1) * w);
+        let mut y = Vec::with_capacity(n - 1);
+        for j in (0..n).filter(|&j| j != i) {
+            x.extend_from_slice(self.raw_reference(j));
+            y.push(self.labels[j]);
+        }
+        Model::fit(&x, w, &y, self.classes.clone(), self.config)
+    }
     /// The mix a class name denotes, if it parses as one (`B1-C1` …).
     pub fn class_mix(&self, class: usize) -> Result<Mix> {
         let name = self
@@ -237,12 +261,15 @@ impl Model {
 
     /// A workspace sized for this model; reuse it for every call on one thread.
     pub fn workspace(&self) -> Workspace {
-        Workspace::new(
+        let mut ws = Workspace::new(
             self.window,
             self.config.k,
             self.classes.len(),
             self.labels.len(),
-        )
+        );
+        let guesses = self.prepared_guesses();
+        ws.prepared.reserve(self.window, self.labels.len(), guesses);
+        ws
     }
 
     /// Classify one window of `window()` samples. No allocation once `ws` came
@@ -275,8 +302,12 @@ impl Model {
         ws: &mut Workspace,
     ) -> Result<(Prediction, f64, f64)> {
         self.prepare_query(window, ws)?;
-        let prepared = self.finish_prepared(window, ws);
-        if !prepared {
+        let finished = self.finish_prepared(window, ws);
+        let prepared = finished == prepared::Finished::Exact;
+        let bounded = finished == prepared::Finished::Bounded;
+        if bounded {
+            self.search_bounded(ws, None);
+        } else if !prepared {
             self.search(ws, true, None);
         }
         let p = self.vote(ws);
@@ -289,7 +320,11 @@ impl Model {
         } else {
             // The query is already normalised in the workspace; search again
             // without the predicted class (k = 1 semantics: the first neighbour).
-            self.search(ws, true, Some(p.class as u32));
+            if bounded {
+                self.search_bounded(ws, Some(p.class as u32));
+            } else {
+                self.search(ws, true, Some(p.class as u32));
+            }
             ws.neighbors.first().map_or(f64::INFINITY, |n| n.0)
         };
         let margin = if other > 0.0 && other.is_finite() {
@@ -411,6 +446,9 @@ pub struct SearchStats {
     pub pruned_by_bounds: usize,
     pub abandoned: usize,
     pub full_dtw: usize,
+    /// The bounds came from a speculative preparation ([`Model::prepare`]
+    /// with a guessed last sample), not from LB_Enhanced.
+    pub speculative: bool,
 }
 
 impl Workspace {

@@ -14,7 +14,14 @@
 //!    lane once its row minimum plus the remaining LB_Keogh exceeds the
 //!    cut-off. (LB_Keogh of the reference against the query's envelope pruned
 //!    under 2% of the candidates it saw on the bench data, so it is not run.)
+//!
+//! After a speculative preparation ([`Model::prepare`], `prepared.rs`) the
+//! bounds of pass 1 come from the prepared distances instead
+//! ([`Model::search_bounded`]): |DTW(q, s) − D(s)| ≤ B for every reference,
+//! far tighter than LB_Enhanced on z-normalised windows, and the k smallest
+//! D + B give a cut-off before any DTW runs.
 
+use super::prepared::SPECULATIVE_SLACK;
 use super::{Model, SearchStats, Workspace};
 use crate::dtw::{
     self,
@@ -29,6 +36,17 @@ const CUTOFF_SLACK: f64 = 1e-12;
 /// V already tight; 000's windows are 5..60 samples).
 const ENHANCED_BANDS: usize = 4;
 
+/// Which search runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every DTW in full (the reference answer).
+    Exhaustive,
+    /// LB_Enhanced seeds and pruning, early-abandoned DTW.
+    Pruned,
+    /// Bounds from a bounded finish of a speculative preparation.
+    Bounded,
+}
+
 /// The DTW candidates queued for one lockstep run.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Batch {
@@ -40,26 +58,41 @@ impl Model {
     /// Fill `ws.neighbors` with the k nearest references of `ws.query`, sorted by
     /// (distance, index). Distances are reported in [`dtw::Cost::finish`] form.
     pub(super) fn search(&self, ws: &mut Workspace, prune: bool, exclude: Option<u32>) {
+        let mode = if prune {
+            Mode::Pruned
+        } else {
+            Mode::Exhaustive
+        };
+        self.search_mode(ws, mode, exclude)
+    }
+
+    /// [`Model::search`] with the bounds of a bounded finish
+    /// ([`Model::finish_prepared`] returned `Finished::Bounded` for this query).
+    pub(super) fn search_bounded(&self, ws: &mut Workspace, exclude: Option<u32>) {
+        self.search_mode(ws, Mode::Bounded, exclude)
+    }
+
+    fn search_mode(&self, ws: &mut Workspace, mode: Mode, exclude: Option<u32>) {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") {
                 // SAFETY: the CPU supports AVX2 (checked just above).
-                return unsafe { self.search_avx2(ws, prune, exclude) };
+                return unsafe { self.search_avx2(ws, mode, exclude) };
             }
         }
-        self.search_impl(ws, prune, exclude)
+        self.search_impl(ws, mode, exclude)
     }
 
     /// The whole search compiled for AVX2: the bounds and the lockstep DTW are
     /// inlined here, so one feature check per query covers all of them.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn search_avx2(&self, ws: &mut Workspace, prune: bool, exclude: Option<u32>) {
-        self.search_impl(ws, prune, exclude)
+    unsafe fn search_avx2(&self, ws: &mut Workspace, mode: Mode, exclude: Option<u32>) {
+        self.search_impl(ws, mode, exclude)
     }
 
     #[inline(always)]
-    fn search_impl(&self, ws: &mut Workspace, prune: bool, exclude: Option<u32>) {
+    fn search_impl(&self, ws: &mut Workspace, mode: Mode, exclude: Option<u32>) {
         let w = self.window;
         let n = self.labels.len();
         let cost = self.config.dtw.cost;
@@ -69,7 +102,7 @@ impl Model {
             references: n,
             ..Default::default()
         };
-        if !prune {
+        if mode == Mode::Exhaustive {
             let q = &ws.query[..w];
             for i in 0..n {
                 if exclude == Some(self.labels[i]) {
@@ -88,7 +121,7 @@ impl Model {
             }
             stats.full_dtw = n;
         } else {
-            self.pruned_search(ws, &mut stats, exclude);
+            self.pruned_search(ws, &mut stats, mode == Mode::Bounded, exclude);
         }
         for nb in ws.neighbors.iter_mut() {
             nb.0 = cost.finish(nb.0);
@@ -97,7 +130,100 @@ impl Model {
     }
 
     #[inline(always)]
-    fn pruned_search(&self, ws: &mut Workspace, stats: &mut SearchStats, exclude: Option<u32>) {
+    fn pruned_search(
+        &self,
+        ws: &mut Workspace,
+        stats: &mut SearchStats,
+        bounded: bool,
+        exclude: Option<u32>,
+    ) {
+        let n = self.labels.len();
+        let mut cutoff = if bounded {
+            stats.speculative = true;
+            self.prepared_bounds(ws, exclude)
+        } else {
+            self.enhanced_bounds(ws, exclude);
+            f64::INFINITY
+        };
+        let mut batch = Batch::default();
+        // Pass 2: seeds in ascending bound order, then everything else in order.
+        for s in 0..ws.seeds.len() {
+            let i = ws.seeds[s].1;
+            let b = ws.lb[i];
+            ws.lb[i] = f64::NEG_INFINITY; // done; pass 3 skips it
+            if b > cutoff {
+                stats.pruned_by_bounds += 1;
+                continue;
+            }
+            self.consider(i, ws, &mut batch, &mut cutoff, stats);
+        }
+        for i in 0..n {
+            let b = ws.lb[i];
+            if b == f64::NEG_INFINITY {
+                continue;
+            }
+            if b > cutoff {
+                stats.pruned_by_bounds += 1;
+                continue;
+            }
+            self.consider(i, ws, &mut batch, &mut cutoff, stats);
+        }
+        self.run_batch(ws, &mut batch, &mut cutoff, stats);
+    }
+
+    /// Pass 1 of a bounded search: `ws.lb[i] = D(i) − B` (in path-sum units,
+    /// with slack, at least 0), seeds = the references of smallest D; returns
+    /// the cut-off the k smallest D + B give (path-sum units, with slack).
+    #[inline(always)]
+    fn prepared_bounds(&self, ws: &mut Workspace, exclude: Option<u32>) -> f64 {
+        let n = self.labels.len();
+        let k = self.config.k;
+        let cost = self.config.dtw.cost;
+        let bound = ws.prepared.bound;
+        let dist = &ws.prepared.dist[..n];
+        let seeds = &mut ws.seeds;
+        seeds.clear();
+        let n_seeds = seeds.capacity().min(n).min(self.candidates(exclude));
+        let by_key = |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
+        for (i, &d) in dist.iter().enumerate() {
+            if exclude == Some(self.labels[i]) {
+                ws.lb[i] = f64::NEG_INFINITY; // never a candidate
+                continue;
+            }
+            let f = cost.finish(d);
+            let lo = (f - bound) - SPECULATIVE_SLACK * (f + bound);
+            ws.lb[i] = if lo > 0.0 { cost.unfinish(lo) } else { 0.0 };
+            // Seeds by D itself: with B large many lower bounds are 0, D still ranks.
+            if seeds.len() < n_seeds {
+                seeds.push((d, i));
+                if seeds.len() == n_seeds {
+                    seeds.sort_unstable_by(by_key);
+                }
+            } else if d < seeds[n_seeds - 1].0 {
+                seeds.pop();
+                let pos = seeds.iter().position(|s| d < s.0).unwrap_or(seeds.len());
+                seeds.insert(pos, (d, i));
+            }
+        }
+        if seeds.len() < n_seeds {
+            seeds.sort_unstable_by(by_key);
+        }
+        if seeds.len() < k {
+            return f64::INFINITY;
+        }
+        // Any k references' upper bounds bound the k-th nearest from above.
+        let upper = seeds[..k]
+            .iter()
+            .map(|s| cost.finish(s.0) + bound)
+            .fold(0.0, f64::max);
+        let upper = upper + SPECULATIVE_SLACK * upper;
+        cost.unfinish(upper) * (1.0 + SPECULATIVE_SLACK) + f64::MIN_POSITIVE
+    }
+
+    /// Pass 1 of the normal search: LB_Enhanced for every reference into
+    /// `ws.lb`, the smallest bounds as seeds.
+    #[inline(always)]
+    fn enhanced_bounds(&self, ws: &mut Workspace, exclude: Option<u32>) {
         let w = self.window;
         let n = self.labels.len();
         let cost = self.config.dtw.cost;
@@ -160,26 +286,6 @@ impl Model {
                 seeds.sort_unstable_by(by_bound);
             }
         }
-        let mut cutoff = f64::INFINITY;
-        let mut batch = Batch::default();
-        // Pass 2: seeds in ascending bound order, then everything else in order.
-        for s in 0..ws.seeds.len() {
-            let i = ws.seeds[s].1;
-            ws.lb[i] = f64::NEG_INFINITY; // done; pass 3 skips it
-            self.consider(i, ws, &mut batch, &mut cutoff, stats);
-        }
-        for i in 0..n {
-            let b = ws.lb[i];
-            if b == f64::NEG_INFINITY {
-                continue;
-            }
-            if b > cutoff {
-                stats.pruned_by_bounds += 1;
-                continue;
-            }
-            self.consider(i, ws, &mut batch, &mut cutoff, stats);
-        }
-        self.run_batch(ws, &mut batch, &mut cutoff, stats);
     }
 
     /// The rest of the bound cascade for reference `i`; survivors join the batch.
@@ -261,7 +367,9 @@ impl Model {
             }
             stats.full_dtw += 1;
             if insert(&mut ws.neighbors, k, d, batch.ids[slot]) && ws.neighbors.len() == k {
-                *cutoff = ws.neighbors[k - 1].0 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;
+                // Never above a cut-off the bounds set before (bounded search).
+                let c = ws.neighbors[k - 1].0 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;
+                *cutoff = cutoff.min(c);
             }
         }
         batch.len = 0;

@@ -274,7 +274,8 @@ proptest! {
             let min = qw[..w - 1].iter().copied().fold(f64::INFINITY, f64::min);
             if w > 1 { qw[w - 1] = min * last_scale; }
             let prepared = m.prepare(&qw[..w.saturating_sub(1)], &mut prep_ws);
-            prop_assert_eq!(prepared, w > 1 && normalization != Normalization::ZScore);
+            // Every normalisation prepares (z-score speculatively).
+            prop_assert_eq!(prepared, w > 1);
             let a = m.classify(&qw, &mut prep_ws).unwrap();
             let a_nb = prep_ws.neighbors().to_vec();
             let mut ws = m.workspace();
@@ -292,6 +293,141 @@ proptest! {
             prop_assert_eq!(prep_ws.neighbors(), ws.neighbors());
         }
     }
+}
+
+/// A window of `w` samples: a random walk (`seed`), or (`kind` 1) with long
+/// runs of repeated values so that many DTW distances tie, or (`kind` 2) a
+/// flat prefix.
+fn walk(w: usize, seed: u64, kind: u8) -> Vec<f64> {
+    let mut s = seed | 1;
+    let mut rnd = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % 10_000) as f64 / 10_000.0
+    };
+    let mut v = 200.0;
+    (0..w)
+        .map(|_| {
+            match kind {
+                1 => v = 40.0 + (rnd() * 4.0).floor() * 5.0,
+                2 => {}
+                _ => v += rnd() * 6.0 - 3.0,
+            }
+            v
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    /// The speculative preparation (z-score always; the min normalisations on
+    /// a new minimum) gives the exhaustive answer bit for bit: the same k
+    /// neighbours with the same distances, votes, confidence and margin,
+    /// whatever the last sample: one of the guesses exactly, near one, far
+    /// from all of them, a new minimum, or (tied references) equal distances.
+    #[test]
+    fn speculative_preparation_equals_exhaustive(seed in any::<u64>(), w in 2usize..30,
+            r in prop::option::of(0usize..12), sq in any::<bool>(), k in 1usize..6,
+            norm in 0usize..4, n_refs in 1usize..60, kind in 0u8..3,
+            last in prop::sample::select(vec![0.0, 0.25, -0.6, 1.5, 0.1, -0.37, 3.0, -8.0, 40.0, -1e3])) {
+        let normalization = [Normalization::None, Normalization::SubtractMin, Normalization::DivideMin, Normalization::ZScore][norm];
+        let mut x = Vec::with_capacity(n_refs * w);
+        let mut y = Vec::with_capacity(n_refs);
+        for i in 0..n_refs {
+            x.extend(walk(w, seed.wrapping_add(i as u64 * 7919), kind));
+            y.push((i % 3) as u32);
+        }
+        // Duplicated references: exact ties that only the index breaks.
+        if n_refs > 4 {
+            let dup = x[..w].to_vec();
+            x[2 * w..3 * w].copy_from_slice(&dup);
+        }
+        let cfg = KnnConfig {
+            k: k.min(n_refs),
+            dtw: crate::dtw::DtwParams { radius: r, cost: if sq { Cost::Squared } else { Cost::Abs } },
+            normalization,
+        };
+        let classes = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let m = Model::fit(&x, w, &y, classes, cfg).unwrap();
+        let mut qw = walk(w, seed ^ 0x5eed, kind);
+        if kind == 0 && n_refs > 3 {
+            // Near a reference, so that a few distances are small and close.
+            qw.copy_from_slice(&x[3 * w..4 * w]);
+            qw[w / 2] += 0.01;
+        }
+        let p = qw[..w - 1].to_vec();
+        let mu = p.iter().sum::<f64>() / p.len() as f64;
+        let sd = (p.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / p.len() as f64).sqrt();
+        qw[w - 1] = p[w - 2] + last * sd.max(1.0);
+        if normalization == Normalization::DivideMin && qw[w - 1] <= 0.0 {
+            qw[w - 1] = 0.5;
+        }
+        let mut ws = m.workspace();
+        let mut prep_ws = m.workspace();
+        prop_assert!(m.prepare(&qw[..w - 1], &mut prep_ws));
+        let a = m.classify(&qw, &mut prep_ws).unwrap();
+        let a_nb = prep_ws.neighbors().to_vec();
+        let st = prep_ws.stats();
+        let c = m.classify_exhaustive(&qw, &mut ws).unwrap();
+        let c_nb = ws.neighbors().to_vec();
+        prop_assert_eq!(a, c);
+        prop_assert_eq!(a.confidence.to_bits(), c.confidence.to_bits());
+        prop_assert_eq!(&a_nb, &c_nb);
+        prop_assert_eq!(a_nb.iter().map(|n| n.0.to_bits()).collect::<Vec<_>>(),
+                        c_nb.iter().map(|n| n.0.to_bits()).collect::<Vec<_>>());
+        // Which path ran: z-score and a new minimum speculate, the rest is exact.
+        let new_min = qw[w - 1] < p.iter().copied().fold(f64::INFINITY, f64::min);
+        let speculative = match normalization {
+            Normalization::ZScore => true,
+            Normalization::SubtractMin | Normalization::DivideMin => new_min,
+            Normalization::None => false,
+        };
+        prop_assert_eq!(st.speculative, speculative);
+        prop_assert_eq!(st.pruned_by_bounds + st.abandoned + st.full_dtw, m.len());
+        // The margin (both searches bounded) equals the unprepared one.
+        m.prepare(&qw[..w - 1], &mut prep_ws);
+        let (pa, oa, ma) = m.classify_with_margin(&qw, &mut prep_ws).unwrap();
+        let (pb, ob, mb) = m.classify_with_margin(&qw, &mut ws).unwrap();
+        prop_assert_eq!(pa, pb);
+        prop_assert_eq!((oa.to_bits(), ma.to_bits()), (ob.to_bits(), mb.to_bits()));
+        prop_assert_eq!(prep_ws.neighbors(), ws.neighbors());
+    }
+}
+
+/// The bound does prune: a z-score query whose last sample is one of the
+/// guesses computes only the references near it, and finds the exhaustive
+/// answer.
+#[test]
+fn speculative_zscore_prunes() {
+    let (x, y, classes) = six(40, 20, 21);
+    let cfg = KnnConfig {
+        k: 3,
+        normalization: Normalization::ZScore,
+        ..KnnConfig::default()
+    };
+    let m = Model::fit(&x, 20, &y, classes, cfg).unwrap();
+    let mut ws = m.workspace();
+    let mut q = x[5 * 20..6 * 20].to_vec();
+    q[7] += 0.5;
+    q[19] = q[18]; // the first guess, exactly
+    assert!(m.prepare(&q[..19], &mut ws));
+    let a = m.classify(&q, &mut ws).unwrap();
+    let st = ws.stats();
+    assert!(st.speculative);
+    assert!(
+        st.full_dtw + st.abandoned < 24,
+        "{st:?}: the bound left too much work"
+    );
+    let mut ws2 = m.workspace();
+    let b = m.classify_exhaustive(&q, &mut ws2).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(ws.neighbors(), ws2.neighbors());
+    // Another window (different prefix): the normal search, not speculative.
+    let mut other = q.clone();
+    other[3] += 1.0;
+    m.classify(&other, &mut ws).unwrap();
+    assert!(!ws.stats().speculative);
 }
 
 #[test]
@@ -322,4 +458,27 @@ fn preparation_is_used_only_when_it_holds() {
     assert!(!m.prepare(&q[..18], &mut ws));
     assert!(!m.prepare(&[f64::NAN; 19], &mut ws));
     assert!(!m.prepare(&[-1.0; 19], &mut ws));
+}
+
+#[test]
+fn without_reference_is_the_fit_on_the_others() {
+    let x = [0.0, 0.0, 0.0, 10.0, 10.0, 10.0, 1.0, 1.0, 1.0];
+    let classes: Vec<String> = vec!["a".into(), "b".into()];
+    let m = Model::fit(&x, 3, &[0, 1, 0], classes.clone(), KnnConfig::default()).unwrap();
+    assert_eq!(m.raw_reference(1), &[10.0, 10.0, 10.0]);
+    let sub = m.without_reference(0).unwrap();
+    assert_eq!(sub.len(), 2);
+    assert_eq!(sub.labels(), &[1, 0]);
+    assert_eq!(sub.raw_references(), &x[3..]);
+    assert_eq!(sub.classes(), &classes[..]);
+    // The query that was reference 0 now finds reference 2 (class a, distance 3).
+    let p = sub
+        .classify(&[0.0, 0.0, 0.0], &mut sub.workspace())
+        .unwrap();
+    assert_eq!((p.class, p.distance), (0, 3.0));
+    let e = m.without_reference(3).unwrap_err().to_string();
+    assert!(
+        e.contains("reference index 3 out of range (the model has 3)"),
+        "{e}"
+    );
 }
