@@ -29,6 +29,10 @@ bench-ops:
 #                  and BBR at ALT-30 (2 phases: 10, 40 s), early exit at 0.3 at the 6
 #                  ALT-30 phases; each run 180 s of BG before its shift, FG measured
 #                  from 10 s to 170 s after its start (20 runs, 70 min on 2026-11-23)
+# ops-alt-long     the thesis's transfer length (000 §7.6: 14 GB at 250 Mbit/s ≈ 450 s):
+#                  480 s runs, phase-sampled as above. OPS at ALT-30 (6 phases, seeds
+#                  13-18) and ALT-60 (4 phases, seeds 21-24), then fixed CUBIC/BBR at
+#                  2 ALT-60 phases (180 s, seeds 31-32) (docs/results/ops.md §2.4; ~95 min)
 # ops-static-options  plain / adaptive-Y / early-exit OPS (passive, Y = 30) against
 #                  static CUBIC and BBR (6 x 180 s, ~19 min)
 # test-ops         root netns tests: OpsDriver on a live socket, and an OPS
@@ -44,7 +48,7 @@ OPS_ACTIVE_MODEL ?= models/active-s5c5s5b5-netlab/model.json
 # Extra `opsel demo` arguments, e.g. OPS_DEMO_ARGS="--json runs.jsonl --runs 2".
 OPS_DEMO_ARGS ?=
 
-.PHONY: ops-demo ops-demo-quick ops-alt ops-alt-phases ops-static-options test-ops bench-ops-driver
+.PHONY: ops-demo ops-demo-quick ops-alt ops-alt-phases ops-alt-long ops-static-options test-ops bench-ops-driver
 
 ops-demo: sys-deps
 	$(CARGO) build --release -p opsel-cli
@@ -68,6 +72,17 @@ ops-alt-phases: sys-deps
 	./target/release/opsel demo $(OPS_ALT_COMMON) --bg alt30 --fg cubic,bbr --runs 2 --phase-spread 60 $(OPS_DEMO_ARGS)
 	./target/release/opsel demo $(OPS_ALT_COMMON) --bg alt30 --fg ops-early --early-confidence 0.3 \
 	  --runs 6 --phase-spread 60 $(OPS_DEMO_ARGS)
+
+OPS_ALT_LONG = --model $(OPS_ACTIVE_MODEL) --steady 60 --jitter 0.2
+
+ops-alt-long: sys-deps
+	$(CARGO) build --release -p opsel-cli
+	./target/release/opsel demo $(OPS_ALT_LONG) --seconds 480 --bg alt30 --fg ops --runs 6 \
+	  --phase-spread 60 --seed 13 $(OPS_DEMO_ARGS)
+	./target/release/opsel demo $(OPS_ALT_LONG) --seconds 480 --bg alt60 --fg ops --runs 4 \
+	  --phase-spread 120 --seed 21 $(OPS_DEMO_ARGS)
+	./target/release/opsel demo $(OPS_ALT_LONG) --seconds 180 --bg alt60 --fg cubic,bbr --runs 2 \
+	  --phase-spread 120 --seed 31 $(OPS_DEMO_ARGS)
 
 ops-static-options: sys-deps
 	$(CARGO) build --release -p opsel-cli

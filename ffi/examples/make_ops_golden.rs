@@ -77,6 +77,16 @@ pub fn render(o: &Output, classes: &[String]) -> String {
             needed,
             at_ns,
         }) => format!("probe_incomplete samples={samples} needed={needed} at={at_ns}"),
+        Output::Event(Event::CycleClassified {
+            index,
+            class_index,
+            leader,
+            at_ns,
+            ..
+        }) => format!(
+            "cycle_classified {index} {} leader={} at={at_ns}",
+            classes[*class_index], classes[*leader]
+        ),
     }
 }
 

@@ -79,6 +79,12 @@ pub struct opsel_ops_config {
     pub steady_jitter: f64,
     /// Seed of the jitter PRNG.
     pub seed: u64,
+    /// Windows (pattern cycles) per decision: 1 (default) = one window, the
+    /// thesis; n > 1 = n windows back to back, decided by the smallest sum of
+    /// per-window nearest class distances (min-sum; progressive probing then
+    /// checks after each window). 0 or more than 100 is rejected
+    /// (`OPSEL_INVALID_INPUT`).
+    pub cycles: usize,
 }
 
 fn config_c(cfg: &Config, mode: u32, pattern: *const c_char) -> opsel_ops_config {
@@ -105,6 +111,7 @@ fn config_c(cfg: &Config, mode: u32, pattern: *const c_char) -> opsel_ops_config
         grace_periods: cfg.grace_periods,
         steady_jitter: cfg.steady_jitter,
         seed: cfg.seed,
+        cycles: cfg.cycles,
     }
 }
 
@@ -143,6 +150,7 @@ unsafe fn config_from_c(c: &opsel_ops_config) -> Result<(Config, Vec<usize>), Fa
     cfg.grace_periods = c.grace_periods;
     cfg.steady_jitter = c.steady_jitter;
     cfg.seed = c.seed;
+    cfg.cycles = c.cycles;
     if c.adaptive {
         let mut a = AdaptiveSteady::around(c.steady_ns);
         if c.adaptive_min_ns != 0 || c.adaptive_max_ns != 0 {
@@ -554,6 +562,10 @@ pub const OPSEL_OPS_EVENT_SELECTED: u32 = 6;
 pub const OPSEL_OPS_EVENT_DECISION_FAILED: u32 = 7;
 /// Event: only `samples` of `needed` RTT samples arrived; the probe was abandoned.
 pub const OPSEL_OPS_EVENT_PROBE_INCOMPLETE: u32 = 8;
+/// Event (config.cycles > 1): window `window` of `windows` was compared with
+/// the references; `label`/`class_index`/`distance`: its own nearest class;
+/// `leader`: the min-sum class so far, `confidence`: its margin.
+pub const OPSEL_OPS_EVENT_CYCLE_CLASSIFIED: u32 = 13;
 
 /// `opsel_ops_output.phase` values.
 pub const OPSEL_OPS_PHASE_IDLE: u32 = 0;
@@ -592,6 +604,11 @@ pub struct opsel_ops_output {
     pub early: bool,
     /// Failure message (DECISION_FAILED), valid until the next poll; else "".
     pub message: *const c_char,
+    /// CYCLE_CLASSIFIED: 0-based window index, windows per decision, and the
+    /// running min-sum class index.
+    pub window: usize,
+    pub windows: usize,
+    pub leader: usize,
 }
 
 pub(crate) fn phase_c(p: Phase) -> u32 {
@@ -646,6 +663,9 @@ pub unsafe extern "C" fn opsel_ops_controller_poll(
             needed: 0,
             early: false,
             message: c"".as_ptr(),
+            window: 0,
+            windows: 0,
+            leader: 0,
         };
         match output {
             Output::Action(Action::SetCca(cca)) => {
@@ -714,6 +734,23 @@ pub unsafe extern "C" fn opsel_ops_controller_poll(
             }) => {
                 r.kind = OPSEL_OPS_EVENT_PROBE_INCOMPLETE;
                 (r.samples, r.needed, r.at_ns) = (samples, needed, at_ns);
+            }
+            Output::Event(Event::CycleClassified {
+                index,
+                cycles,
+                class_index,
+                distance,
+                leader,
+                margin,
+                at_ns,
+            }) => {
+                r.kind = OPSEL_OPS_EVENT_CYCLE_CLASSIFIED;
+                r.label = c
+                    .names
+                    .get(class_index)
+                    .map_or(c"".as_ptr(), |n| n.as_ptr());
+                (r.class_index, r.distance, r.confidence) = (class_index, distance, margin);
+                (r.window, r.windows, r.leader, r.at_ns) = (index, cycles, leader, at_ns);
             }
         }
         *o = r;

@@ -29,8 +29,9 @@ use crate::error::{guard, opsel_status, utf8, Fail};
 use crate::model::{clear_out, opsel_model};
 use crate::ops::{
     build_controller, cca_arr, opsel_ops_config, opsel_ops_policy, opsel_ops_stats, phase_c,
-    stats_c, CtlCore, OPSEL_OPS_EVENT_CLASSIFIED, OPSEL_OPS_EVENT_DECISION_FAILED,
-    OPSEL_OPS_EVENT_PHASE, OPSEL_OPS_EVENT_PROBE_INCOMPLETE, OPSEL_OPS_EVENT_SELECTED,
+    stats_c, CtlCore, OPSEL_OPS_EVENT_CLASSIFIED, OPSEL_OPS_EVENT_CYCLE_CLASSIFIED,
+    OPSEL_OPS_EVENT_DECISION_FAILED, OPSEL_OPS_EVENT_PHASE, OPSEL_OPS_EVENT_PROBE_INCOMPLETE,
+    OPSEL_OPS_EVENT_SELECTED,
 };
 use crate::sys::{sock_addr, OPSEL_NOT_AVAILABLE};
 use opsel::ops::Event;
@@ -204,6 +205,11 @@ pub struct opsel_ops_driver_event {
     pub bytes: u64,
     pub acked_bytes: u64,
     pub total_bytes: u64,
+    /// CYCLE_CLASSIFIED (config.cycles > 1): 0-based window index, windows
+    /// per decision, running min-sum class index (`confidence` = its margin).
+    pub window: usize,
+    pub windows: usize,
+    pub leader: usize,
 }
 
 impl opsel_ops_driver_event {
@@ -234,6 +240,9 @@ impl opsel_ops_driver_event {
             bytes: 0,
             acked_bytes: 0,
             total_bytes: 0,
+            window: 0,
+            windows: 0,
+            leader: 0,
         }
     }
 }
@@ -477,6 +486,20 @@ fn deliver(
             } => {
                 r = opsel_ops_driver_event::new(OPSEL_OPS_EVENT_PROBE_INCOMPLETE);
                 (r.samples, r.needed, r.at_ns) = (*samples, *needed, *at_ns);
+            }
+            Event::CycleClassified {
+                index,
+                cycles,
+                class_index,
+                distance,
+                leader,
+                margin,
+                at_ns,
+            } => {
+                r = opsel_ops_driver_event::new(OPSEL_OPS_EVENT_CYCLE_CLASSIFIED);
+                r.label = names.get(*class_index).map_or(c"".as_ptr(), |n| n.as_ptr());
+                (r.class_index, r.distance, r.confidence) = (*class_index, *distance, *margin);
+                (r.window, r.windows, r.leader, r.at_ns) = (*index, *cycles, *leader, *at_ns);
             }
         },
         DriverEvent::CcaSet {

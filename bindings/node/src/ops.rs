@@ -207,6 +207,9 @@ pub struct ControllerOptions {
     /// Randomise each steady time by ± this fraction (0..0.5).
     pub steady_jitter: Option<f64>,
     pub seed: Option<u32>,
+    /// Windows (pattern cycles) per decision: 1 (default) = one window;
+    /// n > 1 = min-sum over n back-to-back windows (1..=100).
+    pub cycles: Option<u32>,
 }
 
 /// The classification passed to a policy function.
@@ -225,7 +228,8 @@ pub struct Classified_ {
 
 /// One controller output. `kind` is an action ("setCca", "sendFullSpeed",
 /// "silence", "steady") or an event ("phase", "classified", "selected",
-/// "decisionFailed", "probeIncomplete"); the other fields depend on it.
+/// "decisionFailed", "probeIncomplete", "cycleClassified"); the other fields
+/// depend on it.
 #[napi(object)]
 pub struct OpsOutput {
     pub kind: String,
@@ -245,6 +249,13 @@ pub struct OpsOutput {
     /// Steady time Y chosen ("selected"), ns; null = until the end.
     pub steady_ns: Option<f64>,
     pub message: Option<String>,
+    /// "cycleClassified" (cycles > 1): 0-based window index, windows per
+    /// decision, the running min-sum class and its margin (`label`,
+    /// `classIndex`, `distance`: this window's own nearest class).
+    pub window: Option<u32>,
+    pub windows: Option<u32>,
+    pub leader: Option<String>,
+    pub margin: Option<f64>,
 }
 
 impl OpsOutput {
@@ -265,6 +276,10 @@ impl OpsOutput {
             early: None,
             steady_ns: None,
             message: None,
+            window: None,
+            windows: None,
+            leader: None,
+            margin: None,
         }
     }
 }
@@ -348,6 +363,25 @@ pub(crate) fn output(o: Output, classes: &[String]) -> OpsOutput {
             needed: Some(needed as u32),
             at_ns: Some(at_ns as f64),
             ..OpsOutput::new("probeIncomplete")
+        },
+        Output::Event(Event::CycleClassified {
+            index,
+            cycles,
+            class_index,
+            distance,
+            leader,
+            margin,
+            at_ns,
+        }) => OpsOutput {
+            window: Some(index as u32),
+            windows: Some(cycles as u32),
+            label: classes.get(class_index).cloned(),
+            class_index: Some(class_index as u32),
+            distance: Some(distance),
+            leader: classes.get(leader).cloned(),
+            margin: Some(margin),
+            at_ns: Some(at_ns as f64),
+            ..OpsOutput::new("cycleClassified")
         },
     }
 }
@@ -484,6 +518,7 @@ pub(crate) fn parts(
         grace_periods: None,
         steady_jitter: None,
         seed: None,
+        cycles: None,
     });
     let classes = knn.classes().to_vec();
     let mut cfg = match o.mode.as_deref().unwrap_or("passive") {
@@ -514,6 +549,8 @@ pub(crate) fn parts(
     cfg.grace_periods = o.grace_periods.unwrap_or(cfg.grace_periods);
     cfg.steady_jitter = o.steady_jitter.unwrap_or(cfg.steady_jitter);
     cfg.seed = o.seed.map_or(cfg.seed, u64::from);
+    // The core rejects 0 and > 100 with a message naming the value.
+    cfg.cycles = o.cycles.map_or(cfg.cycles, |c| c as usize);
     if let Some(a) = o.adaptive {
         let mut s = AdaptiveSteady::around(cfg.steady_ns);
         match a.get_type().map_err(js)? {
@@ -781,6 +818,11 @@ impl Controller {
     #[napi(getter)]
     pub fn window_len(&self) -> napi::Result<u32, Code> {
         Ok(self.core()?.window_len() as u32)
+    }
+    /// Windows (pattern cycles) per decision (1 = one window; > 1 = min-sum).
+    #[napi(getter)]
+    pub fn cycles(&self) -> napi::Result<u32, Code> {
+        Ok(self.core()?.config().cycles as u32)
     }
     /// The model's class names.
     #[napi(getter)]

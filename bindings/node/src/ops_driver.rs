@@ -47,7 +47,6 @@ use opsel::sys::linux::ops_driver::{
 };
 use opsel::sys::linux::with_raw_fd;
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -403,21 +402,7 @@ fn rtt_source(probe: Option<&str>) -> R<RttSource> {
     let probe = probe.ok_or_else(|| {
         invalid("driver option probe is missing; pass e.g. \"10.0.0.2:5001\" (UDP echo) or \"icmp:10.0.0.2\"")
     })?;
-    if let Some(ip) = probe.strip_prefix("icmp:") {
-        let a: Ipv4Addr = ip.parse().map_err(|_| {
-            invalid(format!(
-                "probe {probe:?}: {ip:?} is not an IPv4 address; write e.g. \"icmp:10.0.0.2\""
-            ))
-        })?;
-        return Ok(RttSource::Icmp(a));
-    }
-    let addr = probe.strip_prefix("udp:").unwrap_or(probe);
-    let a: SocketAddr = addr.parse().map_err(|_| {
-        invalid(format!(
-            "probe {probe:?} is not an address with a port; write e.g. \"127.0.0.1:9000\" (UDP echo) or \"icmp:10.0.0.2\""
-        ))
-    })?;
-    Ok(RttSource::UdpEcho(a))
+    probe.parse().map_err(to_js)
 }
 
 /// One driver event. `kind` is "phase", "classified", "selected",

@@ -162,3 +162,25 @@ test('fairness', () => {
   assert.throws(() => opsel.jain([1, NaN]), (e) => e.code === 'OPSEL_INVALID_INPUT')
   assert.throws(() => opsel.fairShare(500e6, 0), (e) => e.code === 'OPSEL_INVALID_INPUT')
 })
+
+test('cycles: default 1, round-trips, validated, per-window events', () => {
+  assert.equal(new opsel.Controller(opsel.loadModel(MODEL)).cycles, 1)
+  const ctl = new opsel.Controller(opsel.loadModel(MODEL), { cycles: 2, steadyS: 10 })
+  assert.equal(ctl.cycles, 2)
+  for (const bad of [0, 101]) {
+    assert.throws(() => new opsel.Controller(opsel.loadModel(MODEL), { cycles: bad }),
+      (e) => e.message.includes(`cycles = ${bad}`))
+  }
+  ctl.start(0)
+  const out = []
+  for (let t = 1; t <= 2 * ctl.windowLen; t++) {
+    ctl.handleSample(t * S, 60 + (t % 5))
+    out.push(...ctl.drain())
+  }
+  const ev = out.filter((o) => o.kind === 'cycleClassified')
+  assert.deepEqual(ev.map((e) => [e.window, e.windows]), [[0, 2], [1, 2]])
+  assert.ok(ev.every((e) => ctl.classes.includes(e.label) && e.margin >= 0 && e.margin <= 1))
+  const cl = out.filter((o) => o.kind === 'classified')
+  assert.equal(cl[0].label, ev[1].leader)
+  assert.equal(cl[0].samples, 2 * ctl.windowLen)
+})

@@ -278,6 +278,26 @@ pub(crate) fn output_dict<'py>(
             d.set_item("needed", needed)?;
             d.set_item("at_ns", at_ns)?;
         }
+        Output::Event(Event::CycleClassified {
+            index,
+            cycles,
+            class_index,
+            distance,
+            leader,
+            margin,
+            at_ns,
+        }) => {
+            d.set_item("kind", "cycle_classified")?;
+            d.set_item("index", index)?;
+            d.set_item("cycles", cycles)?;
+            d.set_item("label", classes.get(class_index))?;
+            d.set_item("class_index", class_index)?;
+            d.set_item("distance", distance)?;
+            d.set_item("leader", classes.get(leader))?;
+            d.set_item("leader_index", leader)?;
+            d.set_item("margin", margin)?;
+            d.set_item("at_ns", at_ns)?;
+        }
     }
     Ok(d)
 }
@@ -295,7 +315,7 @@ pub(crate) fn phase_name(p: Phase) -> &'static str {
 #[pymethods]
 impl Controller {
     #[new]
-    #[pyo3(signature = (model, mode = "passive", pattern = None, steady_s = None, policy = None, initial_cca = "cubic", adaptive = None, progressive = None, prefix_lens = None, sample_period_s = 1.0, grace_periods = 5, steady_jitter = 0.0, seed = 0))]
+    #[pyo3(signature = (model, mode = "passive", pattern = None, steady_s = None, policy = None, initial_cca = "cubic", adaptive = None, progressive = None, prefix_lens = None, sample_period_s = 1.0, grace_periods = 5, steady_jitter = 0.0, seed = 0, cycles = 1))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -312,6 +332,7 @@ impl Controller {
         grace_periods: u32,
         steady_jitter: f64,
         seed: u64,
+        cycles: usize,
     ) -> PyResult<Self> {
         let knn = if let Ok(m) = model.cast::<Model>() {
             m.get().file.model.clone()
@@ -350,6 +371,9 @@ impl Controller {
         cfg.grace_periods = grace_periods;
         cfg.steady_jitter = steady_jitter;
         cfg.seed = seed;
+        // Windows per decision (min-sum, ops::Config::cycles); the core
+        // rejects 0 and > 100 with a message naming the value.
+        cfg.cycles = cycles;
         if let Some(a) = adaptive {
             let mut s = AdaptiveSteady::around(cfg.steady_ns);
             if let Ok(d) = a.cast::<PyDict>() {
@@ -455,7 +479,9 @@ impl Controller {
 
     /// The next output as a dict (oldest first), or None. `kind` is one of
     /// set_cca, send_full_speed, silence, steady (actions) or phase,
-    /// classified, selected, decision_failed, probe_incomplete (events).
+    /// classified, selected, decision_failed, probe_incomplete,
+    /// cycle_classified (events; cycles > 1: one per window, with its own
+    /// `label` and the running min-sum `leader` and `margin`).
     fn poll<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let o = self.lock()?.poll();
         o.map(|o| output_dict(py, o, &self.classes)).transpose()
@@ -495,6 +521,11 @@ impl Controller {
     #[getter]
     fn window_len(&self) -> PyResult<usize> {
         Ok(self.lock()?.window_len())
+    }
+    /// Windows (pattern cycles) per decision (1 = one window; > 1 = min-sum).
+    #[getter]
+    fn cycles(&self) -> PyResult<usize> {
+        Ok(self.lock()?.config().cycles)
     }
     /// The model's class names.
     #[getter]

@@ -27,7 +27,6 @@ use opsel::sys::linux::with_raw_fd;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -75,23 +74,6 @@ fn driver_config(kw: Option<&Bound<'_, PyDict>>) -> PyResult<DriverConfig> {
 }
 
 /// `"HOST:PORT"` or `"udp:HOST:PORT"` (UDP echo), `"icmp:IPV4"` (ICMP echo).
-fn rtt_source(probe: &str) -> PyResult<RttSource> {
-    if let Some(ip) = probe.strip_prefix("icmp:") {
-        let a: Ipv4Addr = ip.parse().map_err(|_| {
-            invalid(format!(
-                "probe {probe:?}: {ip:?} is not an IPv4 address; write e.g. \"icmp:10.0.0.2\""
-            ))
-        })?;
-        return Ok(RttSource::Icmp(a));
-    }
-    let addr = probe.strip_prefix("udp:").unwrap_or(probe);
-    let a: SocketAddr = addr.parse().map_err(|_| {
-        invalid(format!(
-            "probe {probe:?} is not an address with a port; write e.g. \"127.0.0.1:9000\" (UDP echo) or \"icmp:10.0.0.2\""
-        ))
-    })?;
-    Ok(RttSource::UdpEcho(a))
-}
 
 /// Where the first Python exception of a run lands (the driver stops).
 type Raised = Arc<Mutex<Option<(String, PyErr)>>>;
@@ -451,7 +433,7 @@ impl OpsDriver {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let cfg = driver_config(kwargs)?;
-        let rtt = rtt_source(probe)?;
+        let rtt: RttSource = probe.parse().map_err(to_py)?;
         let ctl = if let Ok(c) = model.cast::<Controller>() {
             if kwargs.is_some_and(|k| !k.is_empty()) {
                 return Err(invalid(format!(

@@ -90,6 +90,13 @@ pub struct SendArgs {
     /// Do not run the pattern's last segment before each probe (see DriverConfig::lead_in).
     #[arg(long)]
     no_lead_in: bool,
+    /// Windows (pattern cycles) per OPS decision: 1 = one window (000); N > 1
+    /// probes N windows back to back and picks the class with the smallest
+    /// sum of per-window nearest distances (min-sum; 3 cycles of S5-C5-S5-B5
+    /// = 60 s, docs/results/ops-cycles.md). With --early-exit the probe may
+    /// end after any window once the min-sum margin reaches --early-confidence.
+    #[arg(long, default_value_t = 1)]
+    cycles: usize,
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -174,6 +181,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             lead_in: !a.no_lead_in,
             jitter: a.jitter,
             early_confidence: a.early_confidence,
+            cycles: a.cycles,
         })
     } else {
         Strategy::Fixed(CcaName::new(a.cca.as_deref().unwrap_or("cubic"))?)
@@ -228,6 +236,16 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             classified.mix,
             classified.confidence,
             if *early { ", early exit" } else { "" }
+        )),
+        DriverEvent::Ops(Event::CycleClassified {
+            index,
+            cycles,
+            distance,
+            margin,
+            ..
+        }) => pb.println(format!(
+            "window {}/{cycles}: nearest distance {distance:.3}, min-sum margin {margin:.2}",
+            index + 1
         )),
         DriverEvent::Ops(Event::Selected { cca, steady_ns, .. }) => pb.println(format!(
             "selected {cca} for {}",

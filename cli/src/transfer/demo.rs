@@ -107,6 +107,11 @@ pub struct DemoArgs {
     /// Do not run the pattern's last segment before each probe (see DriverConfig::lead_in).
     #[arg(long)]
     no_lead_in: bool,
+    /// Windows (pattern cycles) per OPS decision (min-sum when > 1, see
+    /// `opsel send --cycles`). Without --seconds, the run and --measure-from
+    /// grow by (N − 1) windows so the first decision still falls early.
+    #[arg(long, default_value_t = 1)]
+    cycles: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -469,15 +474,22 @@ pub fn main(a: DemoArgs) -> Result<()> {
         lead_in: !a.no_lead_in,
         jitter: a.jitter,
         early_confidence: a.early_confidence,
+        cycles: a.cycles,
     };
+    // Several windows per decision lengthen the first probe by (N − 1) windows.
+    let mut extra_s = 0.0;
     if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
         // Fail before the lab comes up if the model is missing or mismatched.
-        super::send::controller(&ops).map_err(|e| {
+        let c = super::send::controller(&ops).map_err(|e| {
             Error::invalid(format!(
                 "{e}\n(the shipped models are {ACTIVE_MODEL} and {PASSIVE_MODEL}; pass --model PATH to use another)"
             ))
         })?;
+        if a.seconds.is_none() {
+            extra_s = (a.cycles.saturating_sub(1) * c.window_len()) as f64;
+        }
     }
+    let (seconds, measure_from) = (seconds + extra_s, a.measure_from + extra_s);
     let _ = topo::down(false);
     let delay_ns = (a.rtt_ms / 2.0 * 1e6) as u64;
     let lab = Lab::up(
@@ -498,12 +510,12 @@ pub fn main(a: DemoArgs) -> Result<()> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s{}; OPS: {} probing{}, steady Y = {steady} s{}, model {}.\n",
+        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s{}; OPS: {} probing{}, steady Y = {steady} s{}{}, model {}.\n",
         a.rate_mbps,
         a.rtt_ms,
         a.buffer_bdp,
         a.fg_start,
-        a.measure_from,
+        measure_from,
         if a.phase_spread > 0.0 && a.runs > 1 {
             format!(
                 " (run r = 1..{} shifted by (r − 1) × {} s: FG start, window and end; seed {} + r − 1)",
@@ -517,6 +529,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         pattern.as_ref().map_or("passive".into(), |p| format!("{p} active")),
         if a.no_lead_in || passive { "" } else { " with lead-in" },
         if a.jitter > 0.0 { format!(" ± {:.0}%", a.jitter * 100.0) } else { String::new() },
+        if a.cycles > 1 { format!(", {} windows per decision (min-sum)", a.cycles) } else { String::new() },
         model.display()
     );
     let _ = writeln!(
@@ -544,7 +557,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                     a.seed,
                     a.phase_spread,
                     a.fg_start,
-                    a.measure_from,
+                    measure_from,
                     seconds,
                 );
                 let run_ops = OpsOpts {
@@ -613,7 +626,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "measure_from_s": plan.measure_from_s, "fg_start_s": plan.fg_start_s,
                         "phase_offset_s": plan.offset_s, "phase_spread_s": a.phase_spread, "seed": plan.seed, "bg_mbps": cell.bg_mbps, "fg_mbps": cell.fg_mbps,
                         "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": steady, "jitter": a.jitter, "early_confidence": a.early_confidence,
-                        "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()),
+                        "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()), "cycles": a.cycles,
                         "probe_s": cell.report.map(|r| r.stats.probe_ns as f64 / 1e9),
                         "steady_total_s": cell.report.map(|r| r.stats.steady_ns as f64 / 1e9),
                         "cca_switches": cell.report.map(|r| r.stats.cca_switches),

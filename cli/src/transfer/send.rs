@@ -55,6 +55,9 @@ pub struct OpsOpts {
     /// Early exit: the minimum 1-NN margin that ends a probe
     /// (`Progressive::min_confidence`; `None` = its default, 0.8).
     pub early_confidence: Option<f64>,
+    /// Windows (pattern cycles) per decision (`ops::Config::cycles`; 1 = one
+    /// window as in 000, n > 1 = min-sum over n back-to-back windows).
+    pub cycles: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -139,6 +142,7 @@ pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>>
     cfg.steady_ns = (o.steady_s * 1e9) as u64;
     cfg.seed = o.seed;
     cfg.steady_jitter = o.jitter;
+    cfg.cycles = o.cycles;
     if o.adaptive {
         cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
     }
@@ -159,6 +163,8 @@ struct Log {
     t0: Option<u64>,
     offset: u64,
     last_rtt: Option<f64>,
+    /// The model's class names (per-window events name their class).
+    classes: Vec<String>,
 }
 
 impl Log {
@@ -242,6 +248,18 @@ impl Log {
                         at_ns,
                     } => json!({"label": self.label, "t_s": t(*at_ns, self.t0),
                         "event": "probe_incomplete", "samples": samples, "needed": needed}),
+                    Event::CycleClassified {
+                        index,
+                        cycles,
+                        class_index,
+                        distance,
+                        leader,
+                        margin,
+                        at_ns,
+                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0),
+                        "event": "cycle_classified", "window": index, "windows": cycles,
+                        "mix": self.classes.get(*class_index), "distance": distance,
+                        "leader": self.classes.get(*leader), "margin": margin}),
                 };
                 self.line(v)
             }
@@ -267,6 +285,7 @@ fn open_log(log: &Option<(PathBuf, String)>, offset: u64) -> Result<Log> {
         t0: None,
         offset,
         last_rtt: None,
+        classes: Vec::new(),
     })
 }
 
@@ -340,6 +359,14 @@ pub fn run(
         ..DriverConfig::default()
     };
     let mut log = open_log(&opts.log, opts.offset)?;
+    if let Some(c) = &ctl {
+        log.classes = c
+            .classifier()
+            .classes()
+            .iter()
+            .map(|m| m.to_string())
+            .collect();
+    }
     let mut cb = |e: &DriverEvent| {
         log.event(e);
         on_event(e);
@@ -470,7 +497,22 @@ mod tests {
             lead_in: true,
             jitter: 0.0,
             early_confidence: None,
+            cycles: 1,
         }
+    }
+
+    #[test]
+    fn cycles_reach_the_controller_and_are_validated() {
+        let mut o = opts(Some("S5-C5-S5-B5"), ACTIVE_MODEL);
+        assert_eq!(controller(&o).unwrap().config().cycles, 1);
+        o.cycles = 3;
+        let c = controller(&o).unwrap();
+        assert_eq!(c.config().cycles, 3);
+        o.early_exit = true; // min-sum checks at window boundaries
+        assert_eq!(controller(&o).unwrap().config().cycles, 3);
+        o.cycles = 0;
+        let e = controller(&o).err().unwrap().to_string();
+        assert!(e.contains("cycles = 0"), "{e}");
     }
 
     #[test]

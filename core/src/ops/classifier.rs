@@ -61,6 +61,24 @@ pub trait Classifier {
         let _ = prefix;
         None
     }
+
+    /// Several cycles per decision (`Config::cycles` > 1): write into
+    /// `out[c]` (one slot per [`Classifier::classes`]) the distance of
+    /// `window` (`window_len()` samples) to class `c`, smaller = nearer, `∞`
+    /// for a class with no reference. The controller sums these over the
+    /// probe's windows and picks the smallest sum (min-sum). For DTW K-NN it
+    /// is the distance to the class's nearest reference
+    /// (`Model::nearest_per_class`). `None` (default): unsupported.
+    fn class_distances(&mut self, window: &[f64], out: &mut [f64]) -> Option<Result<()>> {
+        let _ = (window, out);
+        None
+    }
+
+    /// Whether [`Classifier::class_distances`] is implemented (checked when
+    /// a controller with `cycles` > 1 is created). Default: false.
+    fn supports_class_distances(&self) -> bool {
+        false
+    }
 }
 
 impl<C: Classifier + ?Sized> Classifier for Box<C> {
@@ -78,6 +96,12 @@ impl<C: Classifier + ?Sized> Classifier for Box<C> {
     }
     fn classify_prefix(&mut self, prefix: &[f64]) -> Option<Result<Classified>> {
         (**self).classify_prefix(prefix)
+    }
+    fn class_distances(&mut self, window: &[f64], out: &mut [f64]) -> Option<Result<()>> {
+        (**self).class_distances(window, out)
+    }
+    fn supports_class_distances(&self) -> bool {
+        (**self).supports_class_distances()
     }
 }
 
@@ -138,6 +162,12 @@ impl<C: Classifier> Classifier for PrefixEnsemble<C> {
     }
     fn prepare(&mut self, partial: &[f64]) {
         self.full.prepare(partial)
+    }
+    fn class_distances(&mut self, window: &[f64], out: &mut [f64]) -> Option<Result<()>> {
+        self.full.class_distances(window, out)
+    }
+    fn supports_class_distances(&self) -> bool {
+        self.full.supports_class_distances()
     }
     fn classify_prefix(&mut self, prefix: &[f64]) -> Option<Result<Classified>> {
         let l = prefix.len();

@@ -100,6 +100,14 @@ impl AdaptiveSteady {
 /// a grouped CV lets it end 12–28 % of probes early, while 0.3 (active) or
 /// 0.5 (passive) halves the mean probe for about 1–2 points of decision
 /// accuracy (`core/examples/progressive_calibration.rs`, docs/results/ops.md).
+///
+/// With several cycles per decision ([`Config::cycles`] > 1) the checks move
+/// to window boundaries: after each full window but the last, once at least
+/// `min_samples` samples are in, the running min-sum leader and its margin
+/// `1 − Σ_leader / Σ_runner-up` are checked against `min_confidence` (and
+/// `agree` consecutive boundaries with the same leader); `step` and prefix
+/// models are not used. The decision is then the min-sum over the windows
+/// collected so far.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Progressive {
     pub min_samples: usize,
@@ -150,7 +158,23 @@ pub struct Config {
     pub steady_jitter: f64,
     /// Seed of the jitter PRNG (runs are reproducible bit for bit).
     pub seed: u64,
+    /// Windows (cycles) per decision, >= 1. 1 (default) is the thesis's one
+    /// window per probe. With n > 1 (issues #6/#7, beyond 000 §3.5) a probe
+    /// collects n windows of w samples back to back (active: the pattern
+    /// repeats n times; passive: n windows), each window is compared with
+    /// every reference ([`Classifier::class_distances`]) and the class with
+    /// the smallest sum over the windows of its nearest distance wins
+    /// ("min-sum", `opsel.train cycles`: 94.9–97.2 % at 3 cycles of
+    /// S5-C5-S5-B5 against about 91 % for one). Needs a classifier that
+    /// reports per-class distances (`KnnClassifier` does); at most
+    /// [`MAX_CYCLES`]. Progressive probing then checks only at window
+    /// boundaries, see [`Progressive`].
+    pub cycles: usize,
 }
+
+/// The largest [`Config::cycles`] accepted (the probe buffer holds
+/// `cycles × w` samples).
+pub const MAX_CYCLES: usize = 100;
 
 impl Config {
     /// Passive probing, OPS-60 (000 Table 6.2).
@@ -165,6 +189,7 @@ impl Config {
             grace_periods: 5,
             steady_jitter: 0.0,
             seed: 0,
+            cycles: 1,
         }
     }
 
@@ -187,6 +212,12 @@ impl Config {
             return Err(Error::invalid(format!(
                 "steady_jitter {} must be a fraction in [0, 0.5] (0.1 = ±10%)",
                 self.steady_jitter
+            )));
+        }
+        if self.cycles == 0 || self.cycles > MAX_CYCLES {
+            return Err(Error::invalid(format!(
+                "cycles = {} windows per decision is out of range; use 1 (one window, the thesis) to {MAX_CYCLES} (3 cycles of S5-C5-S5-B5 = 60 s of probing)",
+                self.cycles
             )));
         }
         if self.grace_periods == 0 {
@@ -284,6 +315,22 @@ pub enum Event {
         early: bool,
         at_ns: u64,
     },
+    /// Several cycles per decision ([`Config::cycles`] > 1): window `index`
+    /// (0-based) of the probe's `cycles` was compared with the references.
+    /// `class_index`/`distance`: the nearest class of this window alone (its
+    /// 1-NN verdict); `leader`/`margin`: the min-sum decision over windows
+    /// 0..=index and its margin `1 − Σ_leader / Σ_runner-up` in [0, 1]. The
+    /// probe's final [`Event::Classified`] carries the min-sum class, its sum
+    /// as `distance` and the margin as `confidence`.
+    CycleClassified {
+        index: usize,
+        cycles: usize,
+        class_index: usize,
+        distance: f64,
+        leader: usize,
+        margin: f64,
+        at_ns: u64,
+    },
     /// The policy's choice and the steady time that follows.
     Selected {
         cca: CcaName,
@@ -363,6 +410,10 @@ pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>
     out: VecDeque<Output>,
     stats: Stats,
     rng: u64,
+    /// Several cycles per decision: this window's per-class distances and
+    /// their running sums over the probe's windows (both one per class).
+    cycle_dist: Vec<f64>,
+    cycle_sums: Vec<f64>,
 }
 
 impl<C: Classifier, P: Policy> Controller<C, P> {
@@ -378,13 +429,38 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         }
         policy.check_classes(classifier.classes())?;
         let probe_span_ns = (w as u64)
-            .checked_mul(cfg.sample_period_ns)
+            .checked_mul(cfg.cycles as u64)
+            .and_then(|s| s.checked_mul(cfg.sample_period_ns))
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "window of {w} samples × period {} ns overflows u64 ns",
-                    cfg.sample_period_ns
+                    "{} window(s) of {w} samples × period {} ns overflows u64 ns",
+                    cfg.cycles, cfg.sample_period_ns
                 ))
             })?;
+        if cfg.cycles > 1 {
+            if !classifier.supports_class_distances() {
+                return Err(Error::invalid(format!(
+                    "cycles = {} needs a classifier that reports its distance to every class (the DTW K-NN model does); use cycles = 1 with this classifier",
+                    cfg.cycles
+                )));
+            }
+            if let ProbeMode::Active(pattern) = &cfg.mode {
+                // Each window must start at the pattern's start, as the
+                // training windows do (aligned windows, 000 §10 gap 2).
+                let window_ns = w as u64 * cfg.sample_period_ns;
+                let run_ns = pattern.total_ns();
+                if run_ns == 0 || window_ns % run_ns != 0 {
+                    return Err(Error::invalid(format!(
+                        "cycles = {} with pattern {pattern} ({} s) needs the model window ({w} samples = {} s) to be a whole number of pattern runs, so every window starts at the pattern's start; use a model with w a multiple of the pattern length or cycles = 1",
+                        cfg.cycles,
+                        run_ns as f64 / 1e9,
+                        window_ns as f64 / 1e9
+                    )));
+                }
+            }
+        }
+        let n_classes = classifier.classes().len();
+        let window_cap = w * cfg.cycles;
         let rng = cfg.seed;
         let mut me = Self {
             y_ns: cfg.steady_ns,
@@ -396,7 +472,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             w,
             phase: Phase::Idle,
             cycle: 0,
-            window: Vec::with_capacity(w),
+            window: Vec::with_capacity(window_cap),
             probe_start_ns: 0,
             probe_span_ns,
             probe_deadline_ns: 0,
@@ -412,6 +488,8 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             out: VecDeque::with_capacity(64),
             stats: Stats::default(),
             rng: 0,
+            cycle_dist: vec![0.0; n_classes],
+            cycle_sums: vec![0.0; n_classes],
         };
         me.rng = rng;
         Ok(me)
@@ -451,8 +529,14 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         }
         self.window.push(rtt_ms);
         let n = self.window.len();
+        if self.cfg.cycles > 1 {
+            if n % self.w == 0 {
+                self.window_done(now_ns);
+            }
+            return Ok(());
+        }
         if n >= self.w {
-            self.decide(now_ns, None);
+            self.decide(now_ns, None, false);
         } else {
             if let Some(p) = self.cfg.progressive {
                 if n >= p.min_samples && (n - p.min_samples) % p.step == 0 {
@@ -634,6 +718,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         self.emit_phase(Phase::Probe, at_ns);
         self.window.clear();
         self.agree = None;
+        self.cycle_sums.iter_mut().for_each(|s| *s = 0.0);
         self.steady_until_ns = None;
         self.probe_start_ns = at_ns;
         let slack = u64::from(self.cfg.grace_periods).saturating_mul(self.cfg.sample_period_ns);
@@ -684,7 +769,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
 
     fn probe_incomplete(&mut self, at_ns: u64) {
         self.stats.incomplete_probes += 1;
-        let (samples, needed) = (self.window.len(), self.w);
+        let (samples, needed) = (self.window.len(), self.w * self.cfg.cycles);
         self.out.push_back(Output::Event(Event::ProbeIncomplete {
             samples,
             needed,
@@ -710,8 +795,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
                 };
                 self.agree = Some((c.class_index, count));
                 if count >= p.agree {
-                    self.stats.early_exits += 1;
-                    self.decide(now_ns, Some(c));
+                    self.decide(now_ns, Some(c), true);
                 }
             }
             // Unsure, unsupported or failed prefix: wait for more samples;
@@ -720,12 +804,81 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         }
     }
 
-    /// Steps 2–4 (000 §1.2): classify (unless a prefix verdict is given),
-    /// select, adapt Y, start the steady phase.
-    fn decide(&mut self, now_ns: u64, prefix_verdict: Option<Classified>) {
-        let early = prefix_verdict.is_some();
+    /// Several cycles per decision: window `index` of the probe is complete.
+    /// Add its per-class distances to the sums, report it, and decide after
+    /// the last window (or earlier when progressive probing is confident).
+    fn window_done(&mut self, now_ns: u64) {
+        let n = self.window.len();
+        let index = n / self.w - 1;
+        let win = &self.window[n - self.w..];
+        let res = self.classifier.class_distances(win, &mut self.cycle_dist);
+        let failed = match res {
+            Some(Ok(())) if self.cycle_dist.iter().any(|d| d.is_nan() || *d < 0.0) => {
+                Some("the classifier reported a NaN or negative class distance".to_string())
+            }
+            Some(Ok(())) => None,
+            Some(Err(e)) => Some(e.to_string()),
+            None => Some("the classifier does not report per-class distances".to_string()),
+        };
+        if let Some(m) = failed {
+            self.emit_phase(Phase::Classify, now_ns);
+            return self.decision_failed(
+                format!("classification of window {index} failed: {m}"),
+                now_ns,
+            );
+        }
+        for (s, d) in self.cycle_sums.iter_mut().zip(&self.cycle_dist) {
+            *s += d;
+        }
+        let (class_index, distance, _) = min_two(&self.cycle_dist);
+        let (leader, best, second) = min_two(&self.cycle_sums);
+        let margin = sum_margin(best, second);
+        self.out.push_back(Output::Event(Event::CycleClassified {
+            index,
+            cycles: self.cfg.cycles,
+            class_index,
+            distance,
+            leader,
+            margin,
+            at_ns: now_ns,
+        }));
+        let verdict = |me: &Self| Classified {
+            mix: me.classifier.classes()[leader].clone(),
+            class_index: leader,
+            confidence: margin,
+            distance: best,
+        };
+        if index + 1 >= self.cfg.cycles {
+            let c = verdict(self);
+            return self.decide(now_ns, Some(c), false);
+        }
+        let Some(p) = self.cfg.progressive else {
+            return;
+        };
+        if n < p.min_samples || margin < p.min_confidence {
+            self.agree = None;
+            return;
+        }
+        let count = match self.agree {
+            Some((class, k)) if class == leader => k + 1,
+            _ => 1,
+        };
+        self.agree = Some((leader, count));
+        if count >= p.agree {
+            let c = verdict(self);
+            self.decide(now_ns, Some(c), true);
+        }
+    }
+
+    /// Steps 2–4 (000 §1.2): classify (unless a verdict is given: a
+    /// confident prefix, or the min-sum over several windows), select, adapt
+    /// Y, start the steady phase. `early`: the probe ended before its full span.
+    fn decide(&mut self, now_ns: u64, verdict: Option<Classified>, early: bool) {
+        if early {
+            self.stats.early_exits += 1;
+        }
         self.emit_phase(Phase::Classify, now_ns);
-        let verdict = match prefix_verdict {
+        let verdict = match verdict {
             Some(c) => Ok(c),
             None => self.classifier.classify(&self.window),
         };
@@ -816,5 +969,37 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         self.steady_until_ns = until_ns;
         self.out
             .push_back(Output::Action(Action::Steady { cca, until_ns }));
+    }
+}
+
+/// (index of the smallest value — the first on ties, like `numpy.argmin` —,
+/// that value, the smallest among the others). Empty: (0, ∞, ∞).
+fn min_two(v: &[f64]) -> (usize, f64, f64) {
+    let mut best = (0, f64::INFINITY);
+    for (i, &x) in v.iter().enumerate() {
+        if x < best.1 {
+            best = (i, x);
+        }
+    }
+    let second = v
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != best.0)
+        .fold(f64::INFINITY, |m, (_, &x)| m.min(x));
+    (best.0, best.1, second)
+}
+
+/// Margin of a min-sum decision, `1 − best / runner-up` in [0, 1] (the 1-NN
+/// margin of `Model::classify_with_margin`, on sums): 1 when only one class
+/// is finite, 0 when the runner-up ties or both are 0.
+fn sum_margin(best: f64, second: f64) -> f64 {
+    if !best.is_finite() {
+        0.0
+    } else if !second.is_finite() {
+        1.0
+    } else if second > 0.0 {
+        (1.0 - best / second).clamp(0.0, 1.0)
+    } else {
+        0.0
     }
 }

@@ -2,7 +2,7 @@
 
 use super::{Classified, Classifier, PrefixEnsemble};
 use crate::error::Result;
-use crate::knn::{Model, Workspace};
+use crate::knn::{ClassWorkspace, Model, Workspace};
 use crate::mix::Mix;
 
 /// A K-NN model with its workspace and its class labels parsed as mixes.
@@ -10,9 +10,14 @@ use crate::mix::Mix;
 /// Confidence: with k = 1 the vote share is always 1, so the confidence is the
 /// margin `1 − d_nearest / d_nearest_other_class` ([`Model::classify_with_margin`]);
 /// with k > 1 it is the vote share of the winning class.
+///
+/// Per-class distances (several cycles per decision, `Config::cycles`): the
+/// DTW distance to each class's nearest reference, whatever k is
+/// ([`Model::nearest_per_class`]; `opsel.train cycles`' min-sum).
 pub struct KnnClassifier {
     model: Model,
     ws: Workspace,
+    class_ws: ClassWorkspace,
     mixes: Vec<Mix>,
 }
 
@@ -23,7 +28,13 @@ impl KnnClassifier {
             .map(|c| model.class_mix(c))
             .collect::<Result<Vec<_>>>()?;
         let ws = model.workspace();
-        Ok(Self { model, ws, mixes })
+        let class_ws = model.class_workspace();
+        Ok(Self {
+            model,
+            ws,
+            class_ws,
+            mixes,
+        })
     }
 
     /// A classifier that can also judge prefixes of `lens` samples (progressive
@@ -71,6 +82,17 @@ impl Classifier for KnnClassifier {
     /// ([`Model::prepare`]), so the last sample costs one row per reference.
     fn prepare(&mut self, partial: &[f64]) {
         self.model.prepare(partial, &mut self.ws);
+    }
+
+    fn class_distances(&mut self, window: &[f64], out: &mut [f64]) -> Option<Result<()>> {
+        Some(
+            self.model
+                .nearest_per_class(window, &mut self.class_ws, out),
+        )
+    }
+
+    fn supports_class_distances(&self) -> bool {
+        true
     }
 }
 

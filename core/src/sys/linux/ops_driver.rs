@@ -64,6 +64,31 @@ impl std::fmt::Debug for RttSource {
     }
 }
 
+/// The probe spec the CLI and the bindings take: `icmp:IPV4` for ICMP echo,
+/// `HOST:PORT` or `udp:HOST:PORT` for UDP echo (e.g. toward `opsel recv`'s
+/// listen port). One parser so every front end gives the same errors.
+impl std::str::FromStr for RttSource {
+    type Err = Error;
+
+    fn from_str(probe: &str) -> Result<Self> {
+        if let Some(ip) = probe.strip_prefix("icmp:") {
+            let a: Ipv4Addr = ip.parse().map_err(|_| {
+                Error::invalid(format!(
+                    "probe {probe:?}: {ip:?} is not an IPv4 address; write e.g. \"icmp:10.0.0.2\""
+                ))
+            })?;
+            return Ok(RttSource::Icmp(a));
+        }
+        let addr = probe.strip_prefix("udp:").unwrap_or(probe);
+        let a: SocketAddr = addr.parse().map_err(|_| {
+            Error::invalid(format!(
+                "probe {probe:?} is not an address with a port; write e.g. \"127.0.0.1:9000\" (UDP echo) or \"icmp:10.0.0.2\""
+            ))
+        })?;
+        Ok(RttSource::UdpEcho(a))
+    }
+}
+
 impl RttSource {
     /// Open the prober now, in the calling thread's network namespace.
     fn open(self) -> Result<Box<dyn EchoProbe + Send>> {
@@ -1103,6 +1128,27 @@ pub fn send_fixed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rtt_source_parses_the_probe_spec() {
+        let icmp: RttSource = "icmp:10.0.0.2".parse().unwrap();
+        assert!(matches!(icmp, RttSource::Icmp(a) if a == Ipv4Addr::new(10, 0, 0, 2)));
+        for spec in ["127.0.0.1:9000", "udp:127.0.0.1:9000"] {
+            let udp: RttSource = spec.parse().unwrap();
+            assert!(matches!(udp, RttSource::UdpEcho(a) if a == "127.0.0.1:9000".parse().unwrap()));
+        }
+        let v6: RttSource = "[::1]:9000".parse().unwrap();
+        assert!(matches!(v6, RttSource::UdpEcho(a) if a.is_ipv6()));
+        let e = "icmp:host".parse::<RttSource>().unwrap_err().to_string();
+        assert!(e.contains("\"host\" is not an IPv4 address"), "{e}");
+        for bad in ["10.0.0.2", "udp:", "", "icmp:10.0.0.2:5"] {
+            let e = bad.parse::<RttSource>().unwrap_err().to_string();
+            assert!(
+                e.contains("probe") && e.contains("write e.g."),
+                "{bad:?}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn wire_sample_roundtrip() {

@@ -117,6 +117,20 @@ def _report(conf, present, accs):
     }
 
 
+def min_sum(dq: np.ndarray, ref_lab: np.ndarray, classes_idx) -> tuple[int, np.ndarray]:
+    """The min-sum decision for one query of n cycles.
+
+    ``dq`` (n, refs): DTW distance of each query cycle to each reference cycle;
+    ``ref_lab`` the class of each reference; ``classes_idx`` the classes to
+    consider, ascending. Returns the winning class (ties: the first, like
+    ``numpy.argmin``) and the per-class nearest distances, shape (C, n). The
+    OPS controller (``core/src/ops``, ``Config::cycles``) decides the same way;
+    ``opsel.train ops-cycles`` checks that they agree.
+    """
+    per_class = np.array([dq[:, ref_lab == c].min(axis=1) for c in classes_idx])  # (C, n)
+    return classes_idx[int(np.argmin(per_class.sum(axis=1)))], per_class
+
+
 def cv_cycles(traces: list[Trace], ns=(1, 2, 3), *, decisions=DECISIONS, normalization="none", radius=10,
               folds=5, seed=0, folding="stratified", classes=SIX_CLASSES, log=None, cycle_distances=None) -> list[dict]:
     """Cross-validated accuracy of each decision for each number of cycles ``n``.
@@ -157,8 +171,7 @@ def cv_cycles(traces: list[Trace], ns=(1, 2, 3), *, decisions=DECISIONS, normali
             for t in test:
                 q = blocks[t]
                 dq = Dc[np.ix_(q, ref_cyc)]  # (n, refs)
-                per_class = np.array([dq[:, ref_lab == c].min(axis=1) for c in present_idx])  # (C, n)
-                minsum = present_idx[int(np.argmin(per_class.sum(axis=1)))]
+                minsum, per_class = min_sum(dq, ref_lab, present_idx)
                 pred = {}
                 if "min-sum" in decisions:
                     pred["min-sum"] = minsum
