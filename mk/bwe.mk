@@ -77,3 +77,48 @@ bwe-live-model: bwe-venv
 .PHONY: golden-bwe
 golden-bwe:
 	$(CARGO) run -p opsel-ffi --example make_bwe_golden
+
+# Session 5: the Fig 6.5 condition (BCT, NIC1 rx-usecs 120 µs only) with 100 000 training
+# streams per feature kind, one held-out validation split of the training rows (the last
+# 20 000), and the model fitted on the other 80 000 cut at its best held-out stage; then
+# the Rust evaluation on the 3000 test streams. Slow on a loaded machine (docs/results/bwe.md §2).
+BWE_S5 ?= target/bwe-s5
+BWE_S5_STREAMS ?= 100000
+.PHONY: bwe-ml-s5
+bwe-ml-s5: bwe-venv
+	BWE_SETS=120 BWE_MR_ONLY=1 $(CARGO) run --release -p opsel --example bwe_dataset -- $(BWE_S5)/mag $(BWE_S5_STREAMS)
+	OMP_NUM_THREADS=1 $(BWE_TRAIN) holdout $(BWE_S5)/mag --sets 120 --val 20000 --max-iter 800 --every 100 \
+	  --out $(BWE_S5)/mag/h_mag80k.json | tee $(BWE_S5)/h_mag80k.txt
+	$(CARGO) run --release -p opsel --example bwe_eval_csv -- $(BWE_S5)/mag/h_mag80k.json \
+	  $(BWE_S5)/mag/mr_test.csv | tee docs/results/bwe_eval_s5_rx120_80k.txt
+
+# Session 6: the Fig 6.5 condition with `fft-reim` features (FFT real and imaginary parts
+# of (g_s || g_r), 129 features) on 100 000 training streams. `bwe-ml-s6-cv` is the
+# 5-fold CV grid on the training rows (the only place hyper-parameters are chosen;
+# ≈ 6 min per configuration on an idle core); `bwe-ml-s6` fits the chosen configuration
+# on all 100 000 rows, ships it to models/bwe-mr, writes its equality fixture and scores
+# it once on the 3000 test streams with the Rust inference (docs/results/bwe.md §2).
+BWE_S6 ?= target/bwe-s6
+BWE_S6_STREAMS ?= 100000
+BWE_S6_GRID ?= A:--lr=0.1:--leaves=15:--depth=4:--max-iter=2000:--every=100 \
+  B:--lr=0.1:--leaves=31:--depth=6:--max-iter=1500:--every=100 \
+  C:--lr=0.05:--leaves=15:--depth=4:--max-iter=3000:--every=200 \
+  D:--lr=0.1:--leaves=31:--depth=0:--min-leaf=50:--max-iter=1500:--every=100 \
+  E:--lr=0.1:--leaves=15:--depth=4:--l2=1.0:--max-iter=2000:--every=100 \
+  F:--lr=0.1:--leaves=63:--depth=0:--max-iter=1000:--every=100
+BWE_S6_PARAMS ?= --lr 0.1 --leaves 15 --depth 4 --max-iter 2000
+.PHONY: bwe-ml-s6-data bwe-ml-s6-cv bwe-ml-s6
+bwe-ml-s6-data:
+	test -f $(BWE_S6)/reim/mr_train.csv || BWE_FEATURES=fft-reim BWE_SETS=120 BWE_MR_ONLY=1 \
+	  $(CARGO) run --release -p opsel --example bwe_dataset -- $(BWE_S6)/reim $(BWE_S6_STREAMS)
+bwe-ml-s6-cv: bwe-venv bwe-ml-s6-data
+	for g in $(BWE_S6_GRID); do OMP_NUM_THREADS=1 $(BWE_TRAIN) cv $(BWE_S6)/reim --sets 120 \
+	  $$(echo $${g#*:} | tr ':=' '  ') | tee docs/results/bwe_cv_s6_$${g%%:*}.txt; done
+bwe-ml-s6: bwe-venv bwe-ml-s6-data
+	OMP_NUM_THREADS=1 $(BWE_TRAIN) train-mr $(BWE_S6)/reim --sets 120 $(BWE_S6_PARAMS) \
+	  --out $(BWE_S6)/reim/mr_gbt.json
+	mkdir -p models/bwe-mr && cp $(BWE_S6)/reim/mr_gbt.json models/bwe-mr/mr_gbt_rx120.json
+	$(BWE_TRAIN) fixture-mr $(BWE_S6)/reim/mr_gbt.json $(BWE_S6)/reim core/tests/fixtures/bwe_mr_rx120.json \
+	  --pred-out $(BWE_S6)/reim/mr_test_sklearn.txt
+	$(CARGO) run --release -p opsel --example bwe_eval_csv -- models/bwe-mr/mr_gbt_rx120.json \
+	  $(BWE_S6)/reim/mr_test.csv $(BWE_S6)/reim/mr_test_sklearn.txt | tee docs/results/bwe_eval_s6_rx120_reim.txt

@@ -19,7 +19,6 @@ use clap::{Args, Subcommand, ValueEnum};
 use opsel::bwe::abest::AbestConfig;
 use opsel::bwe::adapter::{RateAdapter, RateAdapterConfig};
 use opsel::bwe::bass::BassConfig;
-use opsel::bwe::features::FeatureKind;
 use opsel::bwe::live::{data_addr, run_reflector, ProbeConfig, Prober, StreamResult};
 use opsel::bwe::ml::MlEstimator;
 use opsel::sys::linux::sender::{Backend, SenderConfig};
@@ -84,7 +83,8 @@ struct ProbeOpts {
     /// Alignment of AVG_WINDOW (the thesis is silent).
     #[arg(long, value_enum, default_value_t = Window::Trailing)]
     window: Window,
-    /// ML model file (gbt-regressor on FFT-magnitude features for N_r·N_p packets).
+    /// ML model file: a gbt-regressor exported by `opsel.train` for N_r·N_p packets
+    /// (its `features` field names the feature kind, e.g. `models/bwe-mr/mr_gbt_rx120.json`).
     #[arg(long)]
     model: Option<PathBuf>,
     /// Feed the ML estimate (instead of BASS) to the rate adapter.
@@ -184,9 +184,8 @@ fn probe_config(o: &ProbeOpts) -> Result<ProbeConfig> {
 fn make_prober(to: SocketAddr, o: &ProbeOpts) -> Result<Prober> {
     let cfg = probe_config(o)?;
     let ml = match &o.model {
-        Some(p) => Some(MlEstimator::new(
+        Some(p) => Some(MlEstimator::for_model(
             opsel::trees::Ensemble::load(p)?,
-            FeatureKind::Magnitude,
             o.rates * o.per_rate,
         )?),
         None => None,

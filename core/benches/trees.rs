@@ -25,6 +25,16 @@ fn bench(c: &mut Criterion) {
         model.n_trees(),
         model.n_features()
     );
+    // Rows of the model's width: the session-6 `fft-reim` model (129 features) is
+    // benchmarked on the rows of its own equality fixture.
+    let fx = if model.n_features() == fx["model"]["n_features"].as_u64().unwrap() as usize {
+        fx
+    } else {
+        serde_json::from_str(
+            &std::fs::read_to_string(format!("{root}/tests/fixtures/bwe_mr_rx120.json")).unwrap(),
+        )
+        .unwrap()
+    };
     let rows: Vec<Vec<f64>> = fx["X"]
         .as_array()
         .unwrap()

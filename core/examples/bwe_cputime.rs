@@ -70,18 +70,17 @@ fn main() {
     });
     if let Some(p) = std::env::args().nth(1) {
         let m = Ensemble::load(std::path::Path::new(&p)).unwrap();
+        // Session 6: the shipped model may use `fft-reim` features (129 of them).
+        let kind = if m.n_features() == feature_len(FeatureKind::ReIm, 64) {
+            FeatureKind::ReIm
+        } else {
+            FeatureKind::Magnitude
+        };
         let xs: Vec<Vec<f64>> = traces
             .iter()
             .map(|t| {
-                let mut x = vec![0.0; feature_len(FeatureKind::Magnitude, 64)];
-                features(
-                    &t.send_gap_ns,
-                    &t.recv_gap_ns,
-                    FeatureKind::Magnitude,
-                    &mut fw,
-                    &mut x,
-                )
-                .unwrap();
+                let mut x = vec![0.0; feature_len(kind, 64)];
+                features(&t.send_gap_ns, &t.recv_gap_ns, kind, &mut fw, &mut x).unwrap();
                 x
             })
             .collect();

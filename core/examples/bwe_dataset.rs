@@ -17,6 +17,12 @@
 //!   magnitude; 001 §6.1 says only `x = FFT(g_s ‖ g_r)`, so both readings are allowed);
 //! - `BWE_DATASET_GAPS=1` also writes the raw gaps into the training rows (for feature
 //!   studies in Python; the shipped features are always the Rust ones).
+//!
+//! Environment (session 5):
+//! - `BWE_SETS=120` (comma-separated rx-usecs) restricts the multi-rate *training* rows to
+//!   those coalescing settings (default `2,120,300`, the 3sets). A setting keeps the R_avg
+//!   sweep it has in the 3sets, so its first rows are the 3sets rows of that setting;
+//! - `BWE_MR_ONLY=1` skips the single-rate files (large multi-rate studies).
 
 mod bwe_common;
 use bwe_common::*;
@@ -71,6 +77,7 @@ fn multi_rate(
     sets: &[f64],
     count: u64,
     with_gaps: bool,
+    three_sets_salt: bool,
 ) {
     let n = 64;
     let kind = mr_feature_kind();
@@ -79,8 +86,19 @@ fn multi_rate(
     writeln!(f, "{}", header(nf, if with_gaps { n } else { 0 })).unwrap();
     let mut fw = FeatureWorkspace::new(n);
     let mut x = vec![0.0; nf];
-    for (si, &rx) in sets.iter().enumerate() {
+    for (i, &rx) in sets.iter().enumerate() {
         let cfg = bct(seed ^ 0x77, rx);
+        // Training: the R_avg sweep of a setting depends on its place in the 3sets (2, 120,
+        // 300), not in `sets`, so a one-setting file repeats the 3sets rows of that
+        // setting. Test: its place in `sets` (the session-2..4 test streams).
+        let si = if three_sets_salt {
+            [2.0, 120.0, 300.0]
+                .iter()
+                .position(|&v| v == rx)
+                .unwrap_or(i)
+        } else {
+            i
+        };
         for k in 0..count {
             let spec = mr_spec(r_avg(k, salt + si as u64));
             let t = simulate(&spec, &cfg, k).unwrap();
@@ -157,14 +175,27 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let three_sets = [2.0, 120.0, 300.0];
     let train_gaps = std::env::var("BWE_DATASET_GAPS").is_ok_and(|v| v == "1");
+    let train_sets: Vec<f64> = match std::env::var("BWE_SETS") {
+        Err(_) => three_sets.to_vec(),
+        Ok(s) => s
+            .split(',')
+            .map(|v| {
+                v.trim().parse::<f64>().unwrap_or_else(|_| {
+                    eprintln!("BWE_SETS: {v:?} is not a number of µs (e.g. BWE_SETS=2,120,300)");
+                    std::process::exit(2)
+                })
+            })
+            .collect(),
+    };
     multi_rate(
         &dir,
         "mr_train.csv",
         TRAIN_SEED,
         3,
-        &three_sets,
+        &train_sets,
         count,
         train_gaps,
+        true,
     );
     multi_rate(
         &dir,
@@ -174,7 +205,12 @@ fn main() {
         &[120.0],
         count.min(3000),
         true,
+        false,
     );
+    if std::env::var("BWE_MR_ONLY").is_ok_and(|v| v == "1") {
+        eprintln!("wrote {dir}/mr_train.csv, mr_test.csv (BWE_MR_ONLY=1)");
+        return;
+    }
     single_rate(
         &dir,
         "sr32_train.csv",

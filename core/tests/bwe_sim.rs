@@ -1,7 +1,7 @@
 //! Trace simulator: determinism, ground truth, Table 3.1 calibration, noise models.
 use opsel::bwe::sim::{
-    cross_traffic_per_ms, simulate, Coalescing, CrossKind, CrossTraffic, GroundTruth, SendNoise,
-    SimConfig, TimestampNoise,
+    cross_traffic_arrivals, cross_traffic_per_ms, simulate, Coalescing, CrossKind, CrossTraffic,
+    GroundTruth, SendNoise, SimConfig, TimestampNoise,
 };
 use opsel::bwe::PStreamSpec;
 
@@ -134,6 +134,57 @@ fn ground_truth_is_measured_after_the_bottleneck() {
         simulate(&slow, &a, 1).unwrap().avail_bw_bps,
     );
     assert!((d - s).abs() / s < 0.05, "{d} vs {s}");
+}
+
+#[test]
+fn segment_ground_truth_is_each_segments_output_rate_under_overload() {
+    // Every rate of this stream exceeds the 10 Gbps link, so the queue never empties
+    // while it leaves the bottleneck: on the post-bottleneck link each rate segment's
+    // ground truth must equal the probe's own output rate over that segment exactly
+    // (the per-segment reading of 001 §5.3.3's B_g), and segments of a stream that
+    // stays below the available bandwidth must all be near the link minus CBR.
+    let spec = PStreamSpec::with_range(14e9, 4, 16, 0.5, 9038).unwrap();
+    let c = SimConfig {
+        cross: CrossTraffic::table_3_1(CrossKind::Cbr),
+        sender: SendNoise::None,
+        coalescing: Coalescing::None,
+        ..SimConfig::thesis_bct(21)
+    };
+    for k in 0..5 {
+        let t = simulate(&spec, &c, k).unwrap();
+        assert_eq!(t.avail_bw_segments_bps.len(), 4);
+        for (s, seg) in t.avail_bw_segments_bps.iter().enumerate() {
+            let gaps: f64 = t.recv_gap_ns[s * 16..(s + 1) * 16].iter().sum();
+            let r_out = 16.0 * 9038.0 * 8.0 * 1e9 / gaps;
+            assert!(
+                (seg - r_out).abs() / r_out < 1e-9,
+                "segment {s}: {seg} vs {r_out}"
+            );
+        }
+    }
+    let slow = PStreamSpec::with_range(4e9, 4, 16, 0.5, 9038).unwrap();
+    let t = simulate(&slow, &c, 0).unwrap();
+    for seg in &t.avail_bw_segments_bps {
+        assert!((seg - 7.53e9).abs() < 0.6e9, "{seg}");
+    }
+}
+
+#[test]
+fn cross_traffic_arrivals_are_the_per_ms_generator() {
+    // The exported arrivals are the same process as `cross_traffic_per_ms` (same seed,
+    // no clipping at a 1 Tbit/s link): binned per ms they give the same samples.
+    let ct = CrossTraffic::table_3_1(CrossKind::Bct);
+    let pk = cross_traffic_arrivals(&ct, 1e12, 2e9, 5);
+    assert!(pk.windows(2).all(|w| w[0].0 <= w[1].0), "sorted");
+    let mut bins = vec![0.0; 2000];
+    for &(t, b) in &pk {
+        if let Some(x) = bins.get_mut((t / 1e6) as usize) {
+            *x += b as f64 * 8.0 * 1e3;
+        }
+    }
+    assert_eq!(bins, cross_traffic_per_ms(&ct, 2000, 5));
+    assert!(cross_traffic_arrivals(&ct, 10e9, f64::NAN, 5).is_empty());
+    assert!(cross_traffic_arrivals(&ct, 0.0, 1e9, 5).is_empty());
 }
 
 #[test]

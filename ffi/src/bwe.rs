@@ -9,7 +9,6 @@ use opsel::bwe::adapter::{EtaParam, RateAdapter, RateAdapterConfig};
 use opsel::bwe::bass::{
     BassConfig, BassVariant, HeadSegment, SpikeThresholds, TailSegment, ThresholdScale, WindowAlign,
 };
-use opsel::bwe::features::FeatureKind;
 use opsel::bwe::ml::MlEstimator;
 use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
 use opsel::bwe::{self, Abest, EstimatorWorkspace, PStreamSpec};
@@ -506,7 +505,8 @@ pub struct opsel_bwe_ml {
     ml: MlEstimator,
 }
 
-/// Load a regressor model file for `n_packets`-packet p-streams.
+/// Load a regressor model file for `n_packets`-packet p-streams; its feature kind
+/// (FFT magnitude or FFT real/imaginary parts) is read off its feature count.
 ///
 /// Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (path not UTF-8, model is a
 /// classifier or its feature count does not fit `n_packets`); `OPSEL_IO`;
@@ -522,7 +522,7 @@ pub unsafe extern "C" fn opsel_bwe_ml_load(
         let out = clear_out(out_ml)?;
         let p = unsafe { utf8(path, "path") }?;
         let model = opsel::trees::Ensemble::load(std::path::Path::new(p))?;
-        let ml = MlEstimator::new(model, FeatureKind::Magnitude, n_packets)?;
+        let ml = MlEstimator::for_model(model, n_packets)?;
         *out = Box::into_raw(Box::new(opsel_bwe_ml { ml }));
         Ok(())
     })
@@ -545,7 +545,7 @@ pub unsafe extern "C" fn opsel_bwe_ml_from_json(
         let bytes = unsafe { std::slice::from_raw_parts(json.cast::<u8>(), json_len) };
         let text = std::str::from_utf8(bytes)
             .map_err(|e| Fail::invalid(format!("model JSON is not UTF-8: {e}")))?;
-        let ml = MlEstimator::from_json(text, FeatureKind::Magnitude, n_packets)?;
+        let ml = MlEstimator::for_json(text, n_packets)?;
         *out = Box::into_raw(Box::new(opsel_bwe_ml { ml }));
         Ok(())
     })

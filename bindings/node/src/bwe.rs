@@ -9,7 +9,6 @@ use napi_derive::napi;
 use opsel::bwe::abest::{AbestConfig, AbestVariant};
 use opsel::bwe::adapter::{EtaParam, RateAdapter as CoreAdapter, RateAdapterConfig};
 use opsel::bwe::bass::{BassConfig, BassVariant, HeadSegment, TailSegment, WindowAlign};
-use opsel::bwe::features::FeatureKind;
 use opsel::bwe::ml::MlEstimator;
 use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
 use opsel::bwe::{self, EstimatorWorkspace, PStreamSpec};
@@ -314,8 +313,7 @@ impl BweMl {
     pub fn load(path: String, n_packets: Option<u32>) -> napi::Result<BweMl, Code> {
         guard(|| {
             let m = opsel::trees::Ensemble::load(std::path::Path::new(&path)).map_err(to_js)?;
-            let ml = MlEstimator::new(m, FeatureKind::Magnitude, n_packets.unwrap_or(64) as usize)
-                .map_err(to_js)?;
+            let ml = MlEstimator::for_model(m, n_packets.unwrap_or(64) as usize).map_err(to_js)?;
             Ok(BweMl { ml })
         })
     }
@@ -324,12 +322,8 @@ impl BweMl {
     #[napi(factory)]
     pub fn from_json(json: String, n_packets: Option<u32>) -> napi::Result<BweMl, Code> {
         guard(|| {
-            let ml = MlEstimator::from_json(
-                &json,
-                FeatureKind::Magnitude,
-                n_packets.unwrap_or(64) as usize,
-            )
-            .map_err(to_js)?;
+            let ml =
+                MlEstimator::for_json(&json, n_packets.unwrap_or(64) as usize).map_err(to_js)?;
             Ok(BweMl { ml })
         })
     }

@@ -96,3 +96,16 @@ test('bad input throws coded errors', () => {
   assert.throws(() => opsel.BweMl.load('/nonexistent/model.json'), { code: 'OPSEL_IO' })
   assert.throws(() => new opsel.RateAdapter({ etaParam: 'sometimes' }), { code: 'OPSEL_INVALID_INPUT' })
 })
+
+test('the shipped fft-reim model (models/bwe-mr) reproduces scikit-learn through the binding', () => {
+  const root = path.join(__dirname, '..', '..', '..')
+  const fx = JSON.parse(fs.readFileSync(path.join(root, 'core', 'tests', 'fixtures', 'bwe_mr_rx120.json'), 'utf8'))
+  const model = path.join(root, 'models', 'bwe-mr', 'mr_gbt_rx120.json')
+  const ml = opsel.BweMl.load(model, 64)
+  fx.streams.forEach((s, i) => {
+    const want = fx.expected[i] * s.r_avg_bps
+    const got = ml.estimate(Float64Array.from(s.gs), Float64Array.from(s.gr), s.r_avg_bps)
+    assert.ok(Math.abs(got - want) <= 1e-9 * want, `stream ${i}: ${got} vs ${want}`)
+  })
+  assert.throws(() => opsel.BweMl.load(model, 32), { code: 'OPSEL_INVALID_INPUT', message: /neither fft-magnitude/ })
+})

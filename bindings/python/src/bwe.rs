@@ -7,7 +7,6 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use opsel::bwe::abest::{AbestConfig, AbestVariant};
 use opsel::bwe::adapter::{EtaParam, RateAdapter as CoreAdapter, RateAdapterConfig};
 use opsel::bwe::bass::{BassConfig, BassVariant, HeadSegment, TailSegment, WindowAlign};
-use opsel::bwe::features::FeatureKind;
 use opsel::bwe::ml::MlEstimator;
 use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
 use opsel::bwe::{self, EstimatorWorkspace, PStreamSpec};
@@ -314,12 +313,11 @@ impl BweMl {
     #[pyo3(signature = (path = None, json = None, n_packets = 64))]
     fn new(path: Option<&str>, json: Option<&str>, n_packets: usize) -> PyResult<Self> {
         let ml = match (path, json) {
-            (Some(p), None) => MlEstimator::new(
+            (Some(p), None) => MlEstimator::for_model(
                 opsel::trees::Ensemble::load(std::path::Path::new(p)).py_err()?,
-                FeatureKind::Magnitude,
                 n_packets,
             ),
-            (None, Some(j)) => MlEstimator::from_json(j, FeatureKind::Magnitude, n_packets),
+            (None, Some(j)) => MlEstimator::for_json(j, n_packets),
             _ => Err(Error::invalid(
                 "give exactly one of path= (model file) or json= (model JSON text)",
             )),

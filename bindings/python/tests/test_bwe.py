@@ -116,3 +116,17 @@ def test_bad_input_raises_clear_errors(ml):
         opsel.BweMl(path="/nonexistent/model.json")
     with pytest.raises(opsel.InvalidInputError, match="eta_param"):
         opsel.RateAdapter(eta_param="sometimes")
+
+
+def test_shipped_fft_reim_model_reproduces_sklearn():
+    """models/bwe-mr (fft-reim features, read off the feature count) through the binding:
+    the estimate of raw gaps equals scikit-learn's prediction (core/tests/fixtures/bwe_mr_rx120.json)."""
+    root = pathlib.Path(__file__).resolve().parents[3]
+    fx = json.loads((root / "core" / "tests" / "fixtures" / "bwe_mr_rx120.json").read_text())
+    ml = opsel.BweMl(path=str(root / "models" / "bwe-mr" / "mr_gbt_rx120.json"), n_packets=64)
+    for i, s in enumerate(fx["streams"]):
+        want = fx["expected"][i] * s["r_avg_bps"]
+        got = ml.estimate(np.array(s["gs"]), np.array(s["gr"]), s["r_avg_bps"])
+        assert abs(got - want) <= 1e-9 * want, (i, got, want)
+    with pytest.raises(opsel.InvalidInputError, match="neither fft-magnitude"):
+        opsel.BweMl(path=str(root / "models" / "bwe-mr" / "mr_gbt_rx120.json"), n_packets=32)

@@ -59,6 +59,36 @@ impl MlEstimator {
         Self::new(Ensemble::from_json(text)?, kind, n_packets)
     }
 
+    /// Wrap a regressor whose feature kind is read off its feature count: `n + 2`
+    /// values for [`FeatureKind::Magnitude`], `2n + 1` for [`FeatureKind::ReIm`] (the
+    /// two differ for every `n ≥ 2`). Session 6 ships an `fft-reim` model
+    /// (models/bwe-mr) beside the magnitude ones, so callers holding only a model file
+    /// need not know which transform it was trained on.
+    pub fn for_model(model: Ensemble, n_packets: usize) -> Result<Self> {
+        let kind = [FeatureKind::Magnitude, FeatureKind::ReIm]
+            .into_iter()
+            .find(|&k| feature_len(k, n_packets) == model.n_features())
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "model expects {} features, which is neither fft-magnitude ({}) nor fft-reim ({}) of {n_packets}-packet p-streams; train a model for this p-stream length",
+                    model.n_features(),
+                    feature_len(FeatureKind::Magnitude, n_packets),
+                    feature_len(FeatureKind::ReIm, n_packets)
+                ))
+            })?;
+        Self::new(model, kind, n_packets)
+    }
+
+    /// [`MlEstimator::for_model`] from model JSON text.
+    pub fn for_json(text: &str, n_packets: usize) -> Result<Self> {
+        Self::for_model(Ensemble::from_json(text)?, n_packets)
+    }
+
+    /// Feature kind the estimator computes.
+    pub fn kind(&self) -> FeatureKind {
+        self.kind
+    }
+
     /// p-stream length the model was trained for.
     pub fn n_packets(&self) -> usize {
         self.n_packets

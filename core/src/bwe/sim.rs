@@ -327,6 +327,12 @@ pub struct Trace {
     /// The same ground truth over the first and the second half of that interval: how
     /// much the available bandwidth itself moves while one p-stream is in flight.
     pub avail_bw_halves_bps: (f64, f64),
+    /// The same ground truth over each rate segment `k` (gaps `k·N_p + 1 ..= (k+1)·N_p`,
+    /// window from the departure of packet `k·N_p` to that of packet `(k+1)·N_p`), one
+    /// entry per probing rate. A diagnostic only [Ours]: 001 scores against the
+    /// whole-stream `B_g` (§5.3.3); this says whether a cross-traffic burst made a
+    /// segment's rate exceed the bandwidth left *during that segment*.
+    pub avail_bw_segments_bps: Vec<f64>,
     /// Probe packets dropped at the bottleneck.
     pub lost: usize,
 }
@@ -352,6 +358,24 @@ pub fn cross_traffic_per_ms(cross: &CrossTraffic, ms: usize, seed: u64) -> Vec<f
         }
     }
     out
+}
+
+/// Cross-traffic arrivals `(time_ns, bytes)` over `[0, duration_ns)`, sorted, as the
+/// simulator offers them to a bottleneck of `link_bps` (per-ms rates are clipped to it).
+/// For measuring the model the way 001 Table 3.1 measures BCT (per-ms throughput at
+/// any bin phase, or after a FIFO); `simulate` draws the same process per trace.
+pub fn cross_traffic_arrivals(
+    cross: &CrossTraffic,
+    link_bps: f64,
+    duration_ns: f64,
+    seed: u64,
+) -> Vec<(f64, u32)> {
+    let mut rng = Rng::new(seed);
+    let mut pk = Vec::new();
+    if duration_ns.is_finite() && duration_ns > 0.0 && link_bps.is_finite() && link_bps > 0.0 {
+        gen_cross(cross, link_bps, 0.0, duration_ns, &mut rng, &mut pk);
+    }
+    pk
 }
 
 /// Cross-traffic arrivals `(time_ns, bytes)` in `[t0, t1)`, sorted.
@@ -544,6 +568,19 @@ pub fn simulate(spec: &PStreamSpec, cfg: &SimConfig, index: u64) -> Result<Trace
     let avail_bw_bps = rate_in(w0, w1);
     let mid = 0.5 * (w0 + w1);
     let avail_bw_halves_bps = (rate_in(w0, mid), rate_in(mid, w1));
+    // Per rate segment, on the same clock as (w0, w1]: departures when both segment ends
+    // left the bottleneck, else the send times.
+    let np = spec.packets_per_rate;
+    let avail_bw_segments_bps = (0..spec.n_rates)
+        .map(|k| {
+            let (i0, i1) = (k * np, (k + 1) * np);
+            if after && dep[i0].is_finite() && dep[i1].is_finite() {
+                rate_in(dep[i0], dep[i1])
+            } else {
+                rate_in(sent[i0], sent[i1])
+            }
+        })
+        .collect();
 
     // Receiver: coalescing over the probe flow only.
     let arrivals: Vec<(usize, f64)> = (0..=n)
@@ -644,6 +681,7 @@ pub fn simulate(spec: &PStreamSpec, cfg: &SimConfig, index: u64) -> Result<Trace
         recv_gap_ns,
         avail_bw_bps,
         avail_bw_halves_bps,
+        avail_bw_segments_bps,
         lost,
     })
 }

@@ -254,9 +254,17 @@ def train_mr(args, mr_tr=None, mr_te=None):
         trainer = "GradientBoostingRegressor"
     else:
         over = {}
-        for k, a in (("max_iter", "max_iter"), ("learning_rate", "lr"), ("max_leaf_nodes", "leaves")):
+        for k, a in (
+            ("max_iter", "max_iter"),
+            ("learning_rate", "lr"),
+            ("max_leaf_nodes", "leaves"),
+            ("min_samples_leaf", "min_leaf"),
+            ("l2_regularization", "l2"),
+        ):
             if getattr(args, a, None) is not None:
                 over[k] = getattr(args, a)
+        if getattr(args, "depth", None) is not None:
+            over["max_depth"] = None if args.depth == 0 else args.depth
         est, params = fit_hgb(X, y, over)
         trainer = "HistGradientBoostingRegressor"
     print(f"{trainer} trained in {time.time() - t0:.1f}s on {len(y)} rows", file=sys.stderr)
@@ -414,33 +422,132 @@ def rows_of(tr, sets):
     return np.where(tr["rx"] == float(sets))[0]
 
 
+def cv_params(args):
+    """HGB parameters of a `cv` / `holdout` run (`--depth 0` lifts the depth limit)."""
+    p = dict(HGB_PARAMS, max_iter=args.max_iter, learning_rate=args.lr, max_leaf_nodes=args.leaves)
+    if getattr(args, "depth", None) is not None:
+        p["max_depth"] = None if args.depth == 0 else args.depth
+    if getattr(args, "min_leaf", None) is not None:
+        p["min_samples_leaf"] = args.min_leaf
+    if getattr(args, "l2", None) is not None:
+        p["l2_regularization"] = args.l2
+    return p
+
+
+def staged_errors(X, y, r, bg, a, b, params, stages, err):
+    """Fit on rows `a`, write the relative errors of rows `b` after each stage; return
+    the fitted model."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    m = HistGradientBoostingRegressor(early_stopping=False, random_state=0, **params).fit(X[a], y[a])
+    j = 0
+    for it, p in enumerate(m.staged_predict(X[b]), start=1):
+        if j < len(stages) and it == stages[j]:
+            err[j, b] = (p * r[b] - bg[b]) / bg[b]
+            j += 1
+    return m
+
+
+def report_stages(stages, err, rx, scored):
+    for j, it in enumerate(stages):
+        e = err[j]
+        w = lambda s: 100 * np.mean(np.abs(e[s]) <= 0.1)
+        line = " ".join(f"rx{int(v)} {w(scored & (rx == v)):.1f}" for v in np.unique(rx[scored]))
+        q = lambda p: 100 * np.percentile(e[scored], p)
+        print(
+            f"  iter {it:5d}: within10% all {w(scored):.2f}  {line}  median {q(50):+.1f}% "
+            f"10-90% [{q(10):+.1f}, {q(90):+.1f}] 5-95% [{q(5):+.1f}, {q(95):+.1f}]",
+            flush=True,
+        )
+
+
 def cv(args):
     """5-fold cross-validation on the TRAINING rows only (001 §6.1: "automatic parameter
     tuning ... 5-fold cross-validation"). One fit per fold; staged predictions score every
     `--every` boosting iterations, so one run covers the tree-count axis. Score: share of
-    held-out p-streams whose estimate B_e = prediction * R_avg is within 10 % of B_g."""
-    from sklearn.ensemble import HistGradientBoostingRegressor
+    held-out p-streams whose estimate B_e = prediction * R_avg is within 10 % of B_g.
+    `--rows N` uses the first N training rows of the set (learning curves)."""
     from sklearn.model_selection import KFold
 
     tr = load_train(args.dir)
     rows = rows_of(tr, args.sets)
+    if args.rows:
+        rows = rows[: args.rows]
     X, y, r, bg, rx = tr["X"][rows], tr["y"][rows], tr["r_avg"][rows], tr["bg"][rows], tr["rx"][rows]
-    params = dict(HGB_PARAMS, max_iter=args.max_iter, learning_rate=args.lr, max_leaf_nodes=args.leaves)
+    params = cv_params(args)
     stages = list(range(args.every, args.max_iter + 1, args.every))
     err = np.zeros((len(stages), len(y)))
     t0 = time.time()
     for a, b in KFold(args.folds, shuffle=True, random_state=0).split(X):
-        m = HistGradientBoostingRegressor(early_stopping=False, random_state=0, **params).fit(X[a], y[a])
-        j = 0
-        for it, p in enumerate(m.staged_predict(X[b]), start=1):
-            if j < len(stages) and it == stages[j]:
-                err[j, b] = (p * r[b] - bg[b]) / bg[b]
-                j += 1
+        staged_errors(X, y, r, bg, a, b, params, stages, err)
     print(f"cv {args.dir} sets={args.sets} rows={len(y)} features={X.shape[1]} {params} ({time.time() - t0:.0f}s)")
-    for j, it in enumerate(stages):
-        w = lambda s: 100 * np.mean(np.abs(err[j, s]) <= 0.1)
-        line = " ".join(f"rx{int(v)} {w(rx == v):.1f}" for v in np.unique(rx))
-        print(f"  iter {it:5d}: within10% all {w(slice(None)):.1f}  {line}", flush=True)
+    report_stages(stages, err, rx, np.ones(len(y), dtype=bool))
+
+
+def holdout(args):
+    """One validation split of the TRAINING rows (session 5: a single fold of `cv`, for
+    runs the loaded machine cannot afford five times). The last `--val` rows of the set
+    are held out; the model is fitted on the first `--rows` of the others (all by
+    default), so learning curves and feature kinds are compared on the same held-out
+    streams. Never touches mr_test.csv."""
+    tr = load_train(args.dir)
+    rows = rows_of(tr, args.sets)
+    if args.val >= len(rows):
+        raise SystemExit(f"--val {args.val} leaves no training rows of {len(rows)}")
+    fit_rows, val_rows = rows[: len(rows) - args.val], rows[len(rows) - args.val :]
+    if args.rows:
+        fit_rows = fit_rows[: args.rows]
+    idx = np.concatenate([fit_rows, val_rows])
+    X, y, r, bg, rx = tr["X"][idx], tr["y"][idx], tr["r_avg"][idx], tr["bg"][idx], tr["rx"][idx]
+    a, b = np.arange(len(fit_rows)), np.arange(len(fit_rows), len(idx))
+    params = cv_params(args)
+    stages = list(range(args.every, args.max_iter + 1, args.every))
+    err = np.zeros((len(stages), len(y)))
+    t0 = time.time()
+    m = staged_errors(X, y, r, bg, a, b, params, stages, err)
+    scored = np.zeros(len(y), dtype=bool)
+    scored[b] = True
+    print(
+        f"holdout {args.dir} sets={args.sets} fit={len(a)} val={len(b)} features={X.shape[1]} "
+        f"{params} ({time.time() - t0:.0f}s)"
+    )
+    report_stages(stages, err, rx, scored)
+    if args.out:
+        # The model is the one fitted on the non-held-out rows, cut at the stage with
+        # the best held-out within-10 % share (ties: fewer trees). The choice sees only
+        # training rows.
+        score = [np.mean(np.abs(err[j, b]) <= 0.1) for j in range(len(stages))]
+        keep = stages[int(np.argmax(score))]
+        m._predictors = m._predictors[:keep]
+        export_mr(args, m, dict(params, max_iter=keep), len(a), X.shape[1], f"holdout within10% {100 * max(score):.2f}% on {len(b)} held-out training rows")
+
+
+def export_mr(args, est, params, rows, n_features, selection):
+    """Write a multi-rate HGB regressor (opsel JSON + pickle for `bench`)."""
+    import sklearn
+
+    kind = "fft-reim" if n_features == 2 * 64 + 1 else "fft-magnitude"
+    sets = args.sets
+    meta = {
+        "trainer": f"scikit-learn {sklearn.__version__} HistGradientBoostingRegressor",
+        "params": params,
+        "selection": selection,
+        "target": "avail_bw_bps / r_avg_bps",
+        "features": f"{kind} of (g_s || g_r), N=64 (opsel::bwe::features)",
+        "data": "bwe::sim BCT, NIC1 rx-usecs "
+        + ("{2,120,300} us (3sets)" if sets == "3sets" else f"{sets} us (Fig 6.5 condition)")
+        + ", N_r=4 range 50%",
+        "rows": int(rows),
+    }
+    write_json(args.out, export(est, n_features, meta))
+    with open(os.path.splitext(args.out)[0] + ".pkl", "wb") as f:
+        pickle.dump(est, f)
+    print(f"wrote {args.out} ({params['max_iter']} trees; {selection})", flush=True)
+    te_path = os.path.join(args.dir, "mr_test.csv")
+    if os.path.exists(te_path):
+        te = split(*load_csv(te_path))
+        e = (est.predict(te["X"]) * te["r_avg"] - te["bg"]) / te["bg"]
+        print("sklearn on mr_test (after the choice):", summary(e), flush=True)
 
 
 def fixture_hgbt(args):
@@ -453,6 +560,52 @@ def fixture_hgbt(args):
     m = HistGradientBoostingRegressor(max_iter=60, max_leaf_nodes=15, learning_rate=0.1, early_stopping=False, random_state=1)
     m.fit(tr["X"][:5000], tr["y"][:5000])
     fixture(os.path.join(args.out, "trees_hgbt_regressor.json"), m, "hgbt-regressor", te, 60, m.predict)
+
+
+def fixture_mr(args):
+    """Equality fixture of a shipped multi-rate model (session 6): scikit-learn's
+    predictions of the pickled estimator on the first `--rows` test rows, the rows, and
+    the raw gaps and rates of the first 8, so the Rust test checks the flat export
+    (`opsel::trees`, 1e-9) and the whole estimator (Rust features -> trees -> B_e)
+    against the same numbers. The model itself is not copied: the test reads the
+    shipped file, and this command refuses a JSON that is not the pickle's export."""
+    with open(os.path.splitext(args.model)[0] + ".pkl", "rb") as f:
+        est = pickle.load(f)
+    with open(args.model) as f:
+        shipped = json.load(f)
+    n_features = shipped["n_features"]
+    again = export(est, n_features, shipped["training"])
+    if json.loads(json.dumps(again)) != shipped:
+        raise SystemExit(f"{args.model} is not the export of its .pkl; re-export it")
+    te = split(*load_csv(os.path.join(args.dir, "mr_test.csv")))
+    if te["X"].shape[1] != n_features:
+        raise SystemExit(f"{args.dir}/mr_test.csv has {te['X'].shape[1]} features, the model {n_features}")
+    X = te["X"][: args.rows]
+    k = min(8, len(X))
+    d = {
+        "description": f"scikit-learn {shipped['training']['trainer']} predictions of the shipped "
+        f"model on {len(X)} bwe_dataset test rows; the Rust test requires equality to 1e-9",
+        "feature_kind": "fft-reim" if n_features == 2 * 64 + 1 else "fft-magnitude",
+        "n_trees": len(shipped["trees"]),
+        "X": X.tolist(),
+        "expected": [float(v) for v in est.predict(X)],
+        "streams": [
+            {
+                "gs": te["gs"][i].tolist(),
+                "gr": te["gr"][i].tolist(),
+                "r_avg_bps": float(te["r_avg"][i]),
+                "avail_bw_bps": float(te["bg"][i]),
+            }
+            for i in range(k)
+        ],
+    }
+    size = write_json(args.out, d)
+    print(f"fixture {args.out}: {size / 1e6:.2f} MB ({len(X)} rows)", file=sys.stderr)
+    if args.pred_out:
+        # All test rows, for `bwe_eval_csv MODEL mr_test.csv PRED` (max |Rust - sklearn|).
+        np.savetxt(args.pred_out, est.predict(te["X"]), fmt="%.17g")
+    if size > 2e6:
+        raise SystemExit(f"fixture {args.out} is {size} bytes; keep fixtures under 2 MB")
 
 
 def train_live(args):
@@ -499,6 +652,15 @@ def main(argv=None):
     tm.add_argument("--max-iter", type=int, help="override HGB_PARAMS (choose by `cv`)")
     tm.add_argument("--lr", type=float)
     tm.add_argument("--leaves", type=int)
+    tm.add_argument("--depth", type=int, help="max_depth (0 = unlimited)")
+    tm.add_argument("--min-leaf", type=int, help="min_samples_leaf")
+    tm.add_argument("--l2", type=float, help="l2_regularization")
+    fm = sub.add_parser("fixture-mr", help="equality fixture of a shipped multi-rate model")
+    fm.add_argument("model", help="the exported model JSON (its .pkl must sit beside it)")
+    fm.add_argument("dir", help="dataset dir whose mr_test.csv gives the rows")
+    fm.add_argument("out", help="fixture JSON to write")
+    fm.add_argument("--rows", type=int, default=40)
+    fm.add_argument("--pred-out", help="also write scikit-learn's predictions of every test row")
     c = sub.add_parser("cv", help="5-fold CV of the histogram GBT on the training rows")
     c.add_argument("dir")
     c.add_argument("--sets", default="3sets", help='"3sets" or one rx-usecs value, e.g. 120')
@@ -507,6 +669,23 @@ def main(argv=None):
     c.add_argument("--leaves", type=int, default=15)
     c.add_argument("--max-iter", type=int, default=800)
     c.add_argument("--every", type=int, default=100)
+    c.add_argument("--rows", type=int, help="first N training rows of the set only")
+    c.add_argument("--depth", type=int, help="max_depth (0 = unlimited; default HGB_PARAMS)")
+    c.add_argument("--min-leaf", type=int, help="min_samples_leaf")
+    c.add_argument("--l2", type=float, help="l2_regularization")
+    h = sub.add_parser("holdout", help="one validation split of the training rows (last --val rows)")
+    h.add_argument("dir")
+    h.add_argument("--sets", default="3sets", help='"3sets" or one rx-usecs value, e.g. 120')
+    h.add_argument("--val", type=int, default=20000, help="held-out rows (the last of the set)")
+    h.add_argument("--rows", type=int, help="fit on the first N of the other rows only")
+    h.add_argument("--lr", type=float, default=0.1)
+    h.add_argument("--leaves", type=int, default=15)
+    h.add_argument("--depth", type=int, help="max_depth (0 = unlimited; default HGB_PARAMS)")
+    h.add_argument("--min-leaf", type=int, help="min_samples_leaf")
+    h.add_argument("--l2", type=float, help="l2_regularization")
+    h.add_argument("--max-iter", type=int, default=800)
+    h.add_argument("--every", type=int, default=100)
+    h.add_argument("--out", help="export the fitted model, cut at the best held-out stage")
     fh = sub.add_parser("fixture-hgbt", help="write trees_hgbt_regressor.json into OUT")
     fh.add_argument("dir")
     fh.add_argument("out")
@@ -518,7 +697,7 @@ def main(argv=None):
     b.add_argument("--criterion", default="target/criterion")
     b.add_argument("--rust-cpu-ns", help="Rust CPU ns/sample from the bwe_cputime example")
     args = ap.parse_args(argv)
-    {"train": train, "train-mr": train_mr, "train-live": train_live, "bench": bench, "cv": cv, "fixture-hgbt": fixture_hgbt}[args.cmd](args)
+    {"train": train, "train-mr": train_mr, "train-live": train_live, "bench": bench, "cv": cv, "holdout": holdout, "fixture-hgbt": fixture_hgbt, "fixture-mr": fixture_mr}[args.cmd](args)
 
 
 if __name__ == "__main__":
