@@ -204,6 +204,11 @@ export interface ControllerOptions {
   /** Randomise each steady time by ± this fraction (0..0.5). */
   steadyJitter?: number
   seed?: number
+  /**
+   * Windows (pattern cycles) per decision: 1 (default) = one window;
+   * n > 1 = min-sum over n back-to-back windows (1..=100).
+   */
+  cycles?: number
 }
 /** The classification passed to a policy function. */
 export interface Classified {
@@ -219,7 +224,8 @@ export interface Classified {
 /**
  * One controller output. `kind` is an action ("setCca", "sendFullSpeed",
  * "silence", "steady") or an event ("phase", "classified", "selected",
- * "decisionFailed", "probeIncomplete"); the other fields depend on it.
+ * "decisionFailed", "probeIncomplete", "cycleClassified"); the other fields
+ * depend on it.
  */
 export interface OpsOutput {
   kind: string
@@ -239,6 +245,15 @@ export interface OpsOutput {
   /** Steady time Y chosen ("selected"), ns; null = until the end. */
   steadyNs?: number
   message?: string
+  /**
+   * "cycleClassified" (cycles > 1): 0-based window index, windows per
+   * decision, the running min-sum class and its margin (`label`,
+   * `classIndex`, `distance`: this window's own nearest class).
+   */
+  window?: number
+  windows?: number
+  leader?: string
+  margin?: number
 }
 /** Cumulative counters (ns and bytes as numbers). */
 export interface OpsStats {
@@ -637,6 +652,8 @@ export declare class Controller {
   get steadyNs(): number
   /** Window length w in samples. */
   get windowLen(): number
+  /** Windows (pattern cycles) per decision (1 = one window; > 1 = min-sum). */
+  get cycles(): number
   /** The model's class names. */
   get classes(): Array<string>
   /** Counters, with the running phase accounted up to `nowNs` when given. */

@@ -250,6 +250,13 @@
 #define OPSEL_OPS_EVENT_PROBE_INCOMPLETE 8
 
 /**
+ * Event (config.cycles > 1): window `window` of `windows` was compared with
+ * the references; `label`/`class_index`/`distance`: its own nearest class;
+ * `leader`: the min-sum class so far, `confidence`: its margin.
+ */
+#define OPSEL_OPS_EVENT_CYCLE_CLASSIFIED 13
+
+/**
  * `opsel_ops_output.phase` values.
  */
 #define OPSEL_OPS_PHASE_IDLE 0
@@ -778,6 +785,14 @@ typedef struct {
    * Seed of the jitter PRNG.
    */
   uint64_t seed;
+  /**
+   * Windows (pattern cycles) per decision: 1 (default) = one window, the
+   * thesis; n > 1 = n windows back to back, decided by the smallest sum of
+   * per-window nearest class distances (min-sum; progressive probing then
+   * checks after each window). 0 or more than 100 is rejected
+   * (`OPSEL_INVALID_INPUT`).
+   */
+  size_t cycles;
 } opsel_ops_config;
 
 /**
@@ -878,6 +893,13 @@ typedef struct {
    * Failure message (DECISION_FAILED), valid until the next poll; else "".
    */
   const char *message;
+  /**
+   * CYCLE_CLASSIFIED: 0-based window index, windows per decision, and the
+   * running min-sum class index.
+   */
+  size_t window;
+  size_t windows;
+  size_t leader;
 } opsel_ops_output;
 
 /**
@@ -1031,6 +1053,13 @@ typedef struct {
   uint64_t bytes;
   uint64_t acked_bytes;
   uint64_t total_bytes;
+  /**
+   * CYCLE_CLASSIFIED (config.cycles > 1): 0-based window index, windows
+   * per decision, running min-sum class index (`confidence` = its margin).
+   */
+  size_t window;
+  size_t windows;
+  size_t leader;
 } opsel_ops_driver_event;
 
 /**
@@ -1495,7 +1524,8 @@ opsel_status opsel_bwe_decide_single_rate(opsel_bwe_workspace *workspace,
                                           bool *out_exceeds);
 
 /**
- * Load a regressor model file for `n_packets`-packet p-streams.
+ * Load a regressor model file for `n_packets`-packet p-streams; its feature kind
+ * (FFT magnitude or FFT real/imaginary parts) is read off its feature count.
  *
  * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` (path not UTF-8, model is a
  * classifier or its feature count does not fit `n_packets`); `OPSEL_IO`;

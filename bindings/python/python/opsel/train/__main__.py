@@ -8,6 +8,7 @@ Commands::
     generalise ROOT --train default --test c50 -m passive
     diagnose ROOT -c default -m active-s5c5s5b5   why active errs: alignment, per-segment RTT, background goodput
     cycles ROOT -c default -m active-s5c5s5b5     classify from several pattern cycles
+    ops-cycles ROOT -c default -m active-s5c5s5b5 the OPS controller's cycles=n decision vs ``cycles``
     learning ROOT -c default -m active-s5c5s5b5   CV accuracy vs windows per class (learning curve)
     fit ROOT -c default -m passive --w 20 -o model.json
     models ROOT --models models        retrain the shipped models, cards, figures (``make models``)
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import classifier, cycles, diagnose, knn, learning
+from . import classifier, cycles, diagnose, knn, learning, ops_cycles
 from .data import SIX_CLASSES, dataset, find_traces, find_traces_dir, summary, trace_windows
 
 
@@ -137,6 +138,27 @@ def cmd_cycles(a):
         print(f"| {r['folding']} | {r['n_cycles']} | {r['w']} | {r['per_class']} | {r['decision']} | "
               f"{100 * r['accuracy']:.1f} % | {100 * r['views']['bbr_present']['accuracy']:.1f} % | "
               f"{100 * r['views']['heterogeneous']['accuracy']:.1f} % |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def cmd_ops_cycles(a):
+    tr = _traces(a.root, a.condition, a.mode)
+    if a.export_folds:
+        ops_cycles.export_folds(tr, a.export_folds, _ints(a.ns), folds=a.folds, seed=a.seed)
+        _log(f"wrote {a.export_folds}")
+        return
+    if a.golden:
+        fx = ops_cycles.write_golden(tr, a.golden, n=a.golden_cycles, normalization=a.norm, radius=a.radius)
+        _log(f"wrote {a.golden}: {len(fx['queries'])} queries of {fx['cycles']} cycles, "
+             f"{len(fx['reference_labels'])} references")
+        return
+    rows = []
+    for folding in _strs(a.folding):
+        rows += ops_cycles.evaluate(tr, _ints(a.ns), normalization=a.norm, radius=a.radius, folding=folding,
+                                    folds=a.folds, seed=a.seed, log=_log)
+    print("\n".join(ops_cycles.markdown(rows)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
@@ -816,6 +838,22 @@ def main(argv=None):
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json")
     s.set_defaults(fn=cmd_cycles)
+
+    s = sub.add_parser("ops-cycles", help="run the OPS controller with cycles=n over the cycles folds; compare")
+    s.add_argument("root")
+    s.add_argument("-c", "--condition", default="default")
+    s.add_argument("-m", "--mode", default="active-s5c5s5b5")
+    s.add_argument("--ns", default="1,2,3,4,5")
+    s.add_argument("--norm", default="none")
+    s.add_argument("--radius", type=int, default=10)
+    s.add_argument("--folding", default="stratified,runs")
+    s.add_argument("--folds", type=int, default=5)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json")
+    s.add_argument("--golden", help="write the Rust cross-check fixture here instead of evaluating")
+    s.add_argument("--golden-cycles", type=int, default=3)
+    s.add_argument("--export-folds", help="write the blocks and folds (numpy only) for core/tests/ops_cycles_traces.rs")
+    s.set_defaults(fn=cmd_ops_cycles)
 
     s = sub.add_parser("learning", help="CV accuracy vs windows per class (the first n of each class)")
     s.add_argument("root")
