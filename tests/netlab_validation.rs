@@ -88,11 +88,11 @@ fn validation_default_testbed() {
     )
     .unwrap();
     let full_rtt = BASE_RTT_MS + BUFFER_BYTES as f64 * 8.0 / (RATE_MBPS * 1e6) * 1e3; // 162.5 ms
-    // The lower bound takes the largest echo (the buffer was full at least
-    // once); the upper bound takes the second-largest sample maximum, so one
-    // echo delayed by host scheduling on a loaded 2-core CI machine (seen
-    // once: 191 ms with the queue at its limit, 1 218 000 B) does not fail a
-    // pipe whose queue itself never exceeded the limit (checked below).
+                                                                                      // The lower bound takes the largest echo (the buffer was full at least
+                                                                                      // once); the upper bound takes the second-largest sample maximum, so one
+                                                                                      // echo delayed by host scheduling on a loaded 2-core CI machine (seen
+                                                                                      // once: 191 ms with the queue at its limit, 1 218 000 B) does not fail a
+                                                                                      // pipe whose queue itself never exceeded the limit (checked below).
     let mut maxima: Vec<f64> = cubic.rtt.iter().map(|s| s.max_ms).collect();
     maxima.sort_by(|a, b| b.total_cmp(a));
     let rtt_max = maxima.first().copied().unwrap_or(0.0);
