@@ -50,8 +50,9 @@ test: test-rust test-python test-bind test-sysbind test-driverbind test-netlab t
 	@echo "make test: all suites passed"
 
 # The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with
-# passive probing and the shipped passive model (as 000 Table 6.2: w = 20,
-# OPS-60) against a static CUBIC and a static BBR background (~8 min;
+# passive probing and the netlab-tuned passive model (as 000 Table 6.2: w = 20,
+# OPS-60; margin-gated: an unsure window gets a second one) against a static
+# CUBIC and a static BBR background (~8 min;
 # `make demo-quick`: OPS only, ~2 min). mk/ops.mk has the recipes.
 demo: ops-demo
 

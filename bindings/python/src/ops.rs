@@ -115,6 +115,12 @@ impl std::ops::DerefMut for CtlGuard<'_> {
 /// - `progressive`: end the probe once a prefix is classified confidently;
 ///   True or a dict with min_samples, step, min_confidence, agree;
 ///   `prefix_lens` (default every `step` from `min_samples` below w).
+/// - `cycles`: windows per decision, decided by the smallest sum of per-window
+///   nearest class distances (default 1). With `progressive` as well, the
+///   probe ends after the first window whose running min-sum margin reaches
+///   `min_confidence`: margin-gated probing, e.g. `cycles=3,
+///   progressive={"min_confidence": 0.1}` (what `make demo` runs;
+///   `python -m opsel.train gated` calibrates the margin).
 #[pyclass(module = "opsel")]
 pub struct Controller {
     /// `None` once handed to an `opsel.OpsDriver`.

@@ -97,6 +97,12 @@ pub struct SendArgs {
     /// end after any window once the min-sum margin reaches --early-confidence.
     #[arg(long, default_value_t = 1)]
     cycles: usize,
+    /// Margin-gated probing (needs --cycles N >= 2): decide after one window
+    /// when the 1-NN margin is at least this (e.g. 0.1), otherwise keep
+    /// probing, window by window, up to N windows, and decide by min-sum.
+    /// Unsure probes get longer, confident ones do not (docs/results/ops.md §1c).
+    #[arg(long)]
+    extend_below: Option<f64>,
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -182,6 +188,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             jitter: a.jitter,
             early_confidence: a.early_confidence,
             cycles: a.cycles,
+            extend_below: a.extend_below,
         })
     } else {
         Strategy::Fixed(CcaName::new(a.cca.as_deref().unwrap_or("cubic"))?)

@@ -112,6 +112,11 @@ pub struct DemoArgs {
     /// grow by (N − 1) windows so the first decision still falls early.
     #[arg(long, default_value_t = 1)]
     cycles: usize,
+    /// Margin-gated probing for every OPS foreground (see `opsel send
+    /// --extend-below`; needs --cycles N >= 2). The run is not lengthened:
+    /// confident probes decide after one window, as without --cycles.
+    #[arg(long)]
+    extend_below: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -475,6 +480,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         jitter: a.jitter,
         early_confidence: a.early_confidence,
         cycles: a.cycles,
+        extend_below: a.extend_below,
     };
     // Several windows per decision lengthen the first probe by (N − 1) windows.
     let mut extra_s = 0.0;
@@ -485,7 +491,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                 "{e}\n(the shipped models are {ACTIVE_MODEL} and {PASSIVE_MODEL}; pass --model PATH to use another)"
             ))
         })?;
-        if a.seconds.is_none() {
+        if a.seconds.is_none() && a.extend_below.is_none() {
             extra_s = (a.cycles.saturating_sub(1) * c.window_len()) as f64;
         }
     }
@@ -529,7 +535,11 @@ pub fn main(a: DemoArgs) -> Result<()> {
         pattern.as_ref().map_or("passive".into(), |p| format!("{p} active")),
         if a.no_lead_in || passive { "" } else { " with lead-in" },
         if a.jitter > 0.0 { format!(" ± {:.0}%", a.jitter * 100.0) } else { String::new() },
-        if a.cycles > 1 { format!(", {} windows per decision (min-sum)", a.cycles) } else { String::new() },
+        match (a.cycles, a.extend_below) {
+            (n, Some(t)) if n > 1 => format!(", more windows (up to {n}, min-sum) while the margin is below {t}"),
+            (n, _) if n > 1 => format!(", {n} windows per decision (min-sum)"),
+            _ => String::new(),
+        },
         model.display()
     );
     let _ = writeln!(
@@ -626,7 +636,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "measure_from_s": plan.measure_from_s, "fg_start_s": plan.fg_start_s,
                         "phase_offset_s": plan.offset_s, "phase_spread_s": a.phase_spread, "seed": plan.seed, "bg_mbps": cell.bg_mbps, "fg_mbps": cell.fg_mbps,
                         "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": steady, "jitter": a.jitter, "early_confidence": a.early_confidence,
-                        "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()), "cycles": a.cycles,
+                        "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()), "cycles": a.cycles, "extend_below": a.extend_below,
                         "probe_s": cell.report.map(|r| r.stats.probe_ns as f64 / 1e9),
                         "steady_total_s": cell.report.map(|r| r.stats.steady_ns as f64 / 1e9),
                         "cca_switches": cell.report.map(|r| r.stats.cca_switches),

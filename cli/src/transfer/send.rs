@@ -58,6 +58,10 @@ pub struct OpsOpts {
     /// Windows (pattern cycles) per decision (`ops::Config::cycles`; 1 = one
     /// window as in 000, n > 1 = min-sum over n back-to-back windows).
     pub cycles: usize,
+    /// Margin-gated probing: with `cycles` = N > 1, decide after the first
+    /// window whose running min-sum margin reaches this value, else after N
+    /// windows (`opsel.train gated`; docs/results/ops.md §1c).
+    pub extend_below: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +149,32 @@ pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>>
     cfg.cycles = o.cycles;
     if o.adaptive {
         cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
+    }
+    if let Some(tau) = o.extend_below {
+        if o.early_exit {
+            return Err(Error::invalid(
+                "--extend-below and --early-exit both end probes early; use one".to_string(),
+            ));
+        }
+        if o.cycles < 2 {
+            return Err(Error::invalid(format!(
+                "--extend-below {tau} needs --cycles N >= 2 (the most windows a probe may take, e.g. 3)"
+            )));
+        }
+        if !(0.0..=1.0).contains(&tau) {
+            return Err(Error::invalid(format!(
+                "--extend-below {tau} must be a margin in [0, 1] (e.g. 0.1)"
+            )));
+        }
+        // With cycles > 1 the controller checks progressive probing only at
+        // window boundaries, against the running min-sum margin: exactly the
+        // gate (ops::Progressive, "With several cycles per decision").
+        cfg.progressive = Some(Progressive {
+            min_samples: 1,
+            step: 1,
+            min_confidence: tau,
+            agree: 1,
+        });
     }
     if o.early_exit {
         let d = Progressive::default();
@@ -498,6 +528,7 @@ mod tests {
             jitter: 0.0,
             early_confidence: None,
             cycles: 1,
+            extend_below: None,
         }
     }
 
@@ -513,6 +544,31 @@ mod tests {
         o.cycles = 0;
         let e = controller(&o).err().unwrap().to_string();
         assert!(e.contains("cycles = 0"), "{e}");
+    }
+
+    #[test]
+    fn extend_below_gates_a_multi_window_probe_and_is_validated() {
+        let mut o = opts(None, PASSIVE_MODEL);
+        o.extend_below = Some(0.1);
+        let e = controller(&o).err().unwrap().to_string();
+        assert!(e.contains("needs --cycles"), "{e}");
+        o.cycles = 3;
+        let c = controller(&o).unwrap();
+        assert_eq!(c.config().cycles, 3);
+        let p = c
+            .config()
+            .progressive
+            .expect("the gate is progressive probing");
+        assert_eq!((p.min_confidence, p.agree), (0.1, 1));
+        o.extend_below = Some(1.5);
+        let e = controller(&o).err().unwrap().to_string();
+        assert!(e.contains("[0, 1]"), "{e}");
+        o.extend_below = Some(f64::NAN);
+        assert!(controller(&o).is_err());
+        o.extend_below = Some(0.1);
+        o.early_exit = true;
+        let e = controller(&o).err().unwrap().to_string();
+        assert!(e.contains("use one"), "{e}");
     }
 
     #[test]

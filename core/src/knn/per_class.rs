@@ -13,7 +13,8 @@
 //! called once per cycle (every 20 s), and it depends only on the public DTW
 //! primitives, not on the k-NN search's lane layout.
 
-use super::Model;
+use super::prepared::Finished;
+use super::{Model, Workspace};
 use crate::dtw;
 use crate::error::{check_finite, Error, Result};
 
@@ -205,6 +206,51 @@ impl Model {
         Ok(())
     }
 
+    /// [`Model::nearest_per_class`] through a preparation made on `ws` by
+    /// [`Model::prepare`] for this window's first w − 1 samples: when its
+    /// finish is exact (`none` normalisation, or a last sample that is not a
+    /// new minimum under the min norms), every reference's distance costs one
+    /// programme row and the per-class minimum is a scan: the same distances,
+    /// bit for bit (`prepared_per_class_equals_the_search`). Returns
+    /// `Ok(false)`, leaving `out` untouched, when the preparation does not
+    /// apply (none, another prefix, z-score, a new minimum): run
+    /// [`Model::nearest_per_class`] then. This is what keeps the
+    /// several-windows decision of OPS (`ops::Config::cycles`, margin-gated
+    /// probing) on the fast path of the one-window decision (issue #7).
+    pub fn nearest_per_class_prepared(
+        &self,
+        window: &[f64],
+        ws: &mut Workspace,
+        out: &mut [f64],
+    ) -> Result<bool> {
+        if out.len() != self.classes.len() {
+            return Err(Error::invalid(format!(
+                "per-class distance buffer has {} slots, the model has {} classes",
+                out.len(),
+                self.classes.len()
+            )));
+        }
+        if !self.prepared_exactly_for(window, ws) {
+            return Ok(false);
+        }
+        self.prepare_query(window, ws)?;
+        if self.finish_prepared(window, ws) != Finished::Exact {
+            return Ok(false);
+        }
+        out.iter_mut().for_each(|o| *o = f64::INFINITY);
+        for (&d, &c) in ws.prepared.dist.iter().zip(&self.labels) {
+            let o = &mut out[c as usize];
+            if d < *o {
+                *o = d;
+            }
+        }
+        let cost = self.config.dtw.cost;
+        out.iter_mut()
+            .filter(|o| o.is_finite())
+            .for_each(|o| *o = cost.finish(*o));
+        Ok(true)
+    }
+
     /// Validate, size the workspace, normalise the query into it.
     fn per_class_query(&self, window: &[f64], ws: &mut ClassWorkspace, out: &[f64]) -> Result<()> {
         if window.len() != self.window {
@@ -295,6 +341,51 @@ mod tests {
         assert_eq!(out.to_vec(), brute(&m, &q));
     }
 
+    const NORMS: [Normalization; 4] = [
+        Normalization::None,
+        Normalization::SubtractMin,
+        Normalization::DivideMin,
+        Normalization::ZScore,
+    ];
+
+    /// Uniform [0, 1) draws from splitmix64 (reproducible from the proptest seed).
+    fn splitmix(mut s: u64) -> impl FnMut() -> f64 {
+        move || {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// A 1-NN model on positive RTT-like values with repeated levels (ties happen).
+    fn random_model(
+        next: &mut impl FnMut() -> f64,
+        w: usize,
+        n: usize,
+        n_classes: usize,
+        radius: Option<usize>,
+        sq: bool,
+        normalization: Normalization,
+    ) -> Model {
+        let x: Vec<f64> = (0..n * w)
+            .map(|_| 50.0 + (next() * 8.0).floor() * 2.5)
+            .collect();
+        let labels: Vec<u32> = (0..n).map(|_| (next() * n_classes as f64) as u32).collect();
+        let classes = (0..n_classes).map(|c| format!("c{c}")).collect();
+        let config = KnnConfig {
+            k: 1,
+            dtw: DtwParams {
+                radius,
+                cost: if sq { Cost::Squared } else { Cost::Abs },
+            },
+            normalization,
+        };
+        Model::fit(&x, w, &labels, classes, config).unwrap()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
         /// Pruned == exhaustive == brute force (bit for bit: live DTW cells
@@ -310,27 +401,8 @@ mod tests {
             sq in any::<bool>(),
             norm in 0usize..4,
         ) {
-            let mut s = seed;
-            let mut next = || {
-                // splitmix64
-                s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut z = s;
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                z ^= z >> 31;
-                (z >> 11) as f64 / (1u64 << 53) as f64
-            };
-            // Positive RTT-like values with repeated levels (ties happen).
-            let x: Vec<f64> = (0..n * w).map(|_| 50.0 + (next() * 8.0).floor() * 2.5).collect();
-            let labels: Vec<u32> = (0..n).map(|_| (next() * n_classes as f64) as u32).collect();
-            let classes = (0..n_classes).map(|c| format!("c{c}")).collect();
-            let config = KnnConfig {
-                k: 1,
-                dtw: DtwParams { radius, cost: if sq { Cost::Squared } else { Cost::Abs } },
-                normalization: [Normalization::None, Normalization::SubtractMin,
-                    Normalization::DivideMin, Normalization::ZScore][norm],
-            };
-            let m = Model::fit(&x, w, &labels, classes, config).unwrap();
+            let mut next = splitmix(seed);
+            let m = random_model(&mut next, w, n, n_classes, radius, sq, NORMS[norm]);
             let mut ws = m.class_workspace();
             let mut a = vec![0.0; n_classes];
             let mut b = vec![0.0; n_classes];
@@ -347,5 +419,72 @@ mod tests {
                 prop_assert_eq!(p.distance, min);
             }
         }
+
+        /// Through a preparation: bit-identical to the search whenever it
+        /// applies (always for `none`; not for z-score, a new minimum or a
+        /// prefix other than the prepared one, which must return false and
+        /// leave the caller's buffer as it was).
+        #[test]
+        fn prepared_per_class_equals_the_search(
+            seed in any::<u64>(),
+            w in 2usize..24,
+            n in 1usize..40,
+            n_classes in 1usize..5,
+            radius in prop::option::of(0usize..12),
+            sq in any::<bool>(),
+            norm in 0usize..4,
+        ) {
+            let mut next = splitmix(seed);
+            let normalization = NORMS[norm];
+            let m = random_model(&mut next, w, n, n_classes, radius, sq, normalization);
+            let mut cws = m.class_workspace();
+            let mut kws = m.workspace();
+            let mut want = vec![0.0; n_classes];
+            let mut got = vec![0.0; n_classes];
+            for _ in 0..4 {
+                // Last samples below the prefix's levels sometimes: new minimums.
+                let mut q: Vec<f64> = (0..w).map(|_| 50.0 + (next() * 8.0).floor() * 2.5).collect();
+                q[w - 1] = 45.0 + (next() * 12.0).floor() * 2.5;
+                m.nearest_per_class(&q, &mut cws, &mut want).unwrap();
+                prop_assert!(m.prepare(&q[..w - 1], &mut kws));
+                got.iter_mut().for_each(|g| *g = -1.0);
+                let used = m.nearest_per_class_prepared(&q, &mut kws, &mut got).unwrap();
+                let min = q[..w - 1].iter().copied().fold(f64::INFINITY, f64::min);
+                let exact = match normalization {
+                    Normalization::None => true,
+                    Normalization::ZScore => false,
+                    _ => q[w - 1] >= min,
+                };
+                prop_assert_eq!(used, exact);
+                if used {
+                    prop_assert_eq!(&got, &want);
+                } else {
+                    prop_assert!(got.iter().all(|&g| g == -1.0));
+                }
+                // Another window than the prepared one never uses it.
+                let mut other = q.clone();
+                other[0] += 2.5;
+                prop_assert!(!m.nearest_per_class_prepared(&other, &mut kws, &mut got).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn prepared_per_class_checks_its_buffer() {
+        let (x, y) = synth::dataset(&SIX_CLASSES, 5, 20, 5).unwrap();
+        let classes = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
+        let m = Model::fit(&x, 20, &y, classes, KnnConfig::default()).unwrap();
+        let mut ws = m.workspace();
+        let q = synth::rtt_series(&crate::mix::Mix::parse("B1-C1").unwrap(), 20, 99);
+        assert!(m.prepare(&q[..19], &mut ws));
+        assert!(m
+            .nearest_per_class_prepared(&q, &mut ws, &mut [0.0; 5])
+            .is_err());
+        let mut out = [0.0; 6];
+        assert!(m.nearest_per_class_prepared(&q, &mut ws, &mut out).unwrap());
+        let mut want = [0.0; 6];
+        m.nearest_per_class(&q, &mut m.class_workspace(), &mut want)
+            .unwrap();
+        assert_eq!(out, want);
     }
 }

@@ -352,6 +352,32 @@ impl Model {
         }
     }
 
+    /// Whether `ws` holds a preparation of this model for `window`'s prefix
+    /// whose finish will be exact (the last sample leaves the normalisation
+    /// unchanged). Cheap: lets callers skip a bounded finish they cannot use.
+    pub(super) fn prepared_exactly_for(&self, window: &[f64], ws: &Workspace) -> bool {
+        let w = self.window;
+        let p = &ws.prepared;
+        if p.model != self.id || p.prefix.len() + 1 != w || p.guesses == 0 || window.len() != w {
+            return false;
+        }
+        if p.prefix
+            .iter()
+            .zip(window)
+            .any(|(a, b)| a.to_bits() != b.to_bits())
+        {
+            return false;
+        }
+        let x = window[w - 1];
+        match self.config.normalization {
+            Normalization::None => true,
+            Normalization::SubtractMin | Normalization::DivideMin => {
+                x > p.base || x.to_bits() == p.base.to_bits()
+            }
+            Normalization::ZScore => false,
+        }
+    }
+
     /// If `ws` holds a preparation valid for `window` (validated, length w,
     /// normalised into `ws.query` by `prepare_query`), finish it (see
     /// [`Finished`]). When exact, `ws.neighbors` gets the k nearest (finished).

@@ -39,11 +39,12 @@ pub trait Classifier {
 
     /// The window holds `partial.len() == window_len() − 1` samples: the next
     /// [`Classifier::classify`] will very likely be `partial` plus one sample,
-    /// a whole sample period from now. A classifier may spend this idle time
-    /// on the work that does not depend on the last sample, so the decision
-    /// that follows the last sample is fast (issue #7: last sample to
-    /// `setsockopt` < 100 µs). It must not change what `classify` returns.
-    /// Default: nothing.
+    /// a whole sample period from now (with several windows per decision, the
+    /// next [`Classifier::class_distances`]). A classifier may spend this idle
+    /// time on the work that does not depend on the last sample, so the
+    /// decision that follows the last sample is fast (issue #7: last sample to
+    /// `setsockopt` < 100 µs). It must not change what `classify` or
+    /// `class_distances` return. Default: nothing.
     fn prepare(&mut self, partial: &[f64]) {
         let _ = partial;
     }

@@ -532,6 +532,11 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         if self.cfg.cycles > 1 {
             if n % self.w == 0 {
                 self.window_done(now_ns);
+            } else if n % self.w + 1 == self.w {
+                // As for one window: the current window's first w − 1
+                // samples, prepared a sample period ahead, so its per-class
+                // distances cost one row per reference (issue #7 latency).
+                self.classifier.prepare(&self.window[n + 1 - self.w..]);
             }
             return Ok(());
         }

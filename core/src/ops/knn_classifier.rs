@@ -84,10 +84,21 @@ impl Classifier for KnnClassifier {
         self.model.prepare(partial, &mut self.ws);
     }
 
+    /// Through the preparation of the window's prefix when it applies (one
+    /// programme row per reference, [`Model::nearest_per_class_prepared`]),
+    /// else the pruned per-class search; the same distances either way.
     fn class_distances(&mut self, window: &[f64], out: &mut [f64]) -> Option<Result<()>> {
         Some(
-            self.model
-                .nearest_per_class(window, &mut self.class_ws, out),
+            match self
+                .model
+                .nearest_per_class_prepared(window, &mut self.ws, out)
+            {
+                Ok(true) => Ok(()),
+                Ok(false) => self
+                    .model
+                    .nearest_per_class(window, &mut self.class_ws, out),
+                Err(e) => Err(e),
+            },
         )
     }
 

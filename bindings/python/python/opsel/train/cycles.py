@@ -51,21 +51,23 @@ def pairwise_dtw(A: np.ndarray, B: np.ndarray | None = None, *, radius=10, norma
     return D
 
 
-def cycle_blocks(traces: list[Trace], n_cycles: int, classes=SIX_CLASSES):
+def cycle_blocks(traces: list[Trace], n_cycles: int, classes=SIX_CLASSES, period: int | None = None):
     """Blocks of ``n_cycles`` consecutive pattern cycles, aligned like the collector's
     windows of ``n_cycles · P`` samples.
 
     Returns ``(blocks, labels, groups, cycles)``: ``blocks`` (m, n_cycles) indices into
     ``cycles`` (all complete one-cycle windows, shape (c, P)), the class index and a
-    run id per block.
+    run id per block. ``period`` is the "cycle" of traces without a pattern
+    (passive: the window length w, so a block is n back-to-back windows).
     """
     if n_cycles < 1:
         raise ValueError(f"n_cycles = {n_cycles} must be at least 1")
     cyc, blocks, labels, groups = [], [], [], []
     for t in traces:
-        P = t.pattern_len
+        P = t.pattern_len or period
         if not P:
-            raise ValueError(f"{t.path}: multi-cycle classification needs an active trace with a pattern")
+            raise ValueError(f"{t.path}: multi-cycle classification needs an active trace with a pattern "
+                             "(or a period for passive traces)")
         X, runs, starts = trace_windows_meta(t, P)
         base = len(cyc)
         cyc.extend(X)
@@ -75,7 +77,7 @@ def cycle_blocks(traces: list[Trace], n_cycles: int, classes=SIX_CLASSES):
             blocks.append([pos[(int(r), int(s) + i * P)] for i in range(n_cycles)])
             labels.append(classes.index(t.label))
             groups.append(f"{t.label}/{int(r)}")
-    P = traces[0].pattern_len if traces else 1
+    P = (traces[0].pattern_len or period) if traces else 1
     return (np.array(blocks, dtype=np.int64).reshape(-1, n_cycles), np.array(labels, dtype=np.int64),
             np.array(groups), np.array(cyc, dtype=np.float64).reshape(-1, P))
 
