@@ -27,6 +27,8 @@ struct TableDistances {
     windows: Vec<Vec<f64>>,
     fail_at: Option<usize>,
     classify_calls: usize,
+    /// The partial windows `prepare` was given.
+    prepared: Vec<Vec<f64>>,
 }
 
 impl TableDistances {
@@ -39,6 +41,7 @@ impl TableDistances {
             windows: Vec::new(),
             fail_at: None,
             classify_calls: 0,
+            prepared: Vec::new(),
         }
     }
 }
@@ -81,6 +84,9 @@ impl Classifier for TableDistances {
     }
     fn supports_class_distances(&self) -> bool {
         true
+    }
+    fn prepare(&mut self, partial: &[f64]) {
+        self.prepared.push(partial.to_vec());
     }
 }
 
@@ -277,6 +283,12 @@ fn passive_windows_back_to_back() {
     assert_eq!(cycle_events(&log)[1].2, 1);
     assert_eq!(cycle_events(&log).len(), 2);
     assert_eq!(c.classifier().windows[1], vec![6.0, 7.0, 8.0, 9.0, 10.0]);
+    // Each window was prepared on its second-to-last sample with its own
+    // first w − 1 samples (the fast path of the last sample, issue #7).
+    assert_eq!(
+        c.classifier().prepared,
+        vec![vec![1.0, 2.0, 3.0, 4.0], vec![6.0, 7.0, 8.0, 9.0]]
+    );
 }
 
 #[test]
