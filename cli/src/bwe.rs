@@ -96,6 +96,11 @@ struct ProbeOpts {
     /// Use SCHED_FIFO while sending (root).
     #[arg(long)]
     fifo: bool,
+    /// Sleep until this long before each departure, then spin (µs; the
+    /// sender's `spin_ns`). Raise it where timer wake-ups are late, e.g. in a
+    /// VM: every wake-up later than this becomes a gap error.
+    #[arg(long, default_value_t = 50.0)]
+    spin_us: f64,
 }
 
 #[derive(Subcommand)]
@@ -196,8 +201,15 @@ fn make_prober(to: SocketAddr, o: &ProbeOpts) -> Result<Prober> {
         max_bps: o.max_mbps * 1e6,
         ..RateAdapterConfig::default()
     })?;
+    if !(o.spin_us.is_finite() && (0.0..=1e6).contains(&o.spin_us)) {
+        return Err(Error::invalid(format!(
+            "--spin-us {} must be between 0 and 1000000",
+            o.spin_us
+        )));
+    }
     let sender = SenderConfig {
         sched_fifo: o.fifo,
+        spin_ns: (o.spin_us * 1e3) as u64,
         ..SenderConfig::default()
     };
     Prober::new(to, cfg, sender, adapter, ml)
