@@ -244,6 +244,10 @@ struct Cell {
     jain: f64,
     report: Option<DriverReport>,
     decisions: Vec<(f64, String, f64, String, usize)>,
+    /// Several windows per decision: (t s, window index, its nearest class,
+    /// its nearest distance, running min-sum leader, running margin); class
+    /// indices are into the model's classes. Live margins calibrate the gate.
+    windows: Vec<(f64, usize, usize, f64, usize, f64)>,
     latencies_us: Vec<f64>,
 }
 
@@ -394,6 +398,7 @@ fn run_cell(
     let bg_mbps = mean_mbps(&bg_bins.values(), measure_from, seconds);
     let fg_mbps = mean_mbps(&fg_bins.values(), measure_from, seconds);
     let mut decisions = Vec::new();
+    let mut windows = Vec::new();
     let mut latencies_us = Vec::new();
     let mut pending: Option<(String, f64, usize)> = None;
     for e in &evs {
@@ -409,6 +414,22 @@ fn run_cell(
                     decisions.push((t, mix, conf, cca.to_string(), n));
                 }
             }
+            DriverEvent::Ops(Event::CycleClassified {
+                index,
+                class_index,
+                distance,
+                leader,
+                margin,
+                at_ns,
+                ..
+            }) => windows.push((
+                at_ns.saturating_sub(t0) as f64 / 1e9,
+                *index,
+                *class_index,
+                *distance,
+                *leader,
+                *margin,
+            )),
             DriverEvent::Decision { latency_ns, .. } => latencies_us.push(*latency_ns as f64 / 1e3),
             _ => {}
         }
@@ -419,6 +440,7 @@ fn run_cell(
         jain: fair::jain(&[bg_mbps, fg_mbps]).unwrap_or(1.0),
         report: matches!(fg, Fg::Ops { .. }).then_some(report),
         decisions,
+        windows,
         latencies_us,
     })
 }
@@ -642,6 +664,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "cca_switches": cell.report.map(|r| r.stats.cca_switches),
                         "early_exits": cell.report.map(|r| r.stats.early_exits),
                         "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n})).collect::<Vec<_>>(),
+                        "windows": cell.windows.iter().map(|(t, i, c, d, l, m)| json!({"t_s": t, "window": i, "class_index": c, "distance": d, "leader": l, "margin": m})).collect::<Vec<_>>(),
                         "decision_latency_us": cell.latencies_us,
                         "model": model.display().to_string(),
                         "loadavg": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.trim().to_string())});
