@@ -352,22 +352,28 @@ impl Model {
         }
     }
 
+    /// Whether `ws` holds a usable preparation of this model whose prefix is
+    /// `window`'s first w − 1 samples, bit for bit.
+    fn holds_prefix_of(&self, window: &[f64], ws: &Workspace) -> bool {
+        let p = &ws.prepared;
+        p.model == self.id
+            && p.prefix.len() + 1 == self.window
+            && p.guesses != 0
+            && p.prefix
+                .iter()
+                .zip(window)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+
     /// Whether `ws` holds a preparation of this model for `window`'s prefix
     /// whose finish will be exact (the last sample leaves the normalisation
     /// unchanged). Cheap: lets callers skip a bounded finish they cannot use.
     pub(super) fn prepared_exactly_for(&self, window: &[f64], ws: &Workspace) -> bool {
         let w = self.window;
+        if window.len() != w || !self.holds_prefix_of(window, ws) {
+            return false;
+        }
         let p = &ws.prepared;
-        if p.model != self.id || p.prefix.len() + 1 != w || p.guesses == 0 || window.len() != w {
-            return false;
-        }
-        if p.prefix
-            .iter()
-            .zip(window)
-            .any(|(a, b)| a.to_bits() != b.to_bits())
-        {
-            return false;
-        }
         let x = window[w - 1];
         match self.config.normalization {
             Normalization::None => true,
@@ -383,17 +389,10 @@ impl Model {
     /// [`Finished`]). When exact, `ws.neighbors` gets the k nearest (finished).
     pub(super) fn finish_prepared(&self, window: &[f64], ws: &mut Workspace) -> Finished {
         let w = self.window;
+        if !self.holds_prefix_of(window, ws) {
+            return Finished::No;
+        }
         let p = &ws.prepared;
-        if p.model != self.id || p.prefix.len() + 1 != w || p.guesses == 0 {
-            return Finished::No;
-        }
-        if p.prefix
-            .iter()
-            .zip(window)
-            .any(|(a, b)| a.to_bits() != b.to_bits())
-        {
-            return Finished::No;
-        }
         let x = window[w - 1];
         // The window's minimum must be the prefix's, bit for bit.
         let same_base = x > p.base || x.to_bits() == p.base.to_bits();
