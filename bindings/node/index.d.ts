@@ -210,7 +210,12 @@ export interface ControllerOptions {
    */
   cycles?: number
 }
-/** The classification passed to a policy function. */
+/**
+ * The classification passed to a policy function. `label` is the
+ * recognised class; `bbrPresent`, `heterogeneous`, `bbrFlows` and
+ * `totalFlows` describe the background, which in passive mode is the class
+ * minus the transfer's own flow (it sends while the window fills).
+ */
 export interface Classified {
   label: string
   classIndex: number

@@ -76,6 +76,20 @@ impl Mix {
         self.counts.iter().map(|(k, v)| (k.as_str(), *v))
     }
 
+    /// This mix with one flow of `cca` fewer, or `None` if it has no `cca`
+    /// flow. The background seen by a sender that is itself one of the flows.
+    pub fn without_one(&self, cca: &str) -> Option<Mix> {
+        let key = cca.to_ascii_lowercase();
+        let n = *self.counts.get(&key)?;
+        let mut m = self.clone();
+        if n > 1 {
+            m.counts.insert(key, n - 1);
+        } else {
+            m.counts.remove(&key);
+        }
+        Some(m)
+    }
+
     /// 000 §4.1 scenario 1: is at least one BBR flow present?
     pub fn bbr_present(&self) -> bool {
         self.count("bbr") > 0
@@ -156,6 +170,17 @@ fn parse_segment(seg: &str) -> Option<(String, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_one_removes_one_flow_of_that_cca() {
+        let m = |l: &str| Mix::parse(l).unwrap();
+        assert_eq!(m("C1-C1").without_one("cubic"), Some(m("B0-C1")));
+        assert_eq!(m("B1-C1").without_one("BBR"), Some(m("B0-C1")));
+        assert_eq!(m("B1-C1").without_one("cubic"), Some(m("B1-C0")));
+        assert_eq!(m("B0-C1").without_one("cubic"), Some(Mix::empty()));
+        assert_eq!(m("B1-B1").without_one("cubic"), None);
+        assert_eq!(Mix::empty().without_one("bbr"), None);
+    }
 
     #[test]
     fn six_classes_table_6_1() {

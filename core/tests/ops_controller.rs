@@ -789,3 +789,81 @@ proptest! {
         prop_assert_eq!(probe_actions, want);
     }
 }
+
+/// Passive windows are measured while the transfer sends, and a trained
+/// model's classes count every flow at the bottleneck (its references were
+/// recorded by a prober that only pings). The stump must be asked about the
+/// background: the class minus the transfer's own flow. Script: a CUBIC
+/// background, first misread as B1-C1 while sending CUBIC (→ bbr); then, on
+/// BBR, two flows of different CCAs read B1-C1 again; then C1-C1 on CUBIC.
+#[test]
+fn passive_decisions_subtract_the_transfers_own_flow() {
+    let script = [
+        ("B1-C1", 0.9),
+        ("B1-C1", 0.9),
+        ("C1-C1", 0.9),
+        ("B1-B1", 0.9),
+    ];
+    let mut cfg = Config::passive();
+    cfg.steady_ns = 10 * S;
+    let mut c = ctl(cfg.clone(), &script);
+    c.start(0).unwrap();
+    let mut log = Vec::new();
+    run(&mut c, 0, 125, &mut log);
+    let ccas: Vec<CcaName> = selected(&log).iter().map(|s| s.0).collect();
+    // B1-C1 on cubic: background B1 → bbr; B1-C1 on bbr: background C1 →
+    // cubic (the misread is undone); C1-C1 on cubic → cubic; B1-B1 on cubic:
+    // no cubic flow to remove, BBR present → bbr.
+    assert_eq!(
+        ccas[..4],
+        [CcaName::BBR, CcaName::CUBIC, CcaName::CUBIC, CcaName::BBR]
+    );
+    // The event still reports the classifier's class.
+    assert_eq!(classified(&log)[1].0, "bbr:1-cubic:1");
+
+    // Classes that already are the background: B1-C1 → bbr every time, the
+    // misread sticks.
+    let sc = ScriptedClassifier::new(20, &SIX, &script)
+        .unwrap()
+        .background_classes();
+    let mut c = Controller::new(
+        cfg,
+        sc,
+        Box::new(Stump::default()) as Box<dyn Policy + Send>,
+    )
+    .unwrap();
+    c.start(0).unwrap();
+    let mut log = Vec::new();
+    run(&mut c, 0, 65, &mut log);
+    let ccas: Vec<CcaName> = selected(&log).iter().map(|s| s.0).collect();
+    assert_eq!(ccas[..2], [CcaName::BBR, CcaName::BBR]);
+
+    // Active probing shapes its own windows: the class is asked as it is.
+    let mut c = ctl(
+        Config::active(Pattern::parse("S5-C5-S5-B5").unwrap()),
+        &[("B1-C1", 0.9)],
+    );
+    c.start(0).unwrap();
+    let mut log = Vec::new();
+    run(&mut c, 0, 25, &mut log);
+    assert_eq!(selected(&log)[0].0, CcaName::BBR);
+}
+
+/// A table policy is checked against every background it may be asked about
+/// in passive mode: B0-C1 on CUBIC is the empty background.
+#[test]
+fn passive_table_policy_must_cover_backgrounds() {
+    let classes = ["B0-C1", "B1-C1"];
+    let sc = ScriptedClassifier::new(20, &classes, &[("B0-C1", 0.9)]).unwrap();
+    let t = TablePolicy::parse("B0-C1=cubic, B1-C1=bbr, B1-C0=bbr").unwrap();
+    let e = Controller::new(Config::passive(), sc, t)
+        .err()
+        .expect("B0-C0 uncovered");
+    assert!(
+        e.to_string().contains("B0-C0") || e.to_string().contains("none"),
+        "{e}"
+    );
+    let sc = ScriptedClassifier::new(20, &classes, &[("B0-C1", 0.9)]).unwrap();
+    let t = TablePolicy::parse("B0-C1=cubic, B1-C1=bbr, B1-C0=bbr, B0-C0=cubic").unwrap();
+    assert!(Controller::new(Config::passive(), sc, t).is_ok());
+}

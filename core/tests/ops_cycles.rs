@@ -50,6 +50,10 @@ impl Classifier for TableDistances {
     fn window_len(&self) -> usize {
         self.w
     }
+    /// Scripted rows name the background directly.
+    fn counts_own_flow(&self) -> bool {
+        false
+    }
     fn classes(&self) -> &[Mix] {
         &self.classes
     }

@@ -817,15 +817,17 @@ typedef struct {
    */
   double distance;
   /**
-   * BBR flows in the recognised mix.
+   * BBR flows in the background: the recognised mix, minus the transfer's
+   * own flow in passive mode (the transfer sends while the window fills,
+   * and `label` counts it; `opsel::ops::Classifier::counts_own_flow`).
    */
   uint32_t bbr_flows;
   /**
-   * All background flows in the recognised mix.
+   * All flows in that background.
    */
   uint32_t total_flows;
   /**
-   * At least one BBR flow (000 §4.1 stump condition).
+   * At least one BBR flow in that background (000 §4.1 stump condition).
    */
   bool bbr_present;
 } opsel_ops_classified;

@@ -206,11 +206,13 @@ pub struct opsel_ops_classified {
     pub confidence: f64,
     /// Distance to the nearest reference.
     pub distance: f64,
-    /// BBR flows in the recognised mix.
+    /// BBR flows in the background: the recognised mix, minus the transfer's
+    /// own flow in passive mode (the transfer sends while the window fills,
+    /// and `label` counts it; `opsel::ops::Classifier::counts_own_flow`).
     pub bbr_flows: u32,
-    /// All background flows in the recognised mix.
+    /// All flows in that background.
     pub total_flows: u32,
-    /// At least one BBR flow (000 §4.1 stump condition).
+    /// At least one BBR flow in that background (000 §4.1 stump condition).
     pub bbr_present: bool,
 }
 

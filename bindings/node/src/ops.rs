@@ -212,7 +212,10 @@ pub struct ControllerOptions {
     pub cycles: Option<u32>,
 }
 
-/// The classification passed to a policy function.
+/// The classification passed to a policy function. `label` is the
+/// recognised class; `bbrPresent`, `heterogeneous`, `bbrFlows` and
+/// `totalFlows` describe the background, which in passive mode is the class
+/// minus the transfer's own flow (it sends while the window fills).
 #[allow(dead_code)]
 #[napi(object, js_name = "Classified")]
 pub struct Classified_ {

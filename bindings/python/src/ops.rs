@@ -109,6 +109,11 @@ impl std::ops::DerefMut for CtlGuard<'_> {
 ///   "S5-C5-S5-B5"; Y = 100 s). `steady_s` overrides Y; 0 = probe once.
 /// - `policy`: "stump" (BBR present → bbr, else cubic; 000 §4.1), a table
 ///   spec such as "B1-C1=bbr, *=cubic", or a callable(dict) -> CCA name.
+///   In passive mode the transfer keeps sending while the window fills, so
+///   the recognised class counts its own flow: policies decide on the
+///   background, the class minus one flow of the socket's CCA (the dict's
+///   `label` is the class; `bbr_present`, `bbr_flows`, `total_flows` and
+///   `heterogeneous` describe the background).
 /// - `adaptive`: grow Y while the decision is stable, shrink it on change
 ///   (000 §6 future work); True for the defaults or a dict with min_s, max_s,
 ///   grow, shrink, key ("decision" or "class").

@@ -191,3 +191,38 @@ def test_fairness():
         opsel.jain([1.0, math.nan])
     with pytest.raises(ValueError):
         opsel.fair_share(500e6, 0)
+
+
+NETLAB_PASSIVE = pathlib.Path(__file__).resolve().parents[3] / "models" / "passive-netlab" / "model.json"
+
+
+@pytest.mark.parametrize("initial, bbr_flows, chosen", [("cubic", 1, "bbr"), ("bbr", 0, "cubic")])
+def test_passive_policy_decides_on_the_background(initial, bbr_flows, chosen):
+    """A passive window is measured while the transfer sends, and the shipped
+    models count every flow (their prober only pinged): a B1-C1 window seen
+    while sending CUBIC has a BBR background (→ bbr), while sending BBR a
+    CUBIC one (→ cubic). The dict's label stays the recognised class."""
+    m = json.loads(NETLAB_PASSIVE.read_text())
+    refs = m["references"]
+    # A training window of B1-C1: its own nearest reference (distance 0).
+    window = refs["windows"][refs["labels"].index(m["classes"].index("B1-C1"))]
+    for policy in ("stump", None):
+        seen = []
+
+        def record(c):
+            seen.append(c)
+            return "bbr" if c["bbr_present"] else "cubic"
+
+        ctl = opsel.Controller(str(NETLAB_PASSIVE), steady_s=10, initial_cca=initial,
+                               policy=policy if policy else record)
+        ctl.start(0)
+        outs = []
+        for t, v in enumerate(window, 1):
+            ctl.handle_timeout(t * S)
+            ctl.handle_sample(t * S, float(v))
+            outs += ctl.drain()
+        cl = [o for o in outs if o["kind"] == "classified"]
+        assert [o["label"] for o in cl] == ["B1-C1"]
+        assert [o["cca"] for o in outs if o["kind"] == "selected"] == [chosen]
+        if not policy:
+            assert (seen[0]["label"], seen[0]["bbr_flows"], seen[0]["total_flows"]) == ("B1-C1", bbr_flows, 1)

@@ -103,6 +103,10 @@ pub struct SendArgs {
     /// Unsure probes get longer, confident ones do not (docs/results/ops.md §1c).
     #[arg(long)]
     extend_below: Option<f64>,
+    /// CCA before the first OPS decision (passive probing sends with it while
+    /// the first window fills).
+    #[arg(long, default_value = "cubic")]
+    initial_cca: String,
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -189,6 +193,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             early_confidence: a.early_confidence,
             cycles: a.cycles,
             extend_below: a.extend_below,
+            initial_cca: CcaName::new(&a.initial_cca)?,
         })
     } else {
         Strategy::Fixed(CcaName::new(a.cca.as_deref().unwrap_or("cubic"))?)

@@ -117,6 +117,10 @@ pub struct DemoArgs {
     /// confident probes decide after one window, as without --cycles.
     #[arg(long)]
     extend_below: Option<f64>,
+    /// CCA of the OPS foreground before its first decision (see `opsel send
+    /// --initial-cca`).
+    #[arg(long, default_value = "cubic")]
+    initial_cca: String,
 }
 
 #[derive(Debug, Clone)]
@@ -503,6 +507,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         early_confidence: a.early_confidence,
         cycles: a.cycles,
         extend_below: a.extend_below,
+        initial_cca: CcaName::new(&a.initial_cca)?,
     };
     // Several windows per decision lengthen the first probe by (N − 1) windows.
     let mut extra_s = 0.0;
@@ -658,7 +663,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "measure_from_s": plan.measure_from_s, "fg_start_s": plan.fg_start_s,
                         "phase_offset_s": plan.offset_s, "phase_spread_s": a.phase_spread, "seed": plan.seed, "bg_mbps": cell.bg_mbps, "fg_mbps": cell.fg_mbps,
                         "jain": cell.jain, "buffer_bdp": a.buffer_bdp, "steady_s": steady, "jitter": a.jitter, "early_confidence": a.early_confidence,
-                        "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()), "cycles": a.cycles, "extend_below": a.extend_below,
+                        "pattern": pattern.as_ref().map_or("passive".into(), |p| p.to_string()), "cycles": a.cycles, "extend_below": a.extend_below, "initial_cca": a.initial_cca,
                         "probe_s": cell.report.map(|r| r.stats.probe_ns as f64 / 1e9),
                         "steady_total_s": cell.report.map(|r| r.stats.steady_ns as f64 / 1e9),
                         "cca_switches": cell.report.map(|r| r.stats.cca_switches),

@@ -62,6 +62,9 @@ pub struct OpsOpts {
     /// window whose running min-sum margin reaches this value, else after N
     /// windows (`opsel.train gated`; docs/results/ops.md §1c).
     pub extend_below: Option<f64>,
+    /// CCA before the first decision (`ops::Config::initial_cca`): passive
+    /// probing sends with it while the first window fills.
+    pub initial_cca: CcaName,
 }
 
 #[derive(Debug, Clone)]
@@ -147,6 +150,7 @@ pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>>
     cfg.seed = o.seed;
     cfg.steady_jitter = o.jitter;
     cfg.cycles = o.cycles;
+    cfg.initial_cca = o.initial_cca;
     if o.adaptive {
         cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
     }
@@ -529,6 +533,7 @@ mod tests {
             early_confidence: None,
             cycles: 1,
             extend_below: None,
+            initial_cca: CcaName::CUBIC,
         }
     }
 

@@ -37,6 +37,23 @@ pub trait Classifier {
     /// Classify a full window (`window.len() == window_len()`).
     fn classify(&mut self, window: &[f64]) -> Result<Classified>;
 
+    /// Whether a passive window's class counts the transfer's own flow.
+    ///
+    /// Passive probing keeps the transfer sending on its current CCA while
+    /// the window fills (`ProbeMode::Passive`), but the references of a
+    /// trained model were recorded by a prober that only pings (000 §3.2 passive probing,
+    /// `opsel lab collect`): a transfer sending CUBIC next to one CUBIC flow
+    /// looks like two CUBIC flows, C1-C1. When this is `true` (the default)
+    /// the controller gives the policy the background, the class minus one
+    /// flow of the socket's CCA, so "BBR present in the background" (000
+    /// §4.1) is asked of the background. Without it, a transfer on BBR next
+    /// to a CUBIC background reads B1-C1 and the stump keeps BBR forever.
+    /// Classifiers whose classes already are the background (the simulator's
+    /// prototypes, trained per foreground CCA) return `false`.
+    fn counts_own_flow(&self) -> bool {
+        true
+    }
+
     /// The window holds `partial.len() == window_len() − 1` samples: the next
     /// [`Classifier::classify`] will very likely be `partial` plus one sample,
     /// a whole sample period from now (with several windows per decision, the

@@ -427,7 +427,17 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
                 "classifier window length is 0; the model must expect w >= 1 samples",
             ));
         }
-        policy.check_classes(classifier.classes())?;
+        if cfg.mode == ProbeMode::Passive && classifier.counts_own_flow() {
+            // The policy will be asked about backgrounds: each class minus
+            // one flow of whichever CCA the socket runs (`background_of`).
+            let mut seen = classifier.classes().to_vec();
+            for m in classifier.classes() {
+                seen.extend(m.iter().filter_map(|(cca, _)| m.without_one(cca)));
+            }
+            policy.check_classes(&seen)?;
+        } else {
+            policy.check_classes(classifier.classes())?;
+        }
         let probe_span_ns = (w as u64)
             .checked_mul(cfg.cycles as u64)
             .and_then(|s| s.checked_mul(cfg.sample_period_ns))
@@ -893,7 +903,10 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         };
         let samples = self.window.len();
         let class_index = classified.class_index;
-        let choice = self.policy.select(&classified);
+        let choice = match self.background_of(&classified) {
+            Some(background) => self.policy.select(&background),
+            None => self.policy.select(&classified),
+        };
         self.out.push_back(Output::Event(Event::Classified {
             classified,
             samples,
@@ -916,6 +929,20 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             at_ns: now_ns,
         }));
         self.enter_steady(cca, now_ns, y_ns);
+    }
+
+    /// What the policy is asked about a passive window whose class counts
+    /// this transfer's own flow ([`Classifier::counts_own_flow`]): the class
+    /// minus one flow of the CCA the socket sent with while the window
+    /// filled. `None`: ask about the class as it is (active probing, whose
+    /// windows are shaped by the pattern; a classifier whose classes are the
+    /// background; a class without a flow of the socket's CCA).
+    fn background_of(&self, c: &Classified) -> Option<Classified> {
+        if self.cfg.mode != ProbeMode::Passive || !self.classifier.counts_own_flow() {
+            return None;
+        }
+        let mix = c.mix.without_one(self.socket_cca.as_str())?;
+        Some(Classified { mix, ..c.clone() })
     }
 
     fn decision_failed(&mut self, message: String, at_ns: u64) {

@@ -18,6 +18,7 @@ pub struct ScriptedClassifier {
     prefix_confidence: Option<f64>,
     /// Length of every window passed to `classify` / `classify_prefix`.
     pub calls: Vec<usize>,
+    counts_own_flow: bool,
 }
 
 impl ScriptedClassifier {
@@ -51,7 +52,15 @@ impl ScriptedClassifier {
             last_len: 0,
             prefix_confidence: None,
             calls: Vec::new(),
+            counts_own_flow: true,
         })
+    }
+
+    /// Script classes that name the background, not counting the transfer's
+    /// own flow in passive windows ([`Classifier::counts_own_flow`]).
+    pub fn background_classes(mut self) -> Self {
+        self.counts_own_flow = false;
+        self
     }
 
     /// Also answer prefixes, with the current probe's scripted label and
@@ -76,6 +85,9 @@ impl ScriptedClassifier {
 impl Classifier for ScriptedClassifier {
     fn window_len(&self) -> usize {
         self.w
+    }
+    fn counts_own_flow(&self) -> bool {
+        self.counts_own_flow
     }
     fn classes(&self) -> &[Mix] {
         &self.classes
@@ -203,6 +215,11 @@ fn rms(a: &[f64], b: &[f64]) -> f64 {
 impl Classifier for CentroidClassifier {
     fn window_len(&self) -> usize {
         self.w
+    }
+    /// Its passive prototypes are trained per foreground CCA and labelled
+    /// with the background (`sim::train_centroids`).
+    fn counts_own_flow(&self) -> bool {
+        false
     }
     fn classes(&self) -> &[Mix] {
         &self.classes
