@@ -70,3 +70,30 @@ def test_controller_refuses_a_gate_above_one():
     with pytest.raises(ValueError, match="min_confidence"):
         opsel.Controller(opsel.Model.fit(np.ones((6, W)) + np.arange(6)[:, None], list(range(6)), CLASSES),
                          cycles=3, progressive={"min_confidence": 1.5})
+
+
+def test_stump_on_background_subtracts_the_transfers_own_flow():
+    from opsel.train.gated import stump_on_background as s
+    assert s("B1-C1", "cubic") == "bbr" and s("B1-C1", "bbr") == "cubic"
+    assert s("C1-C1", "cubic") == "cubic" and s("B1-B1", "bbr") == "bbr"
+    assert s("B1-C0", "bbr") == "cubic" and s("B1-B1", "cubic") == "bbr"
+
+
+def test_replay_live_follows_the_logged_margins():
+    from opsel.train.gated import live_probes, replay_live
+    classes = ["B0-C0", "B0-C1", "B1-B1", "B1-C0", "B1-C1", "C1-C1"]
+    w = lambda i, leader, m: {"window": i, "leader": classes.index(leader), "margin": m,
+                              "class_index": 0, "distance": 1.0, "t_s": 0.0}
+    line = {"fg": "OPS", "bg": "bbr", "cycles": 3, "extend_below": 1.0, "initial_cca": "cubic", "run": 1,
+            # probe 1 on cubic: window 1 reads C1-C1 (wrong) on a thin margin, then B1-C1;
+            # probe 2 on bbr (its decision): B1-B1, confident.
+            "decisions": [{"cca": "bbr"}, {"cca": "bbr"}],
+            "windows": [w(0, "C1-C1", 0.05), w(1, "B1-C1", 0.12), w(2, "B1-C1", 0.3),
+                        w(0, "B1-B1", 0.4), w(1, "B1-B1", 0.5), w(2, "B1-B1", 0.6)]}
+    probes = live_probes([line, {**line, "fg": "fixed cubic"}], classes)
+    assert [p["own_cca"] for p in probes] == ["cubic", "bbr"] and all(p["complete"] for p in probes)
+    rows = {r["tau"]: r for r in replay_live(probes, taus=[0.0, 0.1, 0.2, 1.01])}
+    assert (rows[0.0]["right"], rows[0.0]["mean_windows"]) == (1, 1.0)  # C1-C1 on cubic → cubic: wrong
+    assert (rows[0.1]["right"], rows[0.1]["mean_windows"], rows[0.1]["extended"]) == (2, 1.5, 0.5)
+    assert (rows[0.2]["right"], rows[0.2]["mean_windows"]) == (2, 2.0)
+    assert (rows[1.01]["right"], rows[1.01]["mean_windows"]) == (2, 3.0)

@@ -22,6 +22,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import pathlib
 import shutil
 import sys
 from dataclasses import dataclass
@@ -175,6 +176,22 @@ def cmd_gated(a):
     print(f"{a.condition}/{a.mode}: decide after window i of up to {a.max_windows} (w = {rows[0]['w'] if rows else a.w}) "
           "once the min-sum margin reaches τ; 1-NN DTW")
     _emit(gated.markdown(rows), rows, a.json)
+
+
+def cmd_gated_live(a):
+    classes = json.loads(pathlib.Path(a.model).read_text())["classes"]
+    lines = []
+    for path in a.jsonl:
+        lines += [json.loads(x) for x in pathlib.Path(path).read_text().splitlines() if x.strip()]
+    probes = gated.live_probes(lines, classes)
+    if not probes:
+        sys.exit("no probes with per-window margins in these files: record them with "
+                 "`opsel demo --fg ops --bg cubic,bbr --cycles N --extend-below 1 --json F`")
+    rows = gated.replay_live(probes, taus=[float(x) for x in _strs(a.taus)])
+    full = sum(p["complete"] for p in probes)
+    print(f"{len(probes)} live probes ({full} with all windows logged) from {len(lines)} runs; "
+          "decision = stump on the background (class minus the transfer's own flow)")
+    _emit(gated.live_markdown(rows), {"rows": rows, "probes": probes}, a.json)
 
 
 def _emit(table: list[str], rows, json_path: str | None) -> None:
@@ -900,6 +917,13 @@ def main(argv=None):
     s.add_argument("--check", type=int, default=2, help="test blocks per fold replayed through the Rust controller")
     s.add_argument("--json")
     s.set_defaults(fn=cmd_gated)
+
+    s = sub.add_parser("gated-live", help="replay the margin gate on live probes logged by `opsel demo --json`")
+    s.add_argument("jsonl", nargs="+", help="opsel demo --json files (OPS, static BG, --cycles N)")
+    s.add_argument("--model", default="models/passive-netlab/model.json", help="the model the runs used (class names)")
+    s.add_argument("--taus", default=",".join(str(t) for t in gated.TAUS), help="margins; > 1 = never stop early")
+    s.add_argument("--json")
+    s.set_defaults(fn=cmd_gated_live)
 
     s = sub.add_parser("ops-cycles", help="run the OPS controller with cycles=n over the cycles folds; compare")
     s.add_argument("root")

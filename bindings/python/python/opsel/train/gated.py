@@ -160,3 +160,85 @@ def markdown(rows: list[dict]) -> list[str]:
                    f"{100 * r['bbr_present']:.1f} % | {r['mean_windows']:.2f} | {100 * r['extended']:.1f} % | "
                    f"{r['n']} | {r['controller_differ']} of {r['controller_checked']} |")
     return out
+
+
+def _flows(label: str) -> dict[str, int]:
+    """Flows per CCA of a 000 Table 6.1 label (B1-B1 = two BBR flows)."""
+    if label == "B1-B1":
+        return {"bbr": 2, "cubic": 0}
+    if label == "C1-C1":
+        return {"bbr": 0, "cubic": 2}
+    b, c = label.split("-")
+    return {"bbr": int(b[1:]), "cubic": int(c[1:])}
+
+
+def stump_on_background(label: str, own_cca: str) -> str:
+    """The controller's passive decision (``Controller::background_of`` + the
+    stump): the class minus one flow of the transfer's own CCA, then "BBR
+    present → bbr, else cubic" (000 §4.1)."""
+    f = _flows(label)
+    if f.get(own_cca, 0) > 0:
+        f[own_cca] -= 1
+    return "bbr" if f["bbr"] > 0 else "cubic"
+
+
+def live_probes(lines: list[dict], classes: list[str]) -> list[dict]:
+    """The probes of ``opsel demo --json`` lines (OPS foreground, static
+    background, ``--cycles N``): per probe the background, the CCA the
+    transfer sent with while it ran, and the running (leader, margin) after
+    each logged window. ``complete``: all N windows were logged (a probe
+    recorded with ``--extend-below 1`` always takes N unless the run ended)."""
+    out = []
+    for ln in lines:
+        if ln.get("fg") != "OPS" or ln.get("bg") not in ("cubic", "bbr") or not ln.get("windows"):
+            continue
+        n = int(ln["cycles"])
+        decisions = ln.get("decisions", [])
+        probes: list[list[dict]] = []
+        for w in ln["windows"]:
+            if w["window"] == 0:
+                probes.append([])
+            if probes:
+                probes[-1].append(w)
+        own = ln.get("initial_cca") or "cubic"
+        for k, p in enumerate(probes):
+            out.append({"bg": ln["bg"], "run": ln.get("run"), "own_cca": own, "complete": len(p) == n,
+                        "extend_below": ln.get("extend_below"),
+                        "windows": [(classes[w["leader"]], float(w["margin"])) for w in p]})
+            # The transfer's CCA during the next probe: this probe's decision.
+            if k < len(decisions):
+                own = decisions[k]["cca"]
+    return out
+
+
+def replay_live(probes: list[dict], taus=TAUS) -> list[dict]:
+    """Replay the gate at each τ on live probes: decide after the first window
+    whose running margin reaches τ (else the last). A probe joins τ's row only
+    if its log reaches the window τ decides at (probes run with a gate τ0 stop
+    at the first margin >= τ0, so they replay exactly for τ <= τ0)."""
+    rows = []
+    for tau in taus:
+        right = n = extended = windows = 0
+        for p in probes:
+            ws = p["windows"]
+            i = next((j for j, (_, m) in enumerate(ws) if m >= tau), None)
+            if i is None:
+                if not p["complete"]:
+                    continue
+                i = len(ws) - 1
+            n += 1
+            windows += i + 1
+            extended += i > 0
+            right += stump_on_background(ws[i][0], p["own_cca"]) == p["bg"]
+        rows.append({"tau": tau, "probes": n, "right": right, "accuracy": right / n if n else float("nan"),
+                     "mean_windows": windows / n if n else float("nan"), "extended": extended / n if n else float("nan")})
+    return rows
+
+
+def live_markdown(rows: list[dict]) -> list[str]:
+    out = ["| τ | probes | decision right | mean windows | probes extended |", "|---|---|---|---|---|"]
+    for r in rows:
+        tau = "never stop early" if r["tau"] > 1 else f"{r['tau']:.2f}"
+        out.append(f"| {tau} | {r['probes']} | {r['right']} ({100 * r['accuracy']:.1f} %) | {r['mean_windows']:.2f} | "
+                   f"{100 * r['extended']:.1f} % |")
+    return out
