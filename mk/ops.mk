@@ -37,6 +37,11 @@ bench-ops:
 #                  2 ALT-60 phases (180 s, seeds 31-32) (docs/results/ops.md §2.4; ~95 min)
 # ops-static-options  plain / adaptive-Y / early-exit OPS (passive, Y = 30) against
 #                  static CUBIC and BBR (6 x 180 s, ~19 min)
+# ops-gated-live   live calibration of the margin gate (docs/results/ops.md §1e): OPS
+#                  with every probe forced to 3 windows (--extend-below 1), Y = 5 s,
+#                  3 x 360 s per static background, per-window margins logged to
+#                  $(GATED_LIVE_JSON); then `opsel.train gated-live` replays the gate at
+#                  every τ on those probes (~38 min)
 # test-ops         root netns tests: OpsDriver on a live socket, and an OPS
 #                  transfer over a 0.1%-loss pipe delivering a byte-identical file (< 1 min)
 # bench-ops-driver decision latency: last RTT sample -> setsockopt on the shipped models,
@@ -56,7 +61,9 @@ OPS_ACTIVE_MODEL ?= models/active-s5c5s5b5-netlab/model.json
 # Extra `opsel demo` arguments, e.g. OPS_DEMO_ARGS="--json runs.jsonl --runs 2".
 OPS_DEMO_ARGS ?=
 
-.PHONY: ops-demo ops-demo-quick ops-alt ops-alt-phases ops-alt-long ops-static-options test-ops bench-ops-driver
+GATED_LIVE_JSON ?= gate-live.jsonl
+
+.PHONY: ops-demo ops-demo-quick ops-alt ops-alt-phases ops-alt-long ops-static-options ops-gated-live test-ops bench-ops-driver
 
 ops-demo: sys-deps
 	$(CARGO) build --release -p opsel-cli
@@ -96,6 +103,12 @@ ops-static-options: sys-deps
 	$(CARGO) build --release -p opsel-cli
 	./target/release/opsel demo --pattern passive --model $(OPS_MODEL) --bg cubic,bbr \
 	  --fg ops,ops-adaptive,ops-early --seconds 180 --steady 30 $(OPS_DEMO_ARGS)
+
+ops-gated-live: sys-deps python
+	$(CARGO) build --release -p opsel-cli
+	./target/release/opsel demo --pattern passive --model $(OPS_MODEL) --cycles 3 --extend-below 1 \
+	  --steady 5 --bg cubic,bbr --fg ops --runs 3 --seconds 360 --json $(GATED_LIVE_JSON) $(OPS_DEMO_ARGS)
+	$(abspath .venv)/bin/python -m opsel.train gated-live $(GATED_LIVE_JSON) --model $(OPS_MODEL)
 
 test-ops: sys-deps
 	$(CARGO) test --release -p opsel --test sys_ops_driver -- --ignored --test-threads=1

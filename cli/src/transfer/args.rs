@@ -227,7 +227,10 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         });
     }
     let pb = bytes_bar(Some(size.saturating_sub(a.offset)));
-    pb.set_message("cubic".to_string());
+    pb.set_message(match &opts.strategy {
+        Strategy::Fixed(c) => c.to_string(),
+        Strategy::Ops(o) => o.initial_cca.to_string(),
+    });
     let mut on_event = |e: &DriverEvent| match e {
         DriverEvent::Interval {
             total_bytes,

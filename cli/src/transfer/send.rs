@@ -538,6 +538,18 @@ mod tests {
     }
 
     #[test]
+    fn initial_cca_reaches_the_controller() {
+        let mut o = opts(None, PASSIVE_MODEL);
+        assert_eq!(controller(&o).unwrap().socket_cca(), CcaName::CUBIC);
+        o.initial_cca = CcaName::BBR;
+        let c = controller(&o).unwrap();
+        assert_eq!(
+            (c.config().initial_cca, c.socket_cca()),
+            (CcaName::BBR, CcaName::BBR)
+        );
+    }
+
+    #[test]
     fn cycles_reach_the_controller_and_are_validated() {
         let mut o = opts(Some("S5-C5-S5-B5"), ACTIVE_MODEL);
         assert_eq!(controller(&o).unwrap().config().cycles, 1);
