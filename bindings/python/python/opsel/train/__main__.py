@@ -189,7 +189,8 @@ def cmd_gated_live(a):
                  "`opsel demo --fg ops --bg cubic,bbr --cycles N --extend-below 1 --json F`")
     rows = gated.replay_live(probes, taus=[float(x) for x in _strs(a.taus)])
     full = sum(p["complete"] for p in probes)
-    print(f"{len(probes)} live probes ({full} with all windows logged) from {len(lines)} runs; "
+    decided = sum(p["decided"] for p in probes)
+    print(f"{len(probes)} live probes ({decided} decided, {full} with all windows logged) from {len(lines)} runs; "
           "decision = stump on the background (class minus the transfer's own flow)")
     _emit(gated.live_markdown(rows), {"rows": rows, "probes": probes}, a.json)
 

@@ -187,7 +187,9 @@ def live_probes(lines: list[dict], classes: list[str]) -> list[dict]:
     background, ``--cycles N``): per probe the background, the CCA the
     transfer sent with while it ran, and the running (leader, margin) after
     each logged window. ``complete``: all N windows were logged (a probe
-    recorded with ``--extend-below 1`` always takes N unless the run ended)."""
+    recorded with ``--extend-below 1`` always takes N unless the run ended);
+    ``decided``: complete, or stopped by the run's own gate (not cut by the
+    end of the run)."""
     out = []
     for ln in lines:
         if ln.get("fg") != "OPS" or ln.get("bg") not in ("cubic", "bbr") or not ln.get("windows"):
@@ -201,8 +203,13 @@ def live_probes(lines: list[dict], classes: list[str]) -> list[dict]:
             if probes:
                 probes[-1].append(w)
         own = ln.get("initial_cca") or "cubic"
+        tau0 = ln.get("extend_below")
         for k, p in enumerate(probes):
+            # Decided: all N windows, or the run's own gate stopped it; a probe
+            # cut by the end of the run is neither.
+            decided = len(p) == n or (tau0 is not None and p[-1]["margin"] >= tau0)
             out.append({"bg": ln["bg"], "run": ln.get("run"), "own_cca": own, "complete": len(p) == n,
+                        "decided": decided,
                         "extend_below": ln.get("extend_below"),
                         "windows": [(classes[w["leader"]], float(w["margin"])) for w in p]})
             # The transfer's CCA during the next probe: this probe's decision.
@@ -213,13 +220,17 @@ def live_probes(lines: list[dict], classes: list[str]) -> list[dict]:
 
 def replay_live(probes: list[dict], taus=TAUS) -> list[dict]:
     """Replay the gate at each τ on live probes: decide after the first window
-    whose running margin reaches τ (else the last). A probe joins τ's row only
-    if its log reaches the window τ decides at (probes run with a gate τ0 stop
-    at the first margin >= τ0, so they replay exactly for τ <= τ0)."""
+    whose running margin reaches τ (else the last). Probes cut by the end of
+    their run are left out; a gated probe joins τ's row only if its log
+    reaches the window τ decides at (a probe run with a gate τ0 stops at the
+    first margin >= τ0, so it replays exactly for τ <= τ0)."""
     rows = []
     for tau in taus:
         right = n = extended = windows = 0
+        by_bg: dict[str, list[int]] = {}  # background → [right, probes]
         for p in probes:
+            if not p.get("decided", True):
+                continue
             ws = p["windows"]
             i = next((j for j, (_, m) in enumerate(ws) if m >= tau), None)
             if i is None:
@@ -229,16 +240,23 @@ def replay_live(probes: list[dict], taus=TAUS) -> list[dict]:
             n += 1
             windows += i + 1
             extended += i > 0
-            right += stump_on_background(ws[i][0], p["own_cca"]) == p["bg"]
+            ok = stump_on_background(ws[i][0], p["own_cca"]) == p["bg"]
+            right += ok
+            b = by_bg.setdefault(p["bg"], [0, 0])
+            b[0] += ok
+            b[1] += 1
         rows.append({"tau": tau, "probes": n, "right": right, "accuracy": right / n if n else float("nan"),
-                     "mean_windows": windows / n if n else float("nan"), "extended": extended / n if n else float("nan")})
+                     "mean_windows": windows / n if n else float("nan"), "extended": extended / n if n else float("nan"),
+                     "by_bg": by_bg})
     return rows
 
 
 def live_markdown(rows: list[dict]) -> list[str]:
-    out = ["| τ | probes | decision right | mean windows | probes extended |", "|---|---|---|---|---|"]
+    out = ["| τ | probes | decision right | vs CUBIC BG | vs BBR BG | mean windows | probes extended |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
         tau = "never stop early" if r["tau"] > 1 else f"{r['tau']:.2f}"
-        out.append(f"| {tau} | {r['probes']} | {r['right']} ({100 * r['accuracy']:.1f} %) | {r['mean_windows']:.2f} | "
-                   f"{100 * r['extended']:.1f} % |")
+        bg = {k: f"{v[0]} of {v[1]}" for k, v in r["by_bg"].items()}
+        out.append(f"| {tau} | {r['probes']} | {r['right']} ({100 * r['accuracy']:.1f} %) | {bg.get('cubic', '–')} | "
+                   f"{bg.get('bbr', '–')} | {r['mean_windows']:.2f} | {100 * r['extended']:.1f} % |")
     return out
