@@ -58,8 +58,21 @@ fn collect_one_active_window_and_resume() {
     assert_eq!(side["conditions"]["buffer_bytes"], 406_250);
     let run = &side["runs"][0];
     assert_eq!(run["samples_written"], 20);
-    let base = run["base_rtt_ms"][0].as_f64().unwrap();
-    assert!((base - 65.0).abs() < 2.0, "base RTT {base}");
+    // The fastest of the base samples (each the mean of a 10-echo burst before
+    // the background starts). The first burst through a fresh user-space
+    // delay line can come late on a slow VM (CI, session 9: 67.4 ms), as in
+    // sys_rtt; the path's base RTT is the floor.
+    let base = run["base_rtt_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        (base - 65.0).abs() < 2.0,
+        "base RTT {base}: {}",
+        run["base_rtt_ms"]
+    );
     assert!(run["background_mbps"]["bg0-bbr"].as_f64().unwrap() > 10.0);
     assert_eq!(run["active_cca_switches"], 2);
 
