@@ -6,9 +6,12 @@
 //! See `DESIGN.md` in the repository for the architecture.
 
 pub mod bwe;
+pub mod dps;
 pub mod dtw;
 pub mod error;
 pub mod fair;
+pub mod fastprob;
+pub mod flows;
 pub mod knn;
 pub mod mix;
 pub mod model;

@@ -1,0 +1,1 @@
+//! Utility-based CCA selection with online learning (document 002, DPS).

@@ -1,0 +1,1 @@
+//! Early-stopping throughput prediction (document 004, FastProb).
