@@ -74,11 +74,16 @@ impl Condition {
             "default" => (100.0, 65.0, 0.5),
             "c50" => (50.0, 40.0, 1.0),
             "thesis" => (100.0, 65.0, 1.5),
-            other => {
-                return Err(Error::invalid(format!(
-                    "unknown condition {other:?}; use default, c50 or thesis, or give --rate-mbps, --rtt-ms and --buffer-bdp for a custom one"
-                )))
-            }
+            other => match parse_grid_name(other) {
+                Some(t) => t,
+                None => {
+                    return Err(Error::invalid(format!(
+                        "unknown condition {other:?}; use default, c50, thesis, grid (every GRID condition), \
+                         a name r<Mbit/s>-d<RTT ms>-b<buffer × BDP> such as r100-d65-b0.5, \
+                         or give --rate-mbps, --rtt-ms and --buffer-bdp for a custom one"
+                    )))
+                }
+            },
         };
         Ok(Condition {
             name: name.into(),
@@ -126,6 +131,47 @@ impl Condition {
         }
         Ok(())
     }
+}
+
+/// The training grid for recognition across networks (notes 000 §8, "sweep
+/// BDP and buffer size"): 12 conditions spread over bottleneck 10–300 Mbit/s,
+/// RTT 10–200 ms and buffer 0.25–2 × BDP, each rate, RTT and buffer level used
+/// more than once but no two conditions alike, so a leave-one-condition-out
+/// test always holds out a network the model has not seen. 300 Mbit/s is the
+/// top: two labs at once on two cores sustain it (docs/results/netlab-bench.md:
+/// one lab sustains 800). `default` and `c50` are recorded too and join the
+/// grid in evaluation.
+pub const GRID: [&str; 12] = [
+    "r10-d100-b1",
+    "r10-d20-b2",
+    "r20-d200-b0.5",
+    "r25-d40-b0.25",
+    "r50-d150-b2",
+    "r50-d10-b0.5",
+    "r100-d30-b1",
+    "r100-d120-b0.25",
+    "r200-d50-b0.5",
+    "r200-d200-b1",
+    "r300-d80-b0.25",
+    "r300-d20-b2",
+];
+
+/// `r<rate Mbit/s>-d<RTT ms>-b<buffer × BDP>` → (rate, RTT, buffer); the name
+/// is the condition, so a trace folder says what network it was recorded on.
+pub fn parse_grid_name(name: &str) -> Option<(f64, f64, f64)> {
+    let mut it = name.split('-');
+    let num = |s: Option<&str>, p: char| -> Option<f64> {
+        s?.strip_prefix(p)?
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
+    let t = (
+        num(it.next(), 'r')?,
+        num(it.next(), 'd')?,
+        num(it.next(), 'b')?,
+    );
+    it.next().is_none().then_some(t)
 }
 
 fn valid_name(s: &str) -> bool {
@@ -1159,13 +1205,22 @@ pub fn parse_plan(text: &str, classes: &[String]) -> Result<Vec<PlanItem>> {
                 "plan entry {item:?} is not <condition>/<mode>[@weight], e.g. default/passive or default/S5-C5-S5-B5@0.5"
             ))
         })?;
-        let condition = Condition::preset(cond)?;
+        let conditions: Vec<Condition> = if cond == "grid" {
+            GRID.iter()
+                .map(|g| Condition::preset(g))
+                .collect::<Result<_>>()?
+        } else {
+            vec![Condition::preset(cond)?]
+        };
         let mode = Mode::parse(mode)?;
-        for c in classes {
-            v.push(PlanItem {
-                spec: TraceSpec::new(condition.clone(), mode.clone(), c)?,
-                weight,
-            });
+        for condition in &conditions {
+            condition.validate()?;
+            for c in classes {
+                v.push(PlanItem {
+                    spec: TraceSpec::new(condition.clone(), mode.clone(), c)?,
+                    weight,
+                });
+            }
         }
     }
     if v.is_empty() {
@@ -1475,6 +1530,31 @@ mod tests {
         assert_eq!(p[2].spec.key(), "default/active-s5c5s5b5/B0-C0");
         assert_eq!(p[4].weight, 0.5);
         assert!(parse_plan("default", &classes).is_err());
+        // `grid` expands to every grid condition; names carry the parameters.
+        let g = parse_plan("grid/passive", &classes).unwrap();
+        assert_eq!(g.len(), GRID.len() * classes.len());
+        let c = Condition::preset("r300-d20-b2").unwrap();
+        assert_eq!((c.rate_mbps, c.rtt_ms, c.buffer_bdp), (300.0, 20.0, 2.0));
+        assert_eq!(c.buffer_bytes(), 1_500_000);
+        for bad in [
+            "r100-d65",
+            "r100-d65-b0.5-x",
+            "rx-d65-b1",
+            "r-5-d65-b1",
+            "r100-d0-b1",
+        ] {
+            assert!(Condition::preset(bad).is_err(), "{bad}");
+        }
+        let mut seen = std::collections::HashSet::new();
+        for g in GRID {
+            let c = Condition::preset(g).unwrap();
+            c.validate().unwrap();
+            assert!(seen.insert((
+                c.rate_mbps as u64,
+                c.rtt_ms as u64,
+                (c.buffer_bdp * 100.0) as u64
+            )));
+        }
         assert!(parse_plan("default/passive@-1", &classes).is_err());
         assert!(parse_plan("", &classes).is_err());
         let idle = vec![false; 6];
