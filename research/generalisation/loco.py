@@ -1,0 +1,278 @@
+"""Leave-one-condition-out (LOCO) evaluation of background-mix recognition.
+
+For every recorded network condition c: train on the windows of every other
+condition, test on c's. A representation that only works on the network it was
+trained on scores near chance here; one that generalises keeps its accuracy.
+
+Representations (per window ``x`` of w RTT samples in ms, ``b`` the path's base
+RTT — in the lab the fastest echo burst before the background starts; on a live
+transfer ``TCP_INFO``'s ``tcpi_min_rtt`` or the fastest probe sample so far):
+
+* ``none``         x                                   (the thesis: absolute RTT)
+* ``divide-min``   x / min(x)                          (shipped passive model)
+* ``z-score``      (x - mean) / sd                     (shipped active model)
+* ``queue-ms``     x - b                               (queueing delay, ms)
+* ``queue-rel``    (x - b) / b                         (queueing in base RTTs)
+* ``queue-log``    log1p((x - b) / b * 10)             (compresses deep buffers)
+* ``queue-buf``    (x - b) / (buffer / rate)           (ORACLE: the buffer is not
+                                                        known to a live transfer;
+                                                        an upper bound only)
+
+Configuration choice never sees the condition it is scored on: ``--nested``
+picks, for each held-out condition, the representation with the best median
+LOCO accuracy over the *remaining* conditions, then trains on all of them and
+tests once on the held-out one (nested LOCO).
+
+Usage (from the repository root, after ``make python``)::
+
+    .venv/bin/python research/generalisation/loco.py data/collect --mode passive \\
+        --json docs/results/generalisation-loco-passive.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+import opsel
+from opsel.train.data import SIX_CLASSES, find_traces_dir, trace_windows
+
+BBR_CLASSES = {c for c in SIX_CLASSES if opsel.parse_mix(c)["bbr_present"]}
+REPRESENTATIONS = ("none", "divide-min", "z-score", "queue-ms", "queue-rel", "queue-log", "queue-buf")
+DEPLOYABLE = tuple(r for r in REPRESENTATIONS if r != "queue-buf")
+
+
+def condition_params(meta: dict) -> tuple[float, float, float]:
+    """(rate Mbit/s, RTT ms, buffer bytes) of a trace side-car."""
+    c = meta.get("conditions", {})
+    return float(c["rate_mbps"]), float(c["rtt_ms"]), float(c["buffer_bytes"])
+
+
+def run_bases(tr) -> dict[int, float]:
+    """Base RTT per run: the fastest base burst recorded before the background started."""
+    out = {}
+    for r in tr.meta.get("runs", []):
+        vals = [v for v in r.get("base_rtt_ms", []) if v and v > 0]
+        if vals:
+            out[int(r["run"])] = float(min(vals))
+    return out
+
+
+def load(root: str, mode: str, w: int, min_windows: int):
+    """Every condition folder of ``root`` with ``mode`` recorded for all six classes.
+
+    Returns {condition: dict(X, y, base, qbuf, rate, rtt)} with per-window base RTT."""
+    conds = {}
+    for cond in sorted(os.listdir(root)):
+        d = os.path.join(root, cond, mode)
+        if not os.path.isdir(d):
+            continue
+        traces = find_traces_dir(d)
+        if len(traces) != len(SIX_CLASSES):
+            continue
+        Xs, ys, bs = [], [], []
+        ok = True
+        for tr in traces:
+            from opsel.train.data import trace_windows_meta
+
+            X, runs, _ = trace_windows_meta(tr, w)
+            if len(X) < min_windows:
+                ok = False
+                break
+            bases = run_bases(tr)
+            fallback = float(np.nanmin(tr.rtt_ms)) if len(tr.rtt_ms) else math.nan
+            Xs.append(X)
+            ys += [tr.label] * len(X)
+            bs += [bases.get(int(r), fallback) for r in runs]
+        if not ok:
+            continue
+        rate, rtt, buf = condition_params(traces[0].meta)
+        conds[cond] = dict(
+            X=np.concatenate(Xs), y=np.array(ys), base=np.array(bs),
+            qdelay_ms=buf * 8 / (rate * 1e6) * 1e3, rate=rate, rtt=rtt, buffer_bytes=buf,
+        )
+    return conds
+
+
+def represent(X: np.ndarray, base: np.ndarray, qdelay_ms: float, how: str) -> np.ndarray:
+    b = base[:, None]
+    if how == "none":
+        return X.copy()
+    if how == "divide-min":
+        return X / X.min(axis=1, keepdims=True)
+    if how == "z-score":
+        sd = X.std(axis=1, keepdims=True)
+        return np.where(sd > 0, (X - X.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1), 0.0)
+    if how == "queue-ms":
+        return X - b
+    if how == "queue-rel":
+        return (X - b) / b
+    if how == "queue-log":
+        return np.log1p(np.clip((X - b) / b, -0.09, None) * 10.0)
+    if how == "queue-buf":
+        return (X - b) / qdelay_ms
+    raise ValueError(f"unknown representation {how!r}; use one of {REPRESENTATIONS}")
+
+
+def balanced(y: np.ndarray, n: int | None, rng: np.random.Generator) -> np.ndarray:
+    """Indices keeping at most n windows per class (all if n is None)."""
+    idx = []
+    for c in SIX_CLASSES:
+        ci = np.flatnonzero(y == c)
+        if n is not None and len(ci) > n:
+            ci = np.sort(rng.choice(ci, n, replace=False))
+        idx.append(ci)
+    return np.concatenate(idx)
+
+
+def fit_predict(conds, train_names, test_name, how, k, radius, per_class):
+    rng = np.random.default_rng(0)
+    Xtr, ytr = [], []
+    for c in train_names:
+        d = conds[c]
+        i = balanced(d["y"], per_class, rng)
+        Xtr.append(represent(d["X"][i], d["base"][i], d["qdelay_ms"], how))
+        ytr.append(d["y"][i])
+    Xtr, ytr = np.concatenate(Xtr), np.concatenate(ytr)
+    t = conds[test_name]
+    Xte = represent(t["X"], t["base"], t["qdelay_ms"], how)
+    if LEARNER == "knn-dtw":
+        clf = opsel.KnnDtw(n_neighbors=k, radius=radius).fit(Xtr, ytr)
+        pred = np.asarray(clf.predict(Xte)).astype(str)
+    else:
+        from sklearn.ensemble import RandomForestClassifier
+
+        clf = RandomForestClassifier(n_estimators=300, min_samples_leaf=2, random_state=0, n_jobs=-1)
+        clf.fit(window_features(Xtr), ytr)
+        pred = np.asarray(clf.predict(window_features(Xte))).astype(str)
+    return t["y"], pred
+
+
+def window_features(X: np.ndarray) -> np.ndarray:
+    """Order-free summary of a represented window, for the random-forest comparison:
+    level (mean, quantiles), spread, step sizes, lag-1 autocorrelation, the share
+    of near-minimum samples (BBR's ProbeRTT drains; an idle path), and the trend."""
+    d = np.diff(X, axis=1)
+    mu = X.mean(axis=1, keepdims=True)
+    c = X - mu
+    var = (c ** 2).mean(axis=1)
+    ac1 = np.where(var > 0, (c[:, 1:] * c[:, :-1]).mean(axis=1) / np.where(var > 0, var, 1), 0.0)
+    lo, hi = X.min(axis=1, keepdims=True), X.max(axis=1, keepdims=True)
+    span = np.where(hi - lo > 0, hi - lo, 1)
+    near_min = ((X - lo) / span < 0.1).mean(axis=1)
+    t = np.arange(X.shape[1]) - (X.shape[1] - 1) / 2
+    slope = (c * t).sum(axis=1) / (t ** 2).sum()
+    q = np.percentile(X, [0, 10, 25, 50, 75, 90, 100], axis=1).T
+    return np.column_stack([mu[:, 0], np.sqrt(var), q, np.abs(d).mean(axis=1), d.std(axis=1),
+                            d.max(axis=1), d.min(axis=1), ac1, near_min, slope])
+
+
+LEARNER = "knn-dtw"
+
+
+def scores(y, pred) -> dict:
+    acc = float(np.mean(pred == y))
+    yb = np.isin(y, list(BBR_CLASSES))
+    pb = np.isin(pred, list(BBR_CLASSES))
+    per = {c: float(np.mean(pred[y == c] == c)) for c in SIX_CLASSES if np.any(y == c)}
+    return {"six": acc, "bbr": float(np.mean(yb == pb)), "n": int(len(y)), "per_class": per}
+
+
+def loco(conds, names, how, k, radius, per_class):
+    out = {}
+    for c in names:
+        y, p = fit_predict(conds, [n for n in names if n != c], c, how, k, radius, per_class)
+        out[c] = scores(y, p)
+    return out
+
+
+def median(v):
+    return float(np.median(v)) if len(v) else math.nan
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root", help="folder of <condition>/<mode>/<class>.csv traces (opsel lab collect --out)")
+    ap.add_argument("--mode", default="passive")
+    ap.add_argument("--w", type=int, default=20)
+    ap.add_argument("--k", type=int, default=1)
+    ap.add_argument("--radius", type=int, default=10)
+    ap.add_argument("--min-windows", type=int, default=5, help="skip conditions with fewer windows in any class")
+    ap.add_argument("--per-class", type=int, default=None, help="cap training windows per class and condition")
+    ap.add_argument("--exclude", default="", help="comma-separated conditions to leave out entirely (held-out OPS conditions)")
+    ap.add_argument("--reps", default=",".join(REPRESENTATIONS))
+    ap.add_argument("--nested", action="store_true", help="choose the representation by inner LOCO (deployable ones only)")
+    ap.add_argument("--learner", choices=("knn-dtw", "forest"), default="knn-dtw",
+                    help="DTW K-NN (the classifier of record) or a random forest on window summaries (comparison)")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    global LEARNER
+    LEARNER = a.learner
+
+    conds = load(a.root, a.mode, a.w, a.min_windows)
+    for x in filter(None, a.exclude.split(",")):
+        conds.pop(x, None)
+    names = sorted(conds, key=lambda c: (conds[c]["rate"], conds[c]["rtt"], conds[c]["buffer_bytes"]))
+    if len(names) < 3:
+        sys.exit(f"only {len(names)} complete conditions under {a.root}/*/{a.mode}: need at least 3 for LOCO")
+    t0 = time.time()
+    what = f"{a.k}-NN DTW, radius {a.radius}" if a.learner == "knn-dtw" else "random forest on window summaries"
+    print(f"{len(names)} conditions, mode {a.mode}, w = {a.w}, {what}")
+    print("| condition | rate Mbit/s | RTT ms | buffer × BDP | windows |")
+    print("|---|---|---|---|---|")
+    for c in names:
+        d = conds[c]
+        bdp = d["rate"] * 1e6 / 8 * d["rtt"] / 1e3
+        print(f"| {c} | {d['rate']:g} | {d['rtt']:g} | {d['buffer_bytes'] / bdp:.2g} | {len(d['y'])} |")
+    reps = [r for r in a.reps.split(",") if r]
+    table = {}
+    for how in reps:
+        table[how] = loco(conds, names, how, a.k, a.radius, a.per_class)
+    print()
+    print("LOCO accuracy, 6-class / BBR present (%), per held-out condition:")
+    print("| representation | " + " | ".join(names) + " | median |")
+    print("|---|" + "---|" * (len(names) + 1))
+    for how in reps:
+        r = table[how]
+        cells = [f"{100 * r[c]['six']:.0f} / {100 * r[c]['bbr']:.0f}" for c in names]
+        m6 = median([r[c]["six"] for c in names])
+        mb = median([r[c]["bbr"] for c in names])
+        print(f"| {how} | " + " | ".join(cells) + f" | **{100 * m6:.1f} / {100 * mb:.1f}** |")
+    nested = None
+    if a.nested:
+        nested = {}
+        for c in names:
+            rest = [n for n in names if n != c]
+            inner = {}
+            for how in [r for r in reps if r in DEPLOYABLE]:
+                res = loco(conds, rest, how, a.k, a.radius, a.per_class)
+                inner[how] = median([res[n]["six"] for n in rest])
+            best = max(inner, key=lambda h: (inner[h], -reps.index(h)))
+            y, p = fit_predict(conds, rest, c, best, a.k, a.radius, a.per_class)
+            nested[c] = dict(scores(y, p), chosen=best, inner=inner)
+        print()
+        print("Nested LOCO (representation chosen on the other conditions only):")
+        print("| held out | chosen | 6-class | BBR present |")
+        print("|---|---|---|---|")
+        for c in names:
+            r = nested[c]
+            print(f"| {c} | {r['chosen']} | {100 * r['six']:.1f} | {100 * r['bbr']:.1f} |")
+        print(f"| **median** | | **{100 * median([nested[c]['six'] for c in names]):.1f}** | "
+              f"**{100 * median([nested[c]['bbr'] for c in names]):.1f}** |")
+    print(f"\n({time.time() - t0:.0f} s)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"mode": a.mode, "learner": a.learner, "w": a.w, "k": a.k, "radius": a.radius, "per_class": a.per_class,
+                       "conditions": {c: {k: conds[c][k] for k in ("rate", "rtt", "buffer_bytes")} | {"windows": int(len(conds[c]["y"]))}
+                                      for c in names},
+                       "loco": table, "nested": nested}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
