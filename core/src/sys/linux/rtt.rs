@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
@@ -140,12 +140,12 @@ fn to_mono(rt: Option<u64>, rt_off: i128) -> u64 {
     }
 }
 
-/// ICMP echo prober toward one IPv4 address. The socket is created in the
-/// network namespace of the calling thread.
+/// ICMP echo prober toward one IPv4 address (ICMP) or IPv6 address (ICMPv6).
+/// The socket is created in the network namespace of the calling thread.
 pub struct IcmpProber {
     fd: OwnedFd,
     kind: IcmpSocketKind,
-    dst: Ipv4Addr,
+    dst: IpAddr,
     ident: u16,
     rt_off: i128,
     buf: Vec<u8>,
@@ -157,9 +157,17 @@ impl IcmpProber {
     /// Open a ping socket if allowed, else a raw socket; error naming
     /// `net.ipv4.ping_group_range` when neither is permitted.
     pub fn new(dst: Ipv4Addr) -> Result<IcmpProber> {
-        let (fd, kind) = match new_socket(libc::AF_INET, libc::SOCK_DGRAM, libc::IPPROTO_ICMP) {
+        Self::new_ip(IpAddr::V4(dst))
+    }
+
+    /// Like [`IcmpProber::new`] for either family: ICMPv6 echo (RFC 4443 §4)
+    /// toward an IPv6 address. Linux ping sockets serve both families under
+    /// the one sysctl `net.ipv4.ping_group_range`.
+    pub fn new_ip(dst: IpAddr) -> Result<IcmpProber> {
+        let (domain, proto) = family(dst);
+        let (fd, kind) = match new_socket(domain, libc::SOCK_DGRAM, proto) {
             Ok(fd) => (fd, IcmpSocketKind::Ping),
-            Err(e1) => match new_socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP) {
+            Err(e1) => match new_socket(domain, libc::SOCK_RAW, proto) {
                 Ok(fd) => (fd, IcmpSocketKind::Raw),
                 Err(e2) => {
                     let range = std::fs::read_to_string("/proc/sys/net/ipv4/ping_group_range")
@@ -178,11 +186,17 @@ impl IcmpProber {
 
     /// Force the socket kind (tests, or to avoid the raw socket's extra filtering).
     pub fn with_kind(dst: Ipv4Addr, kind: IcmpSocketKind) -> Result<IcmpProber> {
+        Self::with_kind_ip(IpAddr::V4(dst), kind)
+    }
+
+    /// [`IcmpProber::with_kind`] for either family.
+    pub fn with_kind_ip(dst: IpAddr, kind: IcmpSocketKind) -> Result<IcmpProber> {
         let ty = match kind {
             IcmpSocketKind::Ping => libc::SOCK_DGRAM,
             IcmpSocketKind::Raw => libc::SOCK_RAW,
         };
-        let fd = new_socket(libc::AF_INET, ty, libc::IPPROTO_ICMP).map_err(|e| match e.raw_os_error() {
+        let (domain, proto) = family(dst);
+        let fd = new_socket(domain, ty, proto).map_err(|e| match e.raw_os_error() {
             Some(libc::EACCES) | Some(libc::EPERM) => Error::Permission(format!(
                 "cannot open a {kind:?} ICMP socket: {e}; for Ping add the group to {PING_GROUP_RANGE}, for Raw run with CAP_NET_RAW"
             )),
@@ -191,7 +205,7 @@ impl IcmpProber {
         Self::with_socket(fd, kind, dst)
     }
 
-    fn with_socket(fd: OwnedFd, kind: IcmpSocketKind, dst: Ipv4Addr) -> Result<IcmpProber> {
+    fn with_socket(fd: OwnedFd, kind: IcmpSocketKind, dst: IpAddr) -> Result<IcmpProber> {
         set_val(
             fd.as_fd(),
             libc::SOL_SOCKET,
@@ -199,14 +213,29 @@ impl IcmpProber {
             "setsockopt(SO_TIMESTAMPNS)",
             1 as libc::c_int,
         )?;
-        let sa = sockaddr_in(SocketAddrV4::new(dst, 0));
-        // SAFETY: valid sockaddr_in.
-        let rc = unsafe {
-            libc::connect(
-                fd.as_raw_fd(),
-                (&sa as *const libc::sockaddr_in).cast(),
-                std::mem::size_of_val(&sa) as u32,
-            )
+        let rc = match dst {
+            IpAddr::V4(a) => {
+                let sa = sockaddr_in(SocketAddrV4::new(a, 0));
+                // SAFETY: valid sockaddr_in.
+                unsafe {
+                    libc::connect(
+                        fd.as_raw_fd(),
+                        (&sa as *const libc::sockaddr_in).cast(),
+                        std::mem::size_of_val(&sa) as u32,
+                    )
+                }
+            }
+            IpAddr::V6(a) => {
+                let sa = sockaddr_in6(SocketAddrV6::new(a, 0, 0, 0));
+                // SAFETY: valid sockaddr_in6.
+                unsafe {
+                    libc::connect(
+                        fd.as_raw_fd(),
+                        (&sa as *const libc::sockaddr_in6).cast(),
+                        std::mem::size_of_val(&sa) as u32,
+                    )
+                }
+            }
         };
         if rc != 0 {
             return Err(os_error(
@@ -218,18 +247,20 @@ impl IcmpProber {
         let ident = match kind {
             // The kernel owns the identifier of a ping socket (its "port").
             IcmpSocketKind::Ping => {
-                // SAFETY: zeroed sockaddr_in out-buffer.
-                let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+                // sockaddr_in and sockaddr_in6 both keep the port (here the
+                // echo identifier) right after the family.
+                // SAFETY: zeroed sockaddr_in6 out-buffer, large enough for either family.
+                let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
                 let mut len = std::mem::size_of_val(&sa) as u32;
                 // SAFETY: valid out-buffers.
                 unsafe {
                     libc::getsockname(
                         fd.as_raw_fd(),
-                        (&mut sa as *mut libc::sockaddr_in).cast(),
+                        (&mut sa as *mut libc::sockaddr_in6).cast(),
                         &mut len,
                     )
                 };
-                u16::from_be(sa.sin_port)
+                u16::from_be(sa.sin6_port)
             }
             IcmpSocketKind::Raw => (std::process::id() as u16)
                 .wrapping_mul(31)
@@ -251,9 +282,33 @@ impl IcmpProber {
     }
 
     /// Destination address.
-    pub fn destination(&self) -> Ipv4Addr {
+    pub fn destination(&self) -> IpAddr {
         self.dst
     }
+}
+
+/// Socket domain and protocol of ICMP echo toward `dst`.
+fn family(dst: IpAddr) -> (i32, i32) {
+    match dst {
+        IpAddr::V4(_) => (libc::AF_INET, libc::IPPROTO_ICMP),
+        IpAddr::V6(_) => (libc::AF_INET6, libc::IPPROTO_ICMPV6),
+    }
+}
+
+/// ICMP / ICMPv6 echo request and reply types (RFC 792, RFC 4443 §4).
+const ECHO_REQUEST_V4: u8 = 8;
+const ECHO_REPLY_V4: u8 = 0;
+const ECHO_REQUEST_V6: u8 = 128;
+const ECHO_REPLY_V6: u8 = 129;
+
+fn sockaddr_in6(a: SocketAddrV6) -> libc::sockaddr_in6 {
+    // SAFETY: zeroed sockaddr_in6 is valid.
+    let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    sa.sin6_family = libc::AF_INET6 as u16;
+    sa.sin6_port = a.port().to_be();
+    sa.sin6_addr.s6_addr = a.ip().octets();
+    sa.sin6_scope_id = a.scope_id();
+    sa
 }
 
 fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
@@ -268,15 +323,20 @@ fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
 impl EchoProbe for IcmpProber {
     fn send_echo(&mut self, seq: u16) -> Result<u64> {
         // type 8, code 0, checksum, id, seq, then magic + send stamp (like ping's timeval).
+        let v6 = self.dst.is_ipv6();
         let mut pkt = [0u8; 24];
-        pkt[0] = 8;
+        pkt[0] = if v6 { ECHO_REQUEST_V6 } else { ECHO_REQUEST_V4 };
         pkt[4..6].copy_from_slice(&self.ident.to_be_bytes());
         pkt[6..8].copy_from_slice(&seq.to_be_bytes());
         pkt[8..12].copy_from_slice(&ECHO_MAGIC);
         let t = monotonic_ns();
         pkt[12..20].copy_from_slice(&t.to_be_bytes());
-        let ck = inet_checksum(&pkt);
-        pkt[2..4].copy_from_slice(&ck.to_be_bytes());
+        // ICMPv6's checksum covers a pseudo-header the kernel fills in; it
+        // computes the checksum itself on ping and raw ICMPv6 sockets (RFC 3542 §3.1).
+        if !v6 {
+            let ck = inet_checksum(&pkt);
+            pkt[2..4].copy_from_slice(&ck.to_be_bytes());
+        }
         // SAFETY: pkt is valid for its length; the socket is connected.
         let rc = unsafe { libc::send(self.fd.as_raw_fd(), pkt.as_ptr().cast(), pkt.len(), 0) };
         if rc < 0 {
@@ -298,7 +358,9 @@ impl EchoProbe for IcmpProber {
                 return Ok(None);
             };
             let mut p = &self.buf[..n];
-            if self.kind == IcmpSocketKind::Raw {
+            let v6 = self.dst.is_ipv6();
+            // Raw ICMPv6 sockets deliver no IP header (RFC 3542 §3); raw ICMP does.
+            if self.kind == IcmpSocketKind::Raw && !v6 {
                 // Raw sockets deliver the IP header; skip it (IHL words).
                 let ihl = usize::from(p.first().copied().unwrap_or(0) & 0x0f) * 4;
                 if ihl < 20 || p.len() < ihl + 8 {
@@ -306,7 +368,8 @@ impl EchoProbe for IcmpProber {
                 }
                 p = &p[ihl..];
             }
-            if p.len() < 20 || p[0] != 0 || p[8..12] != ECHO_MAGIC {
+            let reply = if v6 { ECHO_REPLY_V6 } else { ECHO_REPLY_V4 };
+            if p.len() < 20 || p[0] != reply || p[8..12] != ECHO_MAGIC {
                 continue; // not an echo reply of ours (raw sockets see all ICMP)
             }
             let id = u16::from_be_bytes([p[4], p[5]]);
