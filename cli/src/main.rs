@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 
 mod bwe;
+mod calibrate;
 mod collect;
 mod lab;
 mod transfer;
@@ -30,6 +31,8 @@ enum Cmd {
     Send(transfer::args::SendArgs),
     /// Receive one transfer into a file, confirming every byte (iPerfOPS server).
     Recv(transfer::args::RecvArgs),
+    /// Extend a background-mix model with references recorded in netlab at your path's rate and RTT.
+    Calibrate(calibrate::CalibrateArgs),
     /// OPS vs fixed CUBIC / BBR on the emulated WAN: 000 Table 6.3 (static) and ALT-X backgrounds.
     Demo(transfer::demo::DemoArgs),
 }
@@ -42,6 +45,7 @@ fn main() {
         Cmd::Send(a) => transfer::args::send_main(a),
         Cmd::Recv(a) => transfer::args::recv_main(a),
         Cmd::Demo(a) => transfer::demo::main(a),
+        Cmd::Calibrate(a) => calibrate::main(a),
     };
     if let Err(e) = r {
         eprintln!("opsel: {e}");

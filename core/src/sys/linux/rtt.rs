@@ -42,6 +42,17 @@ pub trait EchoProbe {
     fn recv_reply(&mut self, timeout: Duration) -> Result<Option<(u16, u64)>>;
 }
 
+/// A boxed prober is a prober: the probe a caller picks at run time
+/// (`Box<dyn EchoProbe + Send>`) goes straight into [`echo_burst`].
+impl<P: EchoProbe + ?Sized> EchoProbe for Box<P> {
+    fn send_echo(&mut self, seq: u16) -> Result<u64> {
+        (**self).send_echo(seq)
+    }
+    fn recv_reply(&mut self, timeout: Duration) -> Result<Option<(u16, u64)>> {
+        (**self).recv_reply(timeout)
+    }
+}
+
 /// Which ICMP socket kind an [`IcmpProber`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IcmpSocketKind {
