@@ -5,8 +5,9 @@ condition, test on c's. A representation that only works on the network it was
 trained on scores near chance here; one that generalises keeps its accuracy.
 
 Representations (per window ``x`` of w RTT samples in ms, ``b`` the path's base
-RTT — in the lab the fastest echo burst before the background starts; on a live
-transfer ``TCP_INFO``'s ``tcpi_min_rtt`` or the fastest probe sample so far):
+RTT: by default the fastest 1 Hz sample of the run up to the window's end, what
+a live controller knows on a path whose background was already running;
+``--base prebg`` uses the lab's bursts taken before the background started):
 
 * ``none``         x                                   (the thesis: absolute RTT)
 * ``divide-min``   x / min(x)                          (shipped passive model)
@@ -17,6 +18,9 @@ transfer ``TCP_INFO``'s ``tcpi_min_rtt`` or the fastest probe sample so far):
 * ``queue-buf``    (x - b) / (buffer / rate)           (ORACLE: the buffer is not
                                                         known to a live transfer;
                                                         an upper bound only)
+* ``queue-buf-err`` the same with the capacity off by a log-normal factor (sd 0.3)
+                   per condition: what an estimate from the transfer's own
+                   max − min RTT would have to be good to
 
 Configuration choice never sees the condition it is scored on: ``--nested``
 picks, for each held-out condition, the representation with the best median
@@ -44,8 +48,8 @@ import opsel
 from opsel.train.data import SIX_CLASSES, find_traces_dir, trace_windows
 
 BBR_CLASSES = {c for c in SIX_CLASSES if opsel.parse_mix(c)["bbr_present"]}
-REPRESENTATIONS = ("none", "divide-min", "z-score", "queue-ms", "queue-rel", "queue-log", "queue-buf")
-DEPLOYABLE = tuple(r for r in REPRESENTATIONS if r != "queue-buf")
+REPRESENTATIONS = ("none", "divide-min", "z-score", "queue-ms", "queue-rel", "queue-log", "queue-buf", "queue-buf-err")
+DEPLOYABLE = tuple(r for r in REPRESENTATIONS if not r.startswith("queue-buf"))
 
 
 def condition_params(meta: dict) -> tuple[float, float, float]:
@@ -62,6 +66,28 @@ def run_bases(tr) -> dict[int, float]:
         if vals:
             out[int(r["run"])] = float(min(vals))
     return out
+
+
+def running_min_bases(tr, runs, starts, w) -> np.ndarray:
+    """Per window: the fastest sample of its run up to the window's last sample.
+
+    What a live controller knows: the samples it has taken so far on a path
+    where the background was already running (the lab's pre-background base
+    samples are not used)."""
+    out = np.empty(len(runs))
+    cache = {}
+    for i, (r, st) in enumerate(zip(runs, starts)):
+        if r not in cache:
+            sel = tr.run == r
+            series = np.full(int(tr.k[sel].max()) + 1, np.inf)
+            vals = tr.rtt_ms[sel]
+            series[tr.k[sel]] = np.where(np.isfinite(vals), vals, np.inf)
+            cache[r] = np.minimum.accumulate(series)
+        out[i] = cache[r][st + w - 1]
+    return out
+
+
+BASE = "runmin"
 
 
 def load(root: str, mode: str, w: int, min_windows: int):
@@ -81,15 +107,18 @@ def load(root: str, mode: str, w: int, min_windows: int):
         for tr in traces:
             from opsel.train.data import trace_windows_meta
 
-            X, runs, _ = trace_windows_meta(tr, w)
+            X, runs, starts = trace_windows_meta(tr, w)
             if len(X) < min_windows:
                 ok = False
                 break
-            bases = run_bases(tr)
-            fallback = float(np.nanmin(tr.rtt_ms)) if len(tr.rtt_ms) else math.nan
             Xs.append(X)
             ys += [tr.label] * len(X)
-            bs += [bases.get(int(r), fallback) for r in runs]
+            if BASE == "prebg":
+                bases = run_bases(tr)
+                fallback = float(np.nanmin(tr.rtt_ms)) if len(tr.rtt_ms) else math.nan
+                bs += [bases.get(int(r), fallback) for r in runs]
+            else:
+                bs += list(running_min_bases(tr, runs, starts, w))
         if not ok:
             continue
         rate, rtt, buf = condition_params(traces[0].meta)
@@ -117,6 +146,13 @@ def represent(X: np.ndarray, base: np.ndarray, qdelay_ms: float, how: str) -> np
         return np.log1p(np.clip((X - b) / b, -0.09, None) * 10.0)
     if how == "queue-buf":
         return (X - b) / qdelay_ms
+    if how == "queue-buf-err":
+        # The queue capacity as a live transfer would estimate it (max − min RTT
+        # of its own CUBIC phases), off by a factor drawn per condition and
+        # window batch: log-normal, sd 0.3 (±35 % at one sd). Seeded by the
+        # capacity so train and test draws differ but repeat run to run.
+        rng = np.random.default_rng(int(qdelay_ms * 1000) % (2**32))
+        return (X - b) / (qdelay_ms * float(np.exp(rng.normal(0.0, 0.3))))
     raise ValueError(f"unknown representation {how!r}; use one of {REPRESENTATIONS}")
 
 
@@ -208,12 +244,15 @@ def main(argv=None):
     ap.add_argument("--exclude", default="", help="comma-separated conditions to leave out entirely (held-out OPS conditions)")
     ap.add_argument("--reps", default=",".join(REPRESENTATIONS))
     ap.add_argument("--nested", action="store_true", help="choose the representation by inner LOCO (deployable ones only)")
+    ap.add_argument("--base", choices=("runmin", "prebg"), default="runmin",
+                    help="base RTT b: the fastest sample so far in the run (deployable; default) or the "
+                         "fastest burst before the background started (lab only)")
     ap.add_argument("--learner", choices=("knn-dtw", "forest"), default="knn-dtw",
                     help="DTW K-NN (the classifier of record) or a random forest on window summaries (comparison)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    global LEARNER
-    LEARNER = a.learner
+    global LEARNER, BASE
+    LEARNER, BASE = a.learner, a.base
 
     conds = load(a.root, a.mode, a.w, a.min_windows)
     for x in filter(None, a.exclude.split(",")):
@@ -268,7 +307,7 @@ def main(argv=None):
     print(f"\n({time.time() - t0:.0f} s)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"mode": a.mode, "learner": a.learner, "w": a.w, "k": a.k, "radius": a.radius, "per_class": a.per_class,
+            json.dump({"mode": a.mode, "learner": a.learner, "base": a.base, "w": a.w, "k": a.k, "radius": a.radius, "per_class": a.per_class,
                        "conditions": {c: {k: conds[c][k] for k in ("rate", "rtt", "buffer_bytes")} | {"windows": int(len(conds[c]["y"]))}
                                       for c in names},
                        "loco": table, "nested": nested}, f, indent=1)
