@@ -1,0 +1,1 @@
+//! Seeded synthetic multi-day flow records (notes §10).
