@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bwe;
 mod collect;
+mod flows;
 mod lab;
 mod transfer;
 
@@ -32,6 +33,8 @@ enum Cmd {
     Recv(transfer::args::RecvArgs),
     /// OPS vs fixed CUBIC / BBR on the emulated WAN: 000 Table 6.3 (static) and ALT-X backgrounds.
     Demo(transfer::demo::DemoArgs),
+    /// Alpha-flow identification from NetFlow v5/v9/IPFIX (003 AFTES): collect, report.
+    Flows(flows::FlowsArgs),
 }
 
 fn main() {
@@ -42,6 +45,7 @@ fn main() {
         Cmd::Send(a) => transfer::args::send_main(a),
         Cmd::Recv(a) => transfer::args::recv_main(a),
         Cmd::Demo(a) => transfer::demo::main(a),
+        Cmd::Flows(a) => flows::main(a),
     };
     if let Err(e) = r {
         eprintln!("opsel: {e}");

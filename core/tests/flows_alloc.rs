@@ -67,7 +67,9 @@ fn decoding_and_beta_records_do_not_allocate() {
     assert_eq!(seen, 50 * 3 * 20, "every record decoded");
     assert_eq!(n, 0, "allocations on the per-record path");
 
-    let mut iv: Vec<(u64, u64)> = (0..256).map(|i| ((i * 37) % 1000, (i * 37) % 1000 + 50)).collect();
+    let mut iv: Vec<(u64, u64)> = (0..256)
+        .map(|i| ((i * 37) % 1000, (i * 37) % 1000 + 50))
+        .collect();
     let (len, n) = count(|| union_length(&mut iv));
     assert!(len > 0);
     assert_eq!(n, 0);

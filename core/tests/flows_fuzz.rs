@@ -49,7 +49,10 @@ fn seeds() -> Vec<Vec<u8>> {
         last_ns: (t0 - 1) * S,
         sampling_interval: 1,
     };
-    let v4 = vec![r("10.0.0.1", "10.1.0.1", 1_000_000), r("10.0.0.2", "10.1.0.2", 900)];
+    let v4 = vec![
+        r("10.0.0.1", "10.1.0.1", 1_000_000),
+        r("10.0.0.2", "10.1.0.2", 900),
+    ];
     let v6 = vec![r("2001:db8::1", "2001:db8:1::1", 5000)];
     let mut out = Vec::new();
     let mut p = Vec::new();
@@ -64,9 +67,13 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     // A variable-length + enterprise-field IPFIX message.
     let mut m: Vec<u8> = vec![0, 10, 0, 0, 0x65, 0x53, 0xf1, 0x00, 0, 0, 0, 1, 0, 0, 0, 3];
-    m.extend_from_slice(&[0, 2, 0, 24, 1, 44, 0, 4, 0, 8, 0, 4, 0, 12, 0, 4, 0x80, 7, 0xff, 0xff, 0, 0, 0, 9]);
+    m.extend_from_slice(&[
+        0, 2, 0, 24, 1, 44, 0, 4, 0, 8, 0, 4, 0, 12, 0, 4, 0x80, 7, 0xff, 0xff, 0, 0, 0, 9,
+    ]);
     m.extend_from_slice(&[0, 2, 0, 8, 1, 44, 0, 0]);
-    m.extend_from_slice(&[1, 44, 0, 20, 10, 0, 0, 1, 10, 0, 0, 2, 3, 1, 2, 3, 0, 0, 0, 0]);
+    m.extend_from_slice(&[
+        1, 44, 0, 20, 10, 0, 0, 1, 10, 0, 0, 2, 3, 1, 2, 3, 0, 0, 0, 0,
+    ]);
     let l = m.len() as u16;
     m[2..4].copy_from_slice(&l.to_be_bytes());
     out.push(m);
@@ -141,12 +148,7 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], buf: &mut Vec<u8>) {
     }
 }
 
-fn run_one(
-    d: &mut Decoder,
-    agg: &mut AlphaAggregator,
-    from: SocketAddr,
-    input: &[u8],
-) -> usize {
+fn run_one(d: &mut Decoder, agg: &mut AlphaAggregator, from: SocketAddr, input: &[u8]) -> usize {
     let mut n = 0;
     let _ = d.decode(from, input, |r| {
         let _ = agg.push(r);
@@ -162,9 +164,9 @@ fn run_one(
 }
 
 fn save(input: &[u8]) -> PathBuf {
-    let h = input
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let h = input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
     let p = regressions_dir().join(format!("crash-{h:016x}.bin"));
     let _ = std::fs::create_dir_all(regressions_dir());
     let _ = std::fs::write(&p, input);
@@ -173,8 +175,13 @@ fn save(input: &[u8]) -> PathBuf {
 
 #[test]
 fn decoder_survives_mutated_datagrams() {
-    let secs: Option<u64> = std::env::var("OPSEL_FUZZ_SECS").ok().and_then(|s| s.parse().ok());
-    let seed: u64 = std::env::var("OPSEL_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let secs: Option<u64> = std::env::var("OPSEL_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let seed: u64 = std::env::var("OPSEL_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let budget = secs.map(Duration::from_secs);
     let max_inputs = if budget.is_some() { u64::MAX } else { 20_000 };
     let seeds = seeds();
@@ -186,8 +193,14 @@ fn decoder_survives_mutated_datagrams() {
     let (mut inputs, mut records) = (0u64, 0usize);
     // Every seed and regression file decodes without a panic first.
     for s in &seeds {
-        let r = catch_unwind(AssertUnwindSafe(|| run_one(&mut d, &mut agg, "127.0.0.1:1".parse().unwrap(), s)));
-        assert!(r.is_ok(), "seed/regression input panicked: saved as {:?}", save(s));
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            run_one(&mut d, &mut agg, "127.0.0.1:1".parse().unwrap(), s)
+        }));
+        assert!(
+            r.is_ok(),
+            "seed/regression input panicked: saved as {:?}",
+            save(s)
+        );
     }
     while inputs < max_inputs {
         if let Some(b) = budget {
