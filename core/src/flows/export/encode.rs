@@ -105,6 +105,9 @@ const TOPT: u16 = 258;
 /// sampling options template (258: scope System, SAMPLING_INTERVAL 34,
 /// SAMPLING_ALGORITHM 35) with its record, then the data records. Times are
 /// FIRST/LAST_SWITCHED uptime ms against `uptime_ms` at `export_s`.
+// The arguments are the v9 header fields plus what to include; a struct would
+// only rename them at every call site.
+#[allow(clippy::too_many_arguments)]
 pub fn encode_v9(
     recs: &[FlowRecord],
     export_s: u32,

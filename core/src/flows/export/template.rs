@@ -191,7 +191,7 @@ struct Vals {
 fn ntp_ns(v: &[u8]) -> i128 {
     let s = i128::from(u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
     let f = i128::from(u32::from_be_bytes([v[4], v[5], v[6], v[7]]));
-    (s - NTP_UNIX_OFFSET_S) * 1_000_000_000 + (f * 1_000_000_000 >> 32)
+    (s - NTP_UNIX_OFFSET_S) * 1_000_000_000 + ((f * 1_000_000_000) >> 32)
 }
 
 fn sat_u32(v: u64) -> u32 {
@@ -237,10 +237,8 @@ impl Vals {
             IE_START_UPTIME => self.start_uptime_ms = Some(u()),
             IE_END_UPTIME => self.end_uptime_ms = Some(u()),
             IE_SYS_INIT_MS => self.sys_init_ms = Some(u()),
-            IE_SAMPLING_INTERVAL | IE_SAMPLER_RANDOM_INTERVAL => {
-                if u() > 0 {
-                    self.sampling = Some(sat_u32(u()));
-                }
+            IE_SAMPLING_INTERVAL | IE_SAMPLER_RANDOM_INTERVAL if u() > 0 => {
+                self.sampling = Some(sat_u32(u()));
             }
             IE_PKT_INTERVAL => self.pkt_interval = Some(u()),
             IE_PKT_SPACE => self.pkt_space = Some(u()),
@@ -268,8 +266,7 @@ impl Vals {
         }
         // RFC 5476: select `interval` packets, then skip `space`.
         if let (Some(i), Some(s)) = (self.pkt_interval, self.pkt_space) {
-            if i > 0 {
-                let n = (i.saturating_add(s) + i / 2) / i;
+            if let Some(n) = (i.saturating_add(s).saturating_add(i / 2)).checked_div(i) {
                 return Some(sat_u32(n.max(1)));
             }
         }
