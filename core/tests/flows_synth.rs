@@ -115,3 +115,63 @@ fn table_3_7_shape_persistence_and_hapless_beta() {
         assert!(wnp < 0.01, "WNP share {wnp}");
     }
 }
+
+/// Table 3.2 (§3.4.3): the size-accuracy ratio of 1-in-1000 sampled
+/// estimates has mean ≈ 1 and an sd that shrinks with transfer size; the
+/// document's sd is 2–4.5× the binomial one, which `variance_inflation` models.
+#[test]
+fn size_accuracy_ratio_shape_of_table_3_2() {
+    use opsel::flows::accuracy::{bernoulli_ratio_sd, ratio_stats, size_accuracy_ratio};
+    use opsel::flows::synth::{sample_packets, Rng};
+    use opsel::flows::FlowRecord;
+
+    let run = |rng: &mut Rng, bytes: u64, vi: f64| -> f64 {
+        // One transfer at 1 Gb/s cut into 60-s reports (7.5 GB each), sampled 1-in-1000.
+        let per_report = 7_500_000_000u64;
+        let mut left = bytes;
+        let mut recs = Vec::new();
+        while left > 0 {
+            let b = left.min(per_report);
+            left -= b;
+            let sp = sample_packets(rng, b.div_ceil(1448), 1000, vi);
+            recs.push(FlowRecord {
+                src_addr: "10.0.0.1".parse().unwrap(),
+                dst_addr: "10.1.0.1".parse().unwrap(),
+                src_port: 40000,
+                dst_port: 2811,
+                proto: 6,
+                bytes: sp * 1448,
+                packets: sp,
+                first_ns: 0,
+                last_ns: 1,
+                sampling_interval: 1000,
+            });
+        }
+        size_accuracy_ratio(&recs, bytes, None).unwrap()
+    };
+    let mut rng = Rng::new(32);
+    let mut prev_sd = f64::INFINITY;
+    for (bytes, name) in [
+        (100_000_000u64, "100 MB"),
+        (1_000_000_000, "1 GB"),
+        (10_000_000_000, "10 GB"),
+    ] {
+        let r1: Vec<f64> = (0..50).map(|_| run(&mut rng, bytes, 1.0)).collect();
+        let r3: Vec<f64> = (0..50).map(|_| run(&mut rng, bytes, 3.0)).collect();
+        let (s1, s3) = (ratio_stats(&r1).unwrap(), ratio_stats(&r3).unwrap());
+        let b = bernoulli_ratio_sd(bytes.div_ceil(1448), 1000);
+        println!(
+            "{name}: binomial mean {:.3} sd {:.4} (theory {b:.4}); inflated x3 mean {:.3} sd {:.4}",
+            s1.mean, s1.sd, s3.mean, s3.sd
+        );
+        assert!(
+            (s1.mean - 1.0).abs() < 4.0 * b / 50f64.sqrt(),
+            "{name} mean {}",
+            s1.mean
+        );
+        assert!((s1.sd / b - 1.0).abs() < 0.35, "{name} sd {} vs {b}", s1.sd);
+        assert!(s3.sd > 2.0 * s1.sd, "{name}: inflation must widen the sd");
+        assert!(s1.sd < prev_sd, "sd must shrink with size");
+        prev_sd = s1.sd;
+    }
+}
