@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod bwe;
 mod calibrate;
 mod collect;
+mod flows;
 mod lab;
 mod transfer;
 
@@ -35,6 +36,8 @@ enum Cmd {
     Calibrate(calibrate::CalibrateArgs),
     /// OPS vs fixed CUBIC / BBR on the emulated WAN: 000 Table 6.3 (static) and ALT-X backgrounds.
     Demo(transfer::demo::DemoArgs),
+    /// Alpha-flow identification from NetFlow v5/v9/IPFIX (003 AFTES): collect, report.
+    Flows(flows::FlowsArgs),
 }
 
 fn main() {
@@ -46,6 +49,7 @@ fn main() {
         Cmd::Recv(a) => transfer::args::recv_main(a),
         Cmd::Demo(a) => transfer::demo::main(a),
         Cmd::Calibrate(a) => calibrate::main(a),
+        Cmd::Flows(a) => flows::main(a),
     };
     if let Err(e) = r {
         eprintln!("opsel: {e}");

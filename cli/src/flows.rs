@@ -1,0 +1,271 @@
+//! `opsel flows …`: α-flow identification from NetFlow / IPFIX (003 Ch. 3, AFTES).
+//!
+//! * `opsel flows collect --listen ADDR` receives NetFlow v5 / v9 / IPFIX
+//!   datagrams on a UDP socket, decodes them (templates and exporter sampling
+//!   applied), writes the records as JSON lines and, at the end, the α report;
+//! * `opsel flows report FILE` runs the offline study (α prefix flows per day,
+//!   effectiveness per aging value, persistence, hapless β, baselines) over a
+//!   JSON-lines record file.
+//!
+//! All settings and their defaults live in `opsel::flows::study::StudySpec`;
+//! the flags here only override its fields.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+
+use opsel::flows::export::Decoder;
+use opsel::flows::study::{analyze, analyze_slice, StudyReport, StudySpec};
+use opsel::flows::FlowRecord;
+use opsel::{Error, Result};
+
+#[derive(Args)]
+pub struct FlowsArgs {
+    #[command(subcommand)]
+    cmd: FlowsCmd,
+}
+
+#[derive(Subcommand)]
+enum FlowsCmd {
+    /// Receive NetFlow v5/v9/IPFIX on a UDP socket; write records and an α report.
+    Collect(CollectArgs),
+    /// The offline α study over a JSON-lines record file.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Clone)]
+struct SpecOpts {
+    /// A StudySpec JSON file (fields absent take the library defaults).
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// Override the IPv4 prefix length of α prefix IDs (003: 24 or 32).
+    #[arg(long)]
+    prefix_len: Option<u8>,
+    /// Override every record's sampling interval N (e.g. 1000 for ESnet-like files).
+    #[arg(long)]
+    sampling: Option<u32>,
+    /// Override H, the α-report threshold on corrected bytes.
+    #[arg(long)]
+    h_bytes: Option<u64>,
+    /// Aging values to evaluate, comma-separated (e.g. 7,14,30,214).
+    #[arg(long, value_delimiter = ',')]
+    aging: Option<Vec<u32>>,
+}
+
+impl SpecOpts {
+    fn load(&self) -> Result<StudySpec> {
+        let mut s = match &self.spec {
+            Some(p) => {
+                let t = std::fs::read_to_string(p)
+                    .map_err(|e| Error::io(format!("reading spec {}", p.display()), e))?;
+                serde_json::from_str::<StudySpec>(&t)
+                    .map_err(|e| Error::invalid(format!("spec {}: {e}", p.display())))?
+            }
+            None => StudySpec::default(),
+        };
+        if let Some(l) = self.prefix_len {
+            s.alpha.prefix_len_v4 = l;
+        }
+        if self.sampling.is_some() {
+            s.alpha.sampling_interval_override = self.sampling;
+        }
+        if let Some(h) = self.h_bytes {
+            s.alpha.h_bytes = h;
+        }
+        if let Some(a) = &self.aging {
+            s.aging_days = a.clone();
+        }
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+#[derive(Args)]
+struct CollectArgs {
+    /// UDP address to listen on, e.g. 127.0.0.1:2055.
+    #[arg(long)]
+    listen: String,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Stop after this many datagrams.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Write decoded records here, one JSON object per line.
+    #[arg(long)]
+    records: Option<PathBuf>,
+    /// Write the α report (JSON) here instead of stdout.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    spec: SpecOpts,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// JSON-lines file of flow records (as written by `collect --records`).
+    file: PathBuf,
+    /// Write the report here instead of stdout.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    spec: SpecOpts,
+}
+
+pub fn main(a: FlowsArgs) -> Result<()> {
+    match a.cmd {
+        FlowsCmd::Collect(c) => collect(c),
+        FlowsCmd::Report(r) => report(r),
+    }
+}
+
+fn create(p: &Path) -> Result<BufWriter<File>> {
+    File::create(p)
+        .map(BufWriter::new)
+        .map_err(|e| Error::io(format!("creating {}", p.display()), e))
+}
+
+fn write_report(rep: &StudyReport, out: Option<&Path>) -> Result<()> {
+    let text = serde_json::to_string_pretty(rep)
+        .map_err(|e| Error::invalid(format!("serialising the report: {e}")))?;
+    match out {
+        Some(p) => std::fs::write(p, text + "\n")
+            .map_err(|e| Error::io(format!("writing {}", p.display()), e)),
+        None => {
+            println!("{text}");
+            Ok(())
+        }
+    }
+}
+
+fn summary(rep: &StudyReport) {
+    eprintln!(
+        "opsel flows: {} records, {} day(s), {} α prefix flow(s), {} unique α prefix ID(s)",
+        rep.records,
+        rep.days.len(),
+        rep.days.iter().map(|d| d.prefix_flows.len()).sum::<usize>(),
+        rep.persistence.unique_ids
+    );
+    for ev in &rep.aging {
+        eprintln!(
+            "  aging {:>3} d: effectiveness {:.3}, max filter {} rule(s)",
+            ev.aging_days, ev.effectiveness, ev.max_filter_rules
+        );
+    }
+    let (ft, wnp, left) = rep.hapless_packet_shares;
+    eprintln!(
+        "  hapless β packets: FT {:.4}, WNP {:.4}, Leftover {:.4}",
+        ft, wnp, left
+    );
+}
+
+fn collect(a: CollectArgs) -> Result<()> {
+    let spec = a.spec.load()?;
+    if let Some(d) = a.duration {
+        if !(d.is_finite() && d > 0.0) {
+            return Err(Error::invalid(format!(
+                "--duration {d} must be a positive number of seconds"
+            )));
+        }
+    }
+    let sock = UdpSocket::bind(&a.listen)
+        .map_err(|e| Error::io(format!("binding UDP {}", a.listen), e))?;
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| Error::io("setting the socket read timeout", e))?;
+    let local = sock
+        .local_addr()
+        .map_err(|e| Error::io("reading the bound address", e))?;
+    eprintln!("opsel flows: listening on udp {local}");
+    let mut out = a.records.as_deref().map(create).transpose()?;
+    let mut dec = Decoder::new();
+    let mut recs: Vec<FlowRecord> = Vec::new();
+    let mut buf = vec![0u8; 65_535];
+    let (mut datagrams, mut bad) = (0u64, 0u64);
+    let start = Instant::now();
+    let deadline = a.duration.map(Duration::from_secs_f64);
+    loop {
+        if deadline.is_some_and(|d| start.elapsed() >= d) || a.count.is_some_and(|c| datagrams >= c)
+        {
+            break;
+        }
+        let (n, from) = match sock.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(Error::io(format!("receiving on {local}"), e)),
+        };
+        datagrams += 1;
+        let mut line_err: Option<Error> = None;
+        let r = dec.decode(from, &buf[..n], |r| {
+            recs.push(*r);
+            if let Some(w) = out.as_mut() {
+                if let Err(e) = serde_json::to_writer(&mut *w, r)
+                    .map_err(std::io::Error::other)
+                    .and_then(|()| w.write_all(b"\n"))
+                {
+                    line_err.get_or_insert(Error::io("writing records", e));
+                }
+            }
+        });
+        if let Some(e) = line_err {
+            return Err(e);
+        }
+        match r {
+            Ok(s) => {
+                if s.sets_without_template > 0 {
+                    eprintln!(
+                        "opsel flows: {from}: {} data set(s) before their template; skipped",
+                        s.sets_without_template
+                    );
+                }
+            }
+            Err(e) => {
+                bad += 1;
+                eprintln!("opsel flows: {from}: {e}");
+            }
+        }
+        if let Some(w) = out.as_mut() {
+            w.flush().map_err(|e| Error::io("writing records", e))?;
+        }
+    }
+    eprintln!(
+        "opsel flows: {datagrams} datagram(s), {bad} malformed, {} record(s), {} template(s)",
+        recs.len(),
+        dec.template_count()
+    );
+    let rep = analyze_slice(&spec, &recs)?;
+    summary(&rep);
+    write_report(&rep, a.report.as_deref())
+}
+
+fn read_records(p: &Path) -> Result<impl Iterator<Item = Result<FlowRecord>>> {
+    let f = File::open(p).map_err(|e| Error::io(format!("opening {}", p.display()), e))?;
+    let name = p.display().to_string();
+    Ok(BufReader::new(f)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.as_ref().map_or(true, |l| !l.trim().is_empty()))
+        .map(move |(i, l)| {
+            let l = l.map_err(|e| Error::io(format!("reading {name}"), e))?;
+            serde_json::from_str::<FlowRecord>(&l).map_err(|e| {
+                Error::invalid(format!("{name} line {}: not a flow record: {e}", i + 1))
+            })
+        }))
+}
+
+fn report(a: ReportArgs) -> Result<()> {
+    let spec = a.spec.load()?;
+    let rep = analyze(&spec, || read_records(&a.file))?;
+    summary(&rep);
+    write_report(&rep, a.out.as_deref())
+}
