@@ -5,6 +5,10 @@
 //! the bottleneck and calls the equal split of the bottleneck the fair share
 //! ("250 Mb/s represents a fair share" of 500 Mb/s with 2 streams, 000 §4.2).
 
+mod messages;
+
+pub use messages::{state_key, Command, Envelope, FlowId, FlowReport};
+
 use crate::error::{check_finite, Error, Result};
 
 /// Jain's fairness index J(x) = (Σxᵢ)² / (n·Σxᵢ²) (000 Eq. 2.1).
