@@ -160,6 +160,9 @@ pub struct Agent {
     managed: Managed,
     stats: AgentStats,
     started_ns: u64,
+    /// Monitoring periods end only by [`Agent::end_period`] (cycle clocked
+    /// by an outside controller).
+    external: bool,
 }
 
 impl Agent {
@@ -185,6 +188,7 @@ impl Agent {
             managed: Managed::No,
             stats: AgentStats::default(),
             started_ns: 0,
+            external: false,
         })
     }
 
@@ -213,6 +217,33 @@ impl Agent {
         Ok(())
     }
 
+    /// Let an outside controller clock the cycle: monitoring periods no
+    /// longer end after t or T but only when [`Agent::end_period`] is
+    /// called (the OPS controller's steady phase is the monitoring period,
+    /// see [`super::DpsPolicy`]). Guards still end by time.
+    pub fn set_externally_clocked(&mut self, on: bool) {
+        self.external = on;
+    }
+
+    /// End the current monitoring period at `now_ns` (Alg 2), optionally
+    /// move to another network-state label, and decide the next CCA
+    /// (Alg 3). A period still in its guard closes with no samples.
+    pub fn end_period(&mut self, now_ns: u64, network_state: Option<&str>) -> Result<Decision> {
+        if matches!(self.phase, Phase::Idle) && self.stats.cycles == 0 {
+            return Err(Error::invalid("DPS agent not started; call start first"));
+        }
+        if !matches!(self.managed, Managed::No) {
+            return Err(Error::invalid(
+                "a managed DPS agent is cycled by its fairness manager, not by end_period",
+            ));
+        }
+        self.close_period(now_ns);
+        if let Some(label) = network_state {
+            self.set_network_state(label);
+        }
+        Ok(self.decide(now_ns, 0))
+    }
+
     /// Set the network-state label (e.g. the background mix OPS recognised,
     /// 002 Fig 4.2 "State Label", unused by the thesis). Statistics are kept
     /// per label; the current monitoring period is attributed to the new
@@ -226,10 +257,12 @@ impl Agent {
     }
 
     fn rekey(&mut self) {
-        let key = if self.net_label.is_empty() {
-            self.ff_state.clone()
-        } else {
-            format!("{}|{}", self.net_label, self.ff_state)
+        // "label|state" with both, else whichever is set; mix labels hold
+        // ':' and CCA names never do, so the forms cannot collide.
+        let key = match (self.net_label.is_empty(), self.ff_state.is_empty()) {
+            (true, _) => self.ff_state.clone(),
+            (false, true) => self.net_label.clone(),
+            (false, false) => format!("{}|{}", self.net_label, self.ff_state),
         };
         self.row = self.db.index_of(&key);
     }
@@ -386,7 +419,8 @@ impl Agent {
     /// When `handle_timeout` must be called next.
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.phase {
-            Phase::Guard { until_ns } | Phase::Monitor { until_ns } => Some(until_ns),
+            Phase::Guard { until_ns } => Some(until_ns),
+            Phase::Monitor { until_ns } if until_ns != u64::MAX => Some(until_ns),
             _ => None,
         }
     }
@@ -499,7 +533,7 @@ impl Agent {
     /// branches, not of the random ones. `exclude` removes protocols from
     /// this one decision (the CCA that just caused a violation) unless
     /// nothing would remain.
-    fn decide(&mut self, now_ns: u64, exclude: u32) {
+    fn decide(&mut self, now_ns: u64, exclude: u32) -> Decision {
         let d = next_action(&self.cfg, self.db.row(self.row), &mut self.rng, exclude);
         self.stats.cycles += 1;
         if d.reason == Reason::RandomTrigger {
@@ -513,7 +547,7 @@ impl Agent {
             self.stats.switches += 1;
             self.out.push_back(Output::SetCca(d.cca));
             let guard = self.cfg.guard.duration_ns(self.latest_rtt_ms);
-            self.monitor_until = now_ns.saturating_add(guard).saturating_add(d.period_ns);
+            self.monitor_until = self.period_end(now_ns.saturating_add(guard), d.period_ns);
             self.phase = if guard == 0 {
                 Phase::Monitor {
                     until_ns: self.monitor_until,
@@ -526,12 +560,21 @@ impl Agent {
         } else {
             // Same CCA again: nothing switches, so nothing to guard
             // (002 §4.4: "no new socket when the same CCA is selected").
-            self.monitor_until = now_ns.saturating_add(d.period_ns);
+            self.monitor_until = self.period_end(now_ns, d.period_ns);
             self.phase = Phase::Monitor {
                 until_ns: self.monitor_until,
             };
         }
         self.current = Some(d.index);
+        d
+    }
+
+    fn period_end(&self, from_ns: u64, period_ns: u64) -> u64 {
+        if self.external {
+            u64::MAX
+        } else {
+            from_ns.saturating_add(period_ns)
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod agent;
 mod feedback;
+mod policy;
 pub mod rng;
 mod select;
 mod spec;
@@ -10,6 +11,7 @@ mod utility;
 
 pub use agent::{Agent, AgentStats, Decision, Event, Mode, Output, Phase, Reason};
 pub use feedback::Feedback;
+pub use policy::DpsPolicy;
 pub use select::{Database, ProtocolStats, SelectedBy, StateStats, TIE_EPS};
 pub use spec::{DpsSpec, Exploration, Guard, MetricSpec, MAX_CCAS};
 pub use stats::{History, MetricStats, PeriodReport, PeriodStats};
