@@ -350,7 +350,7 @@ impl Agent {
             Command::Unlock { state } => {
                 self.ff_state = state_key(state);
                 self.rekey();
-                let learnt = mask_of(self.db.row(self.row), ProtocolStats::is_empty) == 0;
+                let learnt = mask_of(self.db.row(self.row), ProtocolStats::is_unexplored) == 0;
                 self.managed = Managed::Unlocked {
                     learnt_on_entry: learnt,
                     reported: false,
@@ -401,10 +401,13 @@ impl Agent {
                         cca: self.cfg.ccas[cur],
                     }));
                     // The unlocked flow assumes its CCA caused the violation
-                    // and switches at once (002 §4.6 step 6). The partial
-                    // period is dropped: it mixes the violation's transient.
-                    self.clear_period();
-                    self.decide(now_ns, 1 << cur);
+                    // and switches at once (002 §4.6 step 6). What the
+                    // partial period saw is real knowledge of this CCA in
+                    // this State, so it is merged (Alg 2) before switching.
+                    self.close_period(now_ns);
+                    if matches!(self.managed, Managed::Unlocked { .. }) {
+                        self.decide(now_ns, 1 << cur);
+                    }
                 }
             }
         }
@@ -494,7 +497,7 @@ impl Agent {
             u_net: u_net(&self.cfg.metrics, &alone),
             satisfied,
         }));
-        let learnt = mask_of(self.db.row(self.row), ProtocolStats::is_empty) == 0;
+        let learnt = mask_of(self.db.row(self.row), ProtocolStats::is_unexplored) == 0;
         if learnt && self.stats.learnt_at_ns.is_none() {
             self.stats.learnt_at_ns = Some(now_ns - self.started_ns);
             self.stats.learning_cycles = Some(self.stats.periods);
@@ -599,10 +602,10 @@ pub(crate) fn next_action(
     } else {
         all
     };
-    let empty = mask_of(row, ProtocolStats::is_empty) & allowed;
+    let empty = mask_of(row, ProtocolStats::is_unexplored) & allowed;
     let violating = mask_of(row, |s| s.violating);
     let satisfy = mask_of(row, |s| is_valid(cfg, s)) & !violating & allowed;
-    let learning = mask_of(row, ProtocolStats::is_empty) != 0;
+    let learning = mask_of(row, ProtocolStats::is_unexplored) != 0;
     let p = cfg.exploration.p(learning);
     let (index, mode, reason) = if rng.bernoulli(p) {
         let pool = if empty != 0 { empty } else { allowed };

@@ -5,6 +5,7 @@ mod feedback;
 mod policy;
 pub mod rng;
 mod select;
+pub mod sim;
 mod spec;
 mod stats;
 mod utility;

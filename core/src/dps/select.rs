@@ -27,9 +27,19 @@ pub struct ProtocolStats {
 }
 
 impl ProtocolStats {
-    /// No statistics yet (a member of P_empty, 002 Alg 3).
+    /// No statistics yet (Alg 1 cannot score it).
     pub fn is_empty(&self) -> bool {
         self.periods == 0
+    }
+
+    /// A member of P_empty in Alg 3: no statistics and not marked
+    /// violating. 002 does not say how a mark without statistics counts; a
+    /// CCA the manager caught violating in this State is explored (its
+    /// answer is known to be bad), otherwise a violation that always
+    /// strikes before the CCA's first period ends would keep the flow in
+    /// its learning phase for ever.
+    pub fn is_unexplored(&self) -> bool {
+        self.periods == 0 && !self.violating
     }
 
     /// Statistics of one metric.

@@ -132,6 +132,9 @@ struct Flow {
     state: FlowState,
     cca: Option<String>,
     rate_mbps: f64,
+    /// Unlocked at least once: admitted to send (002 §4.6: "an application
+    /// must go through the FF before it is admitted").
+    admitted: bool,
 }
 
 /// Counters over the manager's life.
@@ -180,6 +183,7 @@ impl Manager {
             state: FlowState::Waiting,
             cca: None,
             rate_mbps: 0.0,
+            admitted: false,
         });
         self.detector.reset();
         if !self.any_active() {
@@ -253,16 +257,24 @@ impl Manager {
         Ok(())
     }
 
-    /// One fairness sample: Jain's index over the latest sending rates, then
-    /// Alg 4. With fewer than two flows there is nothing to compare (002
+    /// One fairness sample: Jain's index over the latest sending rates of
+    /// the admitted flows, then Alg 4. With fewer than two admitted flows
+    /// there is nothing to compare (002
     /// §4.6: detection runs "for as long as two or more flows exist"). On a
     /// violation the unlocked flow is told (a [`Command::Violation`] with
     /// its State). Returns the index computed, if any. Never allocates.
     pub fn evaluate(&mut self) -> Option<f64> {
-        if self.flows.len() < 2 {
+        // Only admitted flows share the link; a flow waiting for its first
+        // turn is not sending yet.
+        if self.flows.iter().filter(|f| f.admitted).count() < 2 {
             return None;
         }
-        let j = jain_of(self.flows.iter().map(|f| f.rate_mbps));
+        let j = jain_of(
+            self.flows
+                .iter()
+                .filter(|f| f.admitted)
+                .map(|f| f.rate_mbps),
+        );
         self.last_jain = Some(j);
         self.stats.fairness_samples += 1;
         if self.detector.update(j) {
@@ -291,6 +303,11 @@ impl Manager {
             .iter()
             .find(|f| matches!(f.state, FlowState::Unlocked | FlowState::Locking))
             .map(|f| f.id)
+    }
+
+    /// Whether a flow has been admitted (unlocked at least once).
+    pub fn admitted(&self, id: FlowId) -> bool {
+        self.flows.iter().any(|f| f.id == id && f.admitted)
     }
 
     /// A flow's lock state and locked CCA.
@@ -338,6 +355,7 @@ impl Manager {
     fn unlock(&mut self, i: usize) {
         self.cursor = i;
         self.flows[i].state = FlowState::Unlocked;
+        self.flows[i].admitted = true;
         self.stats.unlocks += 1;
         let state = self.state_for(i);
         self.detector.reset();
@@ -423,6 +441,9 @@ mod tests {
         assert_eq!(drain(&mut m), vec![(1, Command::Unlock { state: vec![] })]);
         m.register(2).unwrap();
         assert!(drain(&mut m).is_empty(), "flow 2 waits its turn");
+        m.report_rate(1, 9.0).unwrap();
+        assert_eq!(m.evaluate(), None, "flow 2 is not admitted yet");
+        assert!(m.admitted(1) && !m.admitted(2));
         assert_eq!(m.flow(2), Some((FlowState::Waiting, None)));
         m.handle_report(1, &FlowReport::Learnt).unwrap();
         assert_eq!(drain(&mut m), vec![(1, Command::Lock)]);
