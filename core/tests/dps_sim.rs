@@ -131,3 +131,15 @@ fn fig_5_8_manager_raises_fairness() {
         assert!(same > sep + 0.05, "{set:?}: FF {same} vs separate {sep}");
     }
 }
+
+/// A period that closes with the window's last sample is counted: at p = 1
+/// with {cubic, vegas} the first 80 s hold exactly one period of each, and
+/// cubic's satisfies.
+#[test]
+fn window_counts_the_period_closing_at_its_end() {
+    for seed in 0..20 {
+        let u = utility_in_window(&["cubic", "vegas"], 1.0, 80, seed).unwrap();
+        assert_eq!(u.satisfied_s, 30 * u.satisfied_periods, "seed {seed}");
+        assert!(u.satisfied_periods >= 1, "seed {seed}: {u:?}");
+    }
+}

@@ -209,6 +209,12 @@ fn drive_single(
             return Ok(agent);
         }
     }
+    // Periods that closed with the last sample.
+    while let Some(o) = agent.poll() {
+        if let Output::Event(e) = o {
+            on_event(max_s, &e);
+        }
+    }
     Ok(agent)
 }
 
