@@ -406,8 +406,8 @@ pub fn fairness_run(
         // Deliver manager commands and agent outputs until quiet.
         loop {
             let mut moved = false;
-            for m in 0..managers.len() {
-                while let Some((flow, cmd)) = managers[m].poll() {
+            for mgr in managers.iter_mut() {
+                while let Some((flow, cmd)) = mgr.poll() {
                     active[flow as usize] = true;
                     agents[flow as usize].handle_command(now - S, &cmd)?;
                     moved = true;
