@@ -8,9 +8,13 @@
 
 mod manager;
 mod messages;
+#[cfg(target_os = "linux")]
+mod service;
 
 pub use manager::{FairnessSpec, FlowState, Manager, ManagerStats, ViolationDetector};
 pub use messages::{state_key, Command, Envelope, FlowId, FlowReport};
+#[cfg(target_os = "linux")]
+pub use service::{ClientMessage, ManagerClient, ManagerService};
 
 use crate::error::{check_finite, Error, Result};
 
