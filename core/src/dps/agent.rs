@@ -163,6 +163,8 @@ pub struct Agent {
     /// Monitoring periods end only by [`Agent::end_period`] (cycle clocked
     /// by an outside controller).
     external: bool,
+    /// Externally clocked: the guard's length, to start at the next sample.
+    guard_pending: Option<u64>,
 }
 
 impl Agent {
@@ -189,6 +191,7 @@ impl Agent {
             stats: AgentStats::default(),
             started_ns: 0,
             external: false,
+            guard_pending: None,
         })
     }
 
@@ -277,6 +280,14 @@ impl Agent {
         fb.validate()?;
         if let Some(r) = fb.rtt_ms {
             self.latest_rtt_ms = Some(r);
+        }
+        if let Some(len) = self.guard_pending.take() {
+            // Externally clocked: the decision's time is not when the new
+            // CCA starts carrying the transfer (the OPS probe runs in
+            // between), so the guard starts with the first sample after it.
+            self.phase = Phase::Guard {
+                until_ns: now_ns.saturating_add(len),
+            };
         }
         // Phases that ended strictly before this sample's end.
         self.advance(now_ns, true);
@@ -422,8 +433,9 @@ impl Agent {
     /// When `handle_timeout` must be called next.
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.phase {
-            Phase::Guard { until_ns } => Some(until_ns),
-            Phase::Monitor { until_ns } if until_ns != u64::MAX => Some(until_ns),
+            Phase::Guard { until_ns } | Phase::Monitor { until_ns } if until_ns != u64::MAX => {
+                Some(until_ns)
+            }
             _ => None,
         }
     }
@@ -551,10 +563,14 @@ impl Agent {
             self.out.push_back(Output::SetCca(d.cca));
             let guard = self.cfg.guard.duration_ns(self.latest_rtt_ms);
             self.monitor_until = self.period_end(now_ns.saturating_add(guard), d.period_ns);
+            self.guard_pending = None;
             self.phase = if guard == 0 {
                 Phase::Monitor {
                     until_ns: self.monitor_until,
                 }
+            } else if self.external {
+                self.guard_pending = Some(guard);
+                Phase::Guard { until_ns: u64::MAX }
             } else {
                 Phase::Guard {
                     until_ns: now_ns.saturating_add(guard),
@@ -563,6 +579,7 @@ impl Agent {
         } else {
             // Same CCA again: nothing switches, so nothing to guard
             // (002 §4.4: "no new socket when the same CCA is selected").
+            self.guard_pending = None;
             self.monitor_until = self.period_end(now_ns, d.period_ns);
             self.phase = Phase::Monitor {
                 until_ns: self.monitor_until,

@@ -29,8 +29,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 ///   rate per interval, see [`Feedback`]), during steady phases only. The
 ///   policy is a cheap handle (`Clone` shares the learner), so a driver can
 ///   keep a clone and call `observe` while the controller owns the other.
-///   Time comes from `Feedback::at_ns`; the guard after a switch runs from
-///   the decision to the first samples.
+///   Time comes from `Feedback::at_ns`; the guard after a switch starts
+///   with the first sample after the decision (the OPS probe runs between
+///   the last steady sample and the new CCA's first).
 #[derive(Debug, Clone)]
 pub struct DpsPolicy {
     inner: Arc<Mutex<Inner>>,
@@ -167,6 +168,25 @@ mod tests {
         }
         assert!(p.stats().unwrap().periods >= 38);
         assert!(p.last_decision().unwrap().is_some());
+    }
+
+    /// The guard starts with the first sample after a switch, not at the
+    /// decision: samples seconds later are still discarded.
+    #[test]
+    fn guard_starts_with_the_first_sample_after_a_switch() {
+        let mut spec = DpsSpec::table_5_2(&["cubic", "bbr"], 1.0);
+        spec.guard = super::super::Guard { ms: 5000, rtts: 0 };
+        let mut p = DpsPolicy::new(&spec).unwrap();
+        p.observe(&Feedback::sender(S, 50.0, 9.6)).unwrap();
+        p.select(&classified("B0-C1")).unwrap();
+        // The next sample arrives 20 s later (after an OPS probe). Its
+        // interval may hold probe time, so it is guarded, and so are the
+        // 5 s after it (samples at 22..=26 s); the one at 27 s counts.
+        for k in 0..7u64 {
+            p.observe(&Feedback::sender((21 + k) * S, 50.0, 9.6))
+                .unwrap();
+        }
+        assert_eq!(p.stats().unwrap().guarded_samples, 6);
     }
 
     #[test]
