@@ -511,10 +511,10 @@ impl Agent {
         }));
         let learnt = mask_of(self.db.row(self.row), ProtocolStats::is_unexplored) == 0;
         if learnt && self.stats.learnt_at_ns.is_none() {
-            self.stats.learnt_at_ns = Some(now_ns - self.started_ns);
+            self.stats.learnt_at_ns = Some(now_ns.saturating_sub(self.started_ns));
             self.stats.learning_cycles = Some(self.stats.periods);
             self.out.push_back(Output::Event(Event::Learnt {
-                at_ns: now_ns - self.started_ns,
+                at_ns: now_ns.saturating_sub(self.started_ns),
                 cycles: self.stats.periods,
             }));
         }
@@ -820,6 +820,60 @@ mod tests {
         assert!(row[0].periods >= 10, "{:?}", row[0].periods);
         assert!(row[1].periods <= 1);
         assert_eq!(a.stats().random_triggers, 0);
+    }
+
+    /// The dynamic p of 002 Table 5.3: p_learning = 1 until every CCA has
+    /// statistics, then p_learnt = 0: exploration stops once learnt.
+    #[test]
+    fn p_schedule_follows_the_phase() {
+        let mut s = spec(1.0);
+        s.exploration = crate::dps::Exploration {
+            p_learning: 1.0,
+            p_learnt: 0.0,
+        };
+        let mut a = Agent::new(&s).unwrap();
+        a.start(0).unwrap();
+        run(&mut a, 2000);
+        let st = a.stats();
+        assert_eq!(st.learning_cycles, Some(2));
+        // Both learning cycles were random triggers; none after.
+        assert_eq!(st.random_triggers, 2);
+        assert!(st.cycles > 20);
+        assert_eq!(a.current().unwrap(), "cubic");
+    }
+
+    /// Time running backwards or commands out of place never panic.
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let mut a = Agent::new(&spec(0.5)).unwrap();
+        assert!(a
+            .end_period(0, None)
+            .unwrap_err()
+            .to_string()
+            .contains("not started"));
+        a.start(1000 * S).unwrap();
+        a.handle_feedback(5 * S, &Feedback::sender(5 * S, 50.0, 9.0))
+            .unwrap();
+        a.handle_timeout(0).unwrap();
+        a.end_period(3 * S, Some("B1-C0")).unwrap();
+        assert_eq!(a.state_key(), "B1-C0");
+        let mut m = Agent::managed(&spec(0.5)).unwrap();
+        assert!(m
+            .handle_command(0, &Command::Lock)
+            .unwrap_err()
+            .to_string()
+            .contains("not started"));
+        m.start(0).unwrap();
+        // Lock and violation before any unlock are ignored.
+        m.handle_command(0, &Command::Lock).unwrap();
+        m.handle_command(0, &Command::Violation { state: vec![] })
+            .unwrap();
+        assert_eq!(m.phase(), Phase::Waiting);
+        assert!(m
+            .end_period(S, None)
+            .unwrap_err()
+            .to_string()
+            .contains("managed"));
     }
 
     #[test]
