@@ -15,7 +15,7 @@ use super::select::{
     is_valid, mask_of, protocol_selection, u_net, Database, ProtocolStats, SelectedBy,
 };
 use super::spec::{Compiled, DpsSpec};
-use super::stats::{MetricStats, PeriodStats};
+use super::stats::{MetricStats, PeriodReport, PeriodStats};
 use super::utility::Metric;
 use crate::error::{Error, Result};
 use crate::fair::{state_key, Command, FlowReport};
@@ -165,6 +165,9 @@ pub struct Agent {
     external: bool,
     /// Externally clocked: the guard's length, to start at the next sample.
     guard_pending: Option<u64>,
+    /// (State row, CCA) of the last monitoring period closed, for a
+    /// receiver's late report.
+    last_closed: Option<(usize, usize)>,
 }
 
 impl Agent {
@@ -192,6 +195,7 @@ impl Agent {
             started_ns: 0,
             external: false,
             guard_pending: None,
+            last_closed: None,
         })
     }
 
@@ -425,6 +429,45 @@ impl Agent {
         Ok(())
     }
 
+    /// A receiver's statistics {H, M, N} of one metric for the monitoring
+    /// period that closed last, merged by Alg 2 into the CCA that ran in it
+    /// (002 §4.4: throughput is measured at the receiver, which "computes H,
+    /// M and N and sends them back" when the period ends; here over a framed
+    /// control message, not the thesis's in-band magic string).
+    ///
+    /// Use either this or per-interval `Feedback::goodput_mbps` for a
+    /// metric, not both (the values would count twice). Histogram layout
+    /// and metric must match this agent's spec.
+    ///
+    /// The agent decides the next cycle when a period closes and does not
+    /// wait for the report, so the reported values inform decisions from
+    /// the following cycle on, and the period's `Event::PeriodClosed`
+    /// (binary utility) reflects the sender-side metrics only. The thesis
+    /// pauses for the report's round trip instead (part of its 51–64 s per
+    /// cycle, 002 note §1.8).
+    pub fn handle_receiver_report(&mut self, metric: Metric, report: &PeriodReport) -> Result<()> {
+        let Some((_, q, _)) = self.cfg.metrics.iter().find(|(m, _, _)| *m == metric) else {
+            return Err(Error::invalid(format!(
+                "receiver report for metric {metric}, which this DPS spec does not score"
+            )));
+        };
+        let period = PeriodStats::from_report(q, report)?;
+        let Some((row, cca)) = self.last_closed else {
+            return Err(Error::invalid(
+                "receiver report before any monitoring period closed; send it after the period it describes",
+            ));
+        };
+        if period.n() == 0 {
+            return Ok(());
+        }
+        let history = self.cfg.history;
+        let entry = &mut self.db.row_mut(row)[cca];
+        entry.metrics[metric.index()].merge(&period, &history);
+        // A period the sender saw nothing of is still a period of knowledge.
+        entry.periods = entry.periods.max(1);
+        Ok(())
+    }
+
     /// Next output, if any.
     pub fn poll(&mut self) -> Option<Output> {
         self.out.pop_front()
@@ -480,6 +523,7 @@ impl Agent {
         let mut samples = 0;
         let history = self.cfg.history;
         let row = self.row;
+        self.last_closed = Some((row, cur));
         let entry = &mut self.db.row_mut(row)[cur];
         for (m, _, _) in &self.cfg.metrics {
             let p = &self.period[m.index()];
@@ -840,6 +884,66 @@ mod tests {
         assert_eq!(st.random_triggers, 2);
         assert!(st.cycles > 20);
         assert_eq!(a.current().unwrap(), "cubic");
+    }
+
+    /// The thesis's receiver path: throughput comes only from the
+    /// receiver's {H, M, N} report after each period (sender feedback
+    /// carries RTT only).
+    #[test]
+    fn receiver_reports_feed_alg2() {
+        let mut a = Agent::new(&spec(0.0)).unwrap();
+        let c = spec(0.0).compile().unwrap();
+        let tq = c.metrics[1].1;
+        let report = |x: f64| {
+            let mut p = PeriodStats::new();
+            for _ in 0..30 {
+                p.push(&tq, x);
+            }
+            p.to_report(&tq)
+        };
+        assert!(a
+            .handle_receiver_report(Metric::ThroughputMbps, &report(9.7))
+            .unwrap_err()
+            .to_string()
+            .contains("before any monitoring period"));
+        a.start(0).unwrap();
+        for t in 1..=400u64 {
+            let rtt_only = Feedback {
+                at_ns: t * S,
+                rtt_ms: Some(80.0),
+                ..Feedback::default()
+            };
+            let before = a.stats().periods;
+            let cca = a.current().unwrap();
+            a.handle_feedback(t * S, &rtt_only).unwrap();
+            while a.poll().is_some() {}
+            if a.stats().periods > before {
+                let x = if cca == "cubic" { 9.7 } else { 7.0 };
+                a.handle_receiver_report(Metric::ThroughputMbps, &report(x))
+                    .unwrap();
+            }
+        }
+        // The receiver's throughput made cubic the satisfying choice.
+        assert_eq!(a.current().unwrap(), "cubic");
+        let row = &a.database().state("").unwrap().protocols;
+        assert!(row[0].metric(Metric::ThroughputMbps).n() >= 60.0);
+        assert!((row[1].metric(Metric::ThroughputMbps).mean() - 7.0).abs() < 1e-9);
+        let mut wrong = report(9.7);
+        wrong.counts.pop();
+        assert!(a
+            .handle_receiver_report(Metric::ThroughputMbps, &wrong)
+            .is_err());
+        let rtt_spec_only = {
+            let mut s = spec(0.0);
+            s.metrics.truncate(1);
+            s
+        };
+        let mut b = Agent::new(&rtt_spec_only).unwrap();
+        assert!(b
+            .handle_receiver_report(Metric::ThroughputMbps, &report(9.7))
+            .unwrap_err()
+            .to_string()
+            .contains("does not score"));
     }
 
     /// Time running backwards or commands out of place never panic.
