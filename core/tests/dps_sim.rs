@@ -143,3 +143,19 @@ fn window_counts_the_period_closing_at_its_end() {
         assert!(u.satisfied_periods >= 1, "seed {seed}: {u:?}");
     }
 }
+
+/// Same seed, same run, bit for bit; another seed, another run.
+#[test]
+fn simulator_is_deterministic() {
+    let set = ["cubic", "vegas", "illinois", "bbr"];
+    let a = fairness_run(&set, Coordination::SameSender, true, 600, 11).unwrap();
+    let b = fairness_run(&set, Coordination::SameSender, true, 600, 11).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.net_jain.to_bits(), b.net_jain.to_bits());
+    let c = fairness_run(&set, Coordination::SameSender, true, 600, 12).unwrap();
+    assert_ne!(a.net_jain.to_bits(), c.net_jain.to_bits());
+    assert_eq!(
+        learning_run(&set, 0.25, 3).unwrap(),
+        learning_run(&set, 0.25, 3).unwrap()
+    );
+}
