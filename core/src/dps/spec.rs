@@ -237,6 +237,30 @@ impl DpsSpec {
         s
     }
 
+    /// The same spec with every period and the fixed guard divided by
+    /// `factor` (> 0), for time-scaled runs: 002's T = 60 s, t = 30 s and
+    /// 10 s switch period at factor 10 become 6 s, 3 s and 1 s, short
+    /// enough for emulated-network tests (002 note §7). The RTT-relative
+    /// guard is left alone: round trips do not scale.
+    pub fn time_scaled(&self, factor: f64) -> Result<Self> {
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(Error::invalid(format!(
+                "time scale factor {factor} must be a finite number > 0 (10 turns T = 60 s into 6 s)"
+            )));
+        }
+        let scale = |ms: u64| ((ms as f64 / factor).round() as u64).max(1);
+        let mut s = self.clone();
+        s.selection_period_ms = scale(self.selection_period_ms);
+        s.random_period_ms = scale(self.random_period_ms);
+        s.guard.ms = if self.guard.ms == 0 {
+            0
+        } else {
+            scale(self.guard.ms)
+        };
+        s.validate()?;
+        Ok(s)
+    }
+
     /// Parse JSON and validate. Unknown fields and unknown metric names are
     /// rejected with the offending name.
     pub fn from_json(json: &str) -> Result<Self> {
@@ -511,6 +535,30 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("priority NaN"));
+    }
+
+    #[test]
+    fn time_scaling() {
+        let s = DpsSpec::table_5_2(&["cubic", "reno"], 0.5)
+            .time_scaled(10.0)
+            .unwrap();
+        assert_eq!(
+            (s.selection_period_ms, s.random_period_ms, s.guard.ms),
+            (6000, 3000, 1000)
+        );
+        assert_eq!(
+            s.metrics,
+            DpsSpec::table_5_2(&["cubic", "reno"], 0.5).metrics
+        );
+        let live = DpsSpec::from_json(GOOD).unwrap().time_scaled(4.0).unwrap();
+        assert_eq!((live.guard.ms, live.guard.rtts), (0, 3));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(s
+                .time_scaled(bad)
+                .unwrap_err()
+                .to_string()
+                .contains("time scale factor"));
+        }
     }
 
     #[test]
