@@ -60,15 +60,15 @@ fn print_tables() {
     println!(
         "\n### Fairness of two DPS flows (002 Fig 5.8), 1200 s, {reps} seeded runs per cell\n"
     );
-    println!("| ΔRTT | set | no manager | manager, same sender | managers, separate senders | violations (same sender, mean) |");
-    println!("|---|---|---|---|---|---|");
+    println!("| ΔRTT | set | no manager | manager, same sender | same sender: learnt / learning | managers, separate senders | violations (same sender, mean) |");
+    println!("|---|---|---|---|---|---|---|");
     for drtt in [false, true] {
         for set in [
             &["cubic", "vegas"][..],
             &["cubic", "vegas", "illinois", "bbr"][..],
         ] {
             let mut cells = Vec::new();
-            let mut viol = 0.0;
+            let (mut viol, mut learnt, mut learning) = (0.0, 0.0, 0.0);
             for c in [
                 Coordination::None,
                 Coordination::SameSender,
@@ -80,18 +80,23 @@ fn print_tables() {
                     j += r.net_jain;
                     if c == Coordination::SameSender {
                         viol += r.violations as f64;
+                        learnt += r.learnt_jain;
+                        learning += r.learning_jain;
                     }
                 }
                 cells.push(j / reps as f64);
             }
+            let n = reps as f64;
             println!(
-                "| {} ms | {} | {:.3} | {:.3} | {:.3} | {:.1} |",
+                "| {} ms | {} | {:.3} | {:.3} | {:.3} / {:.3} | {:.3} | {:.1} |",
                 if drtt { 100 } else { 0 },
                 set.join(", "),
                 cells[0],
                 cells[1],
+                learnt / n,
+                learning / n,
                 cells[2],
-                viol / reps as f64
+                viol / n
             );
         }
     }

@@ -128,6 +128,17 @@ fn fig_5_8_manager_raises_fairness() {
         let sep = mean(Coordination::SeparateSenders);
         eprintln!("{set:?}: none {none:.3} same {same:.3} separate {sep:.3}");
         assert!(same > none + 0.05, "{set:?}: FF {same} vs none {none}");
+        // 002 Fig 5.8: fairness is higher once both flows have learnt.
+        let (mut learnt, mut learning) = (0.0, 0.0);
+        for s in 0..10 {
+            let r = fairness_run(set, Coordination::SameSender, false, 1200, 300 + s).unwrap();
+            learnt += r.learnt_jain;
+            learning += r.learning_jain;
+        }
+        assert!(
+            learnt > learning,
+            "{set:?}: learnt {learnt} vs learning {learning}"
+        );
         assert!(same > sep + 0.05, "{set:?}: FF {same} vs separate {sep}");
     }
 }

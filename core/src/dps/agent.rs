@@ -498,6 +498,12 @@ impl Agent {
         &self.db
     }
 
+    /// Whether the current State still has untried candidates (the
+    /// learning phase of 002 §4.5; false = learnt phase).
+    pub fn learning(&self) -> bool {
+        mask_of(self.db.row(self.row), ProtocolStats::is_unexplored) != 0
+    }
+
     /// The key of the current State row.
     pub fn state_key(&self) -> &str {
         &self.db.states()[self.row].key

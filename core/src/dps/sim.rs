@@ -342,6 +342,11 @@ pub struct FairnessRun {
     /// "observations start once both flows coexist"; with a manager the
     /// second flow is admitted after the first one locks).
     pub observed_s: u64,
+    /// Mean Jain's index over the observed seconds in which both flows
+    /// were in their learnt phase (002 Fig 5.8 "Learnt"), and over the
+    /// others ("Learning"); NaN when there were none.
+    pub learnt_jain: f64,
+    pub learning_jain: f64,
     /// Violations the manager signalled.
     pub violations: u64,
     /// CCA switches of both flows.
@@ -400,6 +405,7 @@ pub fn fairness_run(
     // A managed flow sends once its manager first unlocks it.
     let mut active = [!managed, !managed];
     let (mut sum_j, mut observed) = (0.0, 0u64);
+    let (mut sum_learnt, mut n_learnt) = (0.0, 0u64);
     let extra_rtt = [0.0, if delta_rtt_100 { 100.0 } else { 0.0 }];
     for t in 1..=duration_s {
         let now = t * S;
@@ -479,13 +485,28 @@ pub fn fairness_run(
         }
         // 002 §5.4: "observations start once both flows coexist".
         if active[0] && active[1] {
-            sum_j += crate::fair::jain(&rate)?;
+            let j = crate::fair::jain(&rate)?;
+            sum_j += j;
             observed += 1;
+            if !agents[0].learning() && !agents[1].learning() {
+                sum_learnt += j;
+                n_learnt += 1;
+            }
         }
     }
     Ok(FairnessRun {
         net_jain: if observed > 0 {
             sum_j / observed as f64
+        } else {
+            f64::NAN
+        },
+        learnt_jain: if n_learnt > 0 {
+            sum_learnt / n_learnt as f64
+        } else {
+            f64::NAN
+        },
+        learning_jain: if observed > n_learnt {
+            (sum_j - sum_learnt) / (observed - n_learnt) as f64
         } else {
             f64::NAN
         },
