@@ -217,7 +217,9 @@ impl Manager {
 
     /// A report from a flow (002 Fig 4.4): "learnt" → tell it to lock;
     /// "locked(cca)" → record the CCA and unlock the next flow in turn
-    /// (itself again when it is alone).
+    /// (itself again when it is alone). A report from a flow that does not
+    /// hold the turn only records its CCA (a "learnt" is ignored): the turn
+    /// moves on the unlocked flow's reports alone.
     pub fn handle_report(&mut self, id: FlowId, report: &FlowReport) -> Result<()> {
         let i = self.index(id)?;
         match report {
