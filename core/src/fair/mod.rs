@@ -1,9 +1,20 @@
 //! Fairness metrics: Jain's index, fair share and the foreground's share of it
-//! (000 Eq. 2.1, §4.2, §7.6.2).
+//! (000 Eq. 2.1, §4.2, §7.6.2); the DPS fairness manager (002 §4.6: round-robin
+//! lock/unlock, State keys, Alg 4 violation detection) and its messages.
 //!
 //! The thesis computes Jain over the foreground and background streams sharing
 //! the bottleneck and calls the equal split of the bottleneck the fair share
 //! ("250 Mb/s represents a fair share" of 500 Mb/s with 2 streams, 000 §4.2).
+
+mod manager;
+mod messages;
+#[cfg(target_os = "linux")]
+mod service;
+
+pub use manager::{FairnessSpec, FlowState, Manager, ManagerStats, ViolationDetector};
+pub use messages::{state_key, Command, Envelope, FlowId, FlowReport};
+#[cfg(target_os = "linux")]
+pub use service::{ClientMessage, ManagerClient, ManagerService};
 
 use crate::error::{check_finite, Error, Result};
 

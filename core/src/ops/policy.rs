@@ -19,6 +19,17 @@ pub trait Policy {
         let _ = classes;
         Ok(())
     }
+
+    /// Feedback hook for learning policies (002 DPS, [`crate::dps::DpsPolicy`]):
+    /// one sampling interval's measurements of the transfer on the CCA the
+    /// policy chose (RTT and delivery rate from `TCP_INFO`, receiver goodput
+    /// when reported). Drivers pass it during the steady phase only: the
+    /// probe's bursts and silences are not the chosen CCA's performance.
+    /// Default: ignored, so fixed policies need not implement it.
+    fn observe(&mut self, feedback: &crate::dps::Feedback) -> Result<()> {
+        let _ = feedback;
+        Ok(())
+    }
 }
 
 impl<P: Policy + ?Sized> Policy for Box<P> {
@@ -27,6 +38,9 @@ impl<P: Policy + ?Sized> Policy for Box<P> {
     }
     fn check_classes(&self, classes: &[Mix]) -> Result<()> {
         (**self).check_classes(classes)
+    }
+    fn observe(&mut self, feedback: &crate::dps::Feedback) -> Result<()> {
+        (**self).observe(feedback)
     }
 }
 
