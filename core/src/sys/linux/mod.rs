@@ -13,6 +13,7 @@ pub mod receiver;
 pub mod rtt;
 pub mod sender;
 pub mod tcp_info;
+pub mod tput;
 pub mod wire;
 
 mod netlink;
