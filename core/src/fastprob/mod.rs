@@ -12,6 +12,7 @@
 //!   fixed duration (004 §III); the fixed-n RF is [`FastProbModel::predict_fixed`].
 //! - [`model`]: the model file (`"kind": "fastprob"`), [`FastProbSpec`], and the
 //!   allocation-free online loop [`Prober::push`].
+//! - [`eval`]: replay FastProb and the baselines over logs, 004 §9 metrics.
 //! - [`retrain`]: the batch-of-30 / 20 % retraining rule (004 §V).
 //!
 //! Training lives in Python (`opsel.train_fastprob`, scikit-learn); inference runs
@@ -37,6 +38,7 @@
 //! ```
 
 pub mod baselines;
+pub mod eval;
 pub mod metrics;
 pub mod model;
 pub mod retrain;
