@@ -8,6 +8,7 @@ mod bwe;
 mod collect;
 mod lab;
 mod transfer;
+mod tput_logs;
 
 #[derive(Parser)]
 #[command(
