@@ -366,6 +366,12 @@ def _write(path, obj):
     os.replace(tmp, path)
 
 
+def _timed(f):
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="opsel.train_fastprob", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -391,7 +397,28 @@ def main(argv=None):
     t.add_argument("--fixture-logs", type=int, default=40)
     t.add_argument("-o", "--out", required=True)
     t.add_argument("--report", help="write the evaluation report (JSON) here")
+    b = sub.add_parser("bench", help="time scikit-learn's online loop on the fixture's logs (peer of the Rust bench)")
+    b.add_argument("--synthetic", type=int, default=300)
+    b.add_argument("--seed", type=int, default=3)
+    b.add_argument("--trees", type=int, default=5)
+    b.add_argument("--depth", type=int, default=4)
+    b.add_argument("--fixture-logs", type=int, default=30)
+    b.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args(argv)
+
+    if a.cmd == "bench":
+        # Same data, split and model as the fixture written by `train --synthetic 300
+        # --seed 3 --trees 5 --depth 4 --fixture ...` (cargo bench -p opsel --bench fastprob).
+        logs = synthetic_logs(a.synthetic, a.seed + 1)
+        cut = int(round(0.8 * len(logs)))
+        model = train_pairs(logs[:cut], None, {"n_estimators": a.trees, "max_depth": a.depth}, a.seed,
+                            extra_n=(3, 10))
+        test = logs[cut:][: a.fixture_logs]
+        best = min(_timed(lambda: run_loop(model, test)) for _ in range(a.repeats))
+        pushes = sum(r[0] for r in run_loop(model, test))
+        print(f"scikit-learn online loop: {best * 1e3:.2f} ms for {len(test)} probes ({pushes} pushes), "
+              f"{best / pushes * 1e6:.1f} us per push (best of {a.repeats})")
+        return 0
 
     if a.cmd == "synth":
         logs = synthetic_logs(a.n, a.seed, a.interval_ns)
