@@ -181,11 +181,14 @@ fn err(v: &Value) -> (ErrorKind, String) {
     (e.kind(), e.to_string())
 }
 
+/// An edit of a good model file and the text its error must contain.
+type Edit = Box<dyn Fn(&mut Value)>;
+
 #[test]
 fn bad_model_files_are_rejected_with_clear_errors() {
     let good = model_json(&FastProbSpec::default(), 0);
     assert!(load(&good).is_ok());
-    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<(Edit, &str)> = vec![
         (
             Box::new(|v| v["format"] = json!("other")),
             "not an opsel model",

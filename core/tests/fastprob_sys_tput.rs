@@ -44,14 +44,17 @@ fn sender_and_receiver_samples_add_up_to_the_transfer() {
     let mut samples = Vec::new();
     for _ in 0..(TOTAL >> 20) {
         (&tx).write_all(&chunk).unwrap();
-        samples.push(sampler.next().unwrap());
+        samples.push(sampler.wait_next().unwrap());
     }
     tx.shutdown(std::net::Shutdown::Write).unwrap();
     let (got, rsampled) = recv.join().unwrap();
     assert_eq!(got, TOTAL);
     // The receiver's counter moved by the bytes it read, plus one for the FIN's
     // sequence number when the FIN arrived before the last sample.
-    assert!(rsampled == TOTAL || rsampled == TOTAL + 1, "received {rsampled} of {TOTAL}");
+    assert!(
+        rsampled == TOTAL || rsampled == TOTAL + 1,
+        "received {rsampled} of {TOTAL}"
+    );
     // The last ACKs may still be in flight: sample until the peer has acked all
     // data (bytes_acked counts the FIN's sequence number too: TOTAL + 1), bounded.
     let mut acked: u64 = samples.iter().map(|s| s.bytes).sum();

@@ -302,10 +302,11 @@ fn solve4(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
         }
         a.swap(c, p);
         b.swap(c, p);
+        let pivot = a[c];
         for r in c + 1..4 {
-            let f = a[r][c] / a[c][c];
-            for k in c..4 {
-                a[r][k] -= f * a[c][k];
+            let f = a[r][c] / pivot[c];
+            for (x, p) in a[r][c..].iter_mut().zip(&pivot[c..]) {
+                *x -= f * p;
             }
             b[r] -= f * b[c];
         }

@@ -71,7 +71,7 @@ impl ThroughputSample {
 }
 
 /// Samples one connection's throughput every `interval`. Owns no thread: call
-/// [`ThroughputSampler::next`] (blocks until the next grid point) or
+/// [`ThroughputSampler::wait_next`] (blocks until the next grid point) or
 /// [`ThroughputSampler::sample_now`] from the application's loop.
 pub struct ThroughputSampler<F: AsFd> {
     fd: F,
@@ -144,7 +144,7 @@ impl<F: AsFd> ThroughputSampler<F> {
 
     /// Sleep until the next grid point and sample. Missed grid points (the caller
     /// was late) are skipped; the returned interval covers the whole gap.
-    pub fn next(&mut self) -> Result<ThroughputSample> {
+    pub fn wait_next(&mut self) -> Result<ThroughputSample> {
         let now = monotonic_ns();
         if self.next_ns <= now {
             let missed = (now - self.next_ns) / self.interval_ns + 1;
