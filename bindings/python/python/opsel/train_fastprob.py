@@ -192,25 +192,25 @@ def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regres
 
 def run_loop(model, logs, threshold=None):
     """The online loop of 004 §IV Fig. 6b with the scikit-learn objects (reference
-    for the Rust prober). Returns per log (samples, prediction, forced, p)."""
+    for the Rust prober), vectorised over logs: at each n every still-running probe
+    asks the gate at once. Returns per log (samples, prediction, forced, p)."""
     spec = model["spec"]
     thr = spec["stop_threshold"] if threshold is None else threshold
-    out = []
-    for d in logs:
-        s = d["samples_bps"]
-        res = None
-        for n in range(1, spec["cap"] + 1):
-            st = model["stages"].get(n)
-            if st is None:
-                continue
-            x = st.x([s[:n]])
-            p = st.p(x)
-            p = None if p is None else float(p[0])
-            fires = p is not None and p > thr
-            if fires or n == spec["cap"]:
-                res = (n, float(st.regressor.predict(x)[0]), not fires, p)
-                break
-        out.append(res)
+    out = [None] * len(logs)
+    active = list(range(len(logs)))
+    for n in range(1, spec["cap"] + 1):
+        st = model["stages"].get(n)
+        if st is None or not active:
+            continue
+        x = st.x([logs[i]["samples_bps"][:n] for i in active])
+        p = st.p(x)
+        fires = np.zeros(len(active), dtype=bool) if p is None else p > thr
+        done = fires | (n == spec["cap"])
+        if done.any():
+            pred = st.regressor.predict(x[done])
+            for j, i in enumerate(np.flatnonzero(done)):
+                out[active[i]] = (n, float(pred[j]), not bool(fires[i]), None if p is None else float(p[i]))
+        active = [a for a, d in zip(active, done) if not d]
     return out
 
 
@@ -389,6 +389,8 @@ def main(argv=None):
     t.add_argument("--last-gate-n", type=int, default=14)
     t.add_argument("--label-error-pct", type=float, default=5.0)
     t.add_argument("--search", action="store_true", help="grid over trees x depth by expanding-window CV")
+    t.add_argument("--grid-trees", default="20,50", help="trees tried by --search")
+    t.add_argument("--grid-depth", default="6,12", help="max depths tried by --search")
     t.add_argument("--trees", type=int, default=30)
     t.add_argument("--depth", type=int, default=8)
     t.add_argument("--incremental", action="store_true", help="also run the 004 §V retraining replay")
@@ -444,7 +446,9 @@ def main(argv=None):
               "train": len(train), "test": len(test)}
     params = {"n_estimators": a.trees, "max_depth": a.depth}
     if a.search:
-        params, rows = search(train, spec, seed=a.seed)
+        grid = [{"n_estimators": int(t), "max_depth": int(d)}
+                for t in a.grid_trees.split(",") for d in a.grid_depth.split(",")]
+        params, rows = search(train, spec, grid, seed=a.seed)
         report["search"] = rows
     t0 = time.perf_counter()
     model = train_pairs(train, spec, params, a.seed, extra_n=(3, 10))
