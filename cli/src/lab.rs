@@ -30,6 +30,10 @@ enum LabCmd {
     },
     /// Record RTT training traces for the background-mix classifier (resumable).
     Collect(crate::collect::CollectArgs),
+    /// Record throughput logs for FastProb (004 §III) from a plan (resumable).
+    TputLogs(crate::tput_logs::TputLogsArgs),
+    /// Replay FastProb and the 004 baselines over throughput logs.
+    FastprobEval(crate::tput_logs::EvalArgs),
     /// Remove leftover lab namespaces of crashed runs (all `onl*` with --all).
     Down {
         #[arg(long)]
@@ -117,6 +121,8 @@ pub fn main(a: LabArgs) -> Result<()> {
             Ok(())
         }
         LabCmd::Collect(c) => crate::collect::main(c),
+        LabCmd::TputLogs(c) => crate::tput_logs::record(c),
+        LabCmd::FastprobEval(c) => crate::tput_logs::eval(c),
         LabCmd::Down { all } => {
             let v = topo::down(all)?;
             println!(

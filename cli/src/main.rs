@@ -10,6 +10,7 @@ mod collect;
 mod flows;
 mod lab;
 mod transfer;
+mod tput_logs;
 
 #[derive(Parser)]
 #[command(

@@ -18,6 +18,7 @@ pub mod scenario;
 pub mod sys;
 pub mod topo;
 pub mod traffic;
+pub mod tput_logs;
 
 pub use run::{jain, run, run_in_lab, write_outputs, RunResult, Summary};
 pub use scenario::Scenario;

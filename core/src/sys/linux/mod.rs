@@ -14,6 +14,7 @@ pub mod rtt;
 pub mod sender;
 pub mod tcp_info;
 pub mod tcp_rtt;
+pub mod tput;
 pub mod wire;
 
 mod netlink;

@@ -1,0 +1,479 @@
+"""FastProb training (document 004 §IV-§V): per-length random-forest classifier and
+regressor pairs, exported to the ``"kind": "fastprob"`` model file that
+``opsel::fastprob::FastProbModel`` loads.
+
+Pipeline (each step cites the document):
+
+- logs: JSON lines, one transfer per line with ``samples_bps`` (one per
+  ``interval_ns``), ``seq`` (recording order) and ``t_avg_bps`` (004 §III); written by
+  ``opsel lab tput-logs`` or by :func:`synthetic_logs` (a seeded generator for
+  development when no recording exists);
+- time-ordered 80/20 split (004 §IV), expanding-window CV: 6 time-ordered groups,
+  5 rounds (train g1..gk → test g(k+1));
+- a small grid over RF trees and depth scored by the CV MAPE of the whole FastProb
+  loop (the paper uses GP Bayesian optimisation; a grid keeps this dependency-free);
+- pair training (004 §IV Fig. 6a): Subset1 (70 %) → regressor R_n; its per-transfer
+  error on Subset2 (30 %) labels "predictable" (err < P = 5 %) → classifier C_n;
+- incremental retraining (004 §V): batches of 30, retrain on all history when a
+  batch's MAPE exceeds 20 %.
+
+Run as a script (needs numpy and scikit-learn only)::
+
+    python bindings/python/python/opsel/train_fastprob.py train --logs data/tput-logs -o model.json
+    python bindings/python/python/opsel/train_fastprob.py synth --n 600 --seed 1 -o logs.jsonl
+
+or ``python -m opsel.train_fastprob …`` where the ``opsel`` package is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+FORMAT = "opsel-model"
+VERSION = 1
+KIND = "fastprob"
+
+DEFAULT_SPEC = {
+    "interval_ns": 1_000_000_000,
+    "cap": 15,
+    "first_gate_n": 1,
+    "last_gate_n": 14,
+    "stop_threshold": 0.5,
+    "label_error_pct": 5.0,
+}
+
+
+# ---------------------------------------------------------------- logs
+
+
+def synthetic_logs(n: int, seed: int, interval_ns: int = 1_000_000_000, min_len: int = 60):
+    """Seeded synthetic transfers in three condition families (004 §III causes of slow
+    convergence): ``lan`` (fast ramp, little noise), ``wan`` (slow high-BDP ramp and
+    connection-setup delay), ``shared`` (background on/off, noise and 1-2-sample
+    application stalls). Development data only: not a measurement."""
+    rng = np.random.default_rng(seed)
+    logs = []
+    for i in range(n):
+        fam = ("lan", "wan", "shared")[i % 3]
+        m = int(rng.integers(min_len, min_len + 30))
+        cap = float(rng.uniform(0.2e9, 10e9))
+        k = np.arange(1, m + 1, dtype=np.float64)
+        if fam == "lan":
+            tau, noise, setup = rng.uniform(0.3, 1.5), 0.02, 0
+        elif fam == "wan":
+            tau, noise, setup = rng.uniform(2.0, 12.0), 0.05, int(rng.integers(0, 4))
+        else:
+            tau, noise, setup = rng.uniform(1.0, 5.0), 0.10, int(rng.integers(0, 2))
+        ramp = 1.0 - np.exp(-np.maximum(k - setup, 0.0) / tau)
+        x = cap * ramp * (1.0 + noise * rng.standard_normal(m))
+        if fam == "shared":
+            period = int(rng.integers(10, 30))
+            on = ((k.astype(int) // period) % 2 == 1)
+            x = np.where(on, x * rng.uniform(0.5, 0.8), x)
+            k_stall = 0
+            while k_stall < m:
+                k_stall += int(rng.geometric(0.06))
+                width = int(rng.integers(1, 3))
+                x[k_stall:k_stall + width] *= 0.05
+                k_stall += width
+        x = np.maximum(x, 0.0)
+        logs.append({
+            "id": f"synth-{seed}-{i}", "seq": i, "family": fam, "source": "synthetic",
+            "interval_ns": interval_ns, "samples_bps": [float(v) for v in x],
+            "t_avg_bps": float(x.mean()),
+        })
+    return logs
+
+
+def load_logs(path: str, min_len: int = 60):
+    """Transfers from a JSON-lines file or every ``*.jsonl`` under a directory, in
+    recording order (``seq``, then file order). Transfers shorter than ``min_len``
+    samples are skipped (004 §III: the label needs >= 60 s)."""
+    files = sorted(glob.glob(os.path.join(path, "**", "*.jsonl"), recursive=True)) if os.path.isdir(path) else [path]
+    logs = []
+    for f in files:
+        with open(f) as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                d = json.loads(line)
+                s = d.get("samples_bps")
+                if not isinstance(s, list) or len(s) < min_len:
+                    continue
+                d["t_avg_bps"] = float(np.mean(s))
+                logs.append(d)
+    logs.sort(key=lambda d: d.get("seq", 0))
+    return logs
+
+
+def xy(logs, n):
+    X = np.array([d["samples_bps"][:n] for d in logs], dtype=np.float64)
+    y = np.array([d["t_avg_bps"] for d in logs], dtype=np.float64)
+    return X, y
+
+
+def pct_err(pred, y):
+    return np.abs(pred - y) / y * 100.0
+
+
+# ---------------------------------------------------------------- training
+
+
+class Stage:
+    """The fitted models of one probe length n (scikit-learn objects)."""
+
+    def __init__(self, n, mean, scale, gate, regressor):
+        self.n, self.mean, self.scale, self.gate, self.regressor = n, mean, scale, gate, regressor
+
+    def x(self, raw):
+        return (np.asarray(raw, dtype=np.float64) - self.mean) / self.scale
+
+    def p(self, xs):
+        if self.gate is None:
+            return None
+        if isinstance(self.gate, str):
+            return np.full(len(xs), 1.0 if self.gate == "always" else 0.0)
+        return self.gate.predict_proba(xs)[:, -1]
+
+
+def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regressor=False, extra_n=()):
+    """Fit the per-length pairs (004 §IV Fig. 6a). ``split``: ``"time"`` (first 70 %
+    of the time-ordered logs → Subset1) or ``"random"``; 004 does not say which.
+    ``refit_regressor`` refits R_n on all logs after labelling (also unspecified)."""
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+    from sklearn.preprocessing import StandardScaler
+
+    spec = dict(DEFAULT_SPEC, **(spec or {}))
+    params = dict({"n_estimators": 30, "max_depth": 8}, **(params or {}))
+    if len(logs) < 10:
+        raise ValueError(f"{len(logs)} logs: FastProb training needs at least 10")
+    idx = np.arange(len(logs))
+    if split == "random":
+        idx = np.random.default_rng(seed).permutation(idx)
+    elif split != "time":
+        raise ValueError(f"split {split!r}: expected 'time' or 'random'")
+    cut = int(round(0.7 * len(logs)))
+    s1 = [logs[i] for i in idx[:cut]]
+    s2 = [logs[i] for i in idx[cut:]]
+    gated = range(spec["first_gate_n"], spec["last_gate_n"] + 1)
+    lengths = sorted(set(gated) | {spec["cap"]} | set(extra_n))
+    stages = {}
+    for n in lengths:
+        X1, y1 = xy(s1, n)
+        sc = StandardScaler().fit(X1)
+        # A constant column (e.g. all-zero setup samples) scales by 1, as scikit-learn does.
+        mean, scale = sc.mean_.astype(np.float64), sc.scale_.astype(np.float64)
+        reg = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params)
+        reg.fit((X1 - mean) / scale, y1)
+        gate = None
+        if n in gated:
+            X2, y2 = xy(s2, n)
+            X2s = (X2 - mean) / scale
+            lab = (pct_err(reg.predict(X2s), y2) < spec["label_error_pct"]).astype(int)
+            if lab.min() == lab.max():
+                gate = "always" if lab[0] == 1 else "never"
+            else:
+                gate = RandomForestClassifier(random_state=seed + 1000 + n, n_jobs=1, **params)
+                gate.fit(X2s, lab)
+        if refit_regressor:
+            Xa, ya = xy(s1 + s2, n)
+            reg = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit((Xa - mean) / scale, ya)
+        stages[n] = Stage(n, mean, scale, gate, reg)
+    return {"spec": spec, "stages": stages, "params": params}
+
+
+def run_loop(model, logs, threshold=None):
+    """The online loop of 004 §IV Fig. 6b with the scikit-learn objects (reference
+    for the Rust prober), vectorised over logs: at each n every still-running probe
+    asks the gate at once. Returns per log (samples, prediction, forced, p)."""
+    spec = model["spec"]
+    thr = spec["stop_threshold"] if threshold is None else threshold
+    out = [None] * len(logs)
+    active = list(range(len(logs)))
+    for n in range(1, spec["cap"] + 1):
+        st = model["stages"].get(n)
+        if st is None or not active:
+            continue
+        x = st.x([logs[i]["samples_bps"][:n] for i in active])
+        p = st.p(x)
+        fires = np.zeros(len(active), dtype=bool) if p is None else p > thr
+        done = fires | (n == spec["cap"])
+        if done.any():
+            pred = st.regressor.predict(x[done])
+            for j, i in enumerate(np.flatnonzero(done)):
+                out[active[i]] = (n, float(pred[j]), not bool(fires[i]), None if p is None else float(p[i]))
+        active = [a for a, d in zip(active, done) if not d]
+    return out
+
+
+def score(model, logs, interval_ns=None):
+    r = run_loop(model, logs)
+    pred = np.array([x[1] for x in r])
+    y = np.array([d["t_avg_bps"] for d in logs])
+    e = pct_err(pred, y)
+    iv = (interval_ns or model["spec"]["interval_ns"]) * 1e-9
+    return {
+        "transfers": len(logs),
+        "mape_pct": float(e.mean()),
+        "median_error_pct": float(np.median(e)),
+        "mean_probe_s": float(np.mean([x[0] for x in r]) * iv),
+        "over_50_pct": float((e > 50).mean() * 100),
+        "forced_pct": float(np.mean([x[2] for x in r]) * 100),
+    }
+
+
+def fixed_n_mape(model, logs, n):
+    st = model["stages"][n]
+    X, y = xy(logs, n)
+    return float(pct_err(st.regressor.predict(st.x(X)), y).mean())
+
+
+def expanding_cv(logs, spec=None, params=None, groups=6, seed=0):
+    """004 §IV: 6 time-ordered groups, 5 rounds: train g1..gk, test g(k+1)."""
+    parts = np.array_split(np.arange(len(logs)), groups)
+    rounds = []
+    for k in range(1, groups):
+        tr = [logs[i] for p in parts[:k] for i in p]
+        te = [logs[i] for i in parts[k]]
+        m = train_pairs(tr, spec, params, seed)
+        rounds.append(score(m, te))
+    return {
+        "rounds": rounds,
+        "mape_pct": float(np.mean([r["mape_pct"] for r in rounds])),
+        "mean_probe_s": float(np.mean([r["mean_probe_s"] for r in rounds])),
+    }
+
+
+def search(logs, spec=None, grid=None, seed=0):
+    """Small grid over RF trees and depth, scored by the expanding-window CV MAPE."""
+    grid = grid or [{"n_estimators": t, "max_depth": d} for t in (20, 50) for d in (6, 12)]
+    rows = []
+    for p in grid:
+        cv = expanding_cv(logs, spec, p, seed=seed)
+        rows.append({"params": p, "cv_mape_pct": cv["mape_pct"], "cv_probe_s": cv["mean_probe_s"]})
+    best = min(rows, key=lambda r: r["cv_mape_pct"])
+    return best["params"], rows
+
+
+def incremental(logs, initial=500, batch=30, threshold_pct=20.0, spec=None, params=None, seed=0):
+    """004 §V: train on the first ``initial`` logs, then evaluate batches of ``batch``
+    and retrain on all history when a batch's MAPE exceeds ``threshold_pct``."""
+    if len(logs) < initial + batch:
+        raise ValueError(f"{len(logs)} logs: incremental training needs initial ({initial}) + one batch ({batch})")
+    model = train_pairs(logs[:initial], spec, params, seed)
+    errs, probes, retrains, batches = [], [], 0, 0
+    for b0 in range(initial, len(logs) - batch + 1, batch):
+        chunk = logs[b0:b0 + batch]
+        r = run_loop(model, chunk)
+        e = pct_err(np.array([x[1] for x in r]), np.array([d["t_avg_bps"] for d in chunk]))
+        errs += list(e)
+        probes += [x[0] for x in r]
+        batches += 1
+        if e.mean() > threshold_pct:
+            retrains += 1
+            model = train_pairs(logs[:b0 + batch], spec, params, seed)
+    iv = model["spec"]["interval_ns"] * 1e-9
+    return {"batches": batches, "retrains": retrains, "mape_pct": float(np.mean(errs)),
+            "mean_probe_s": float(np.mean(probes) * iv)}
+
+
+# ---------------------------------------------------------------- export
+
+
+def tree_dict(t, n_outputs, normalise):
+    """One scikit-learn tree as an opsel tree (same rule as ``opsel.train.bwe``)."""
+    tr = t.tree_
+    value = tr.value[:, 0, :] if tr.value.ndim == 3 else tr.value
+    value = np.array(value, dtype=np.float64)
+    if normalise:
+        s = value.sum(axis=1, keepdims=True)
+        s[s == 0] = 1.0
+        value = value / s
+    value = value[:, :n_outputs]
+    return {
+        "feature": [int(f) if f >= 0 else -1 for f in tr.feature],
+        "threshold": [float(v) for v in tr.threshold],
+        "left": [int(c) for c in tr.children_left],
+        "right": [int(c) for c in tr.children_right],
+        "value": [float(v) for v in value.reshape(-1)],
+    }
+
+
+def ensemble_dict(est, n):
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    d = {"format": FORMAT, "version": VERSION, "n_features": int(n)}
+    if isinstance(est, RandomForestRegressor):
+        d.update(kind="rf-regressor", n_outputs=1, trees=[tree_dict(t, 1, False) for t in est.estimators_])
+    elif isinstance(est, RandomForestClassifier):
+        if list(est.classes_) != [0, 1]:
+            raise ValueError(f"gate classes {list(est.classes_)}: expected [0, 1]")
+        d.update(kind="rf-classifier", n_outputs=2, trees=[tree_dict(t, 2, True) for t in est.estimators_])
+    else:
+        raise TypeError(f"cannot export {type(est).__name__}")
+    return d
+
+
+def export(model, training=None):
+    """The ``"kind": "fastprob"`` model-file dict."""
+    stages = []
+    for n in sorted(model["stages"]):
+        st = model["stages"][n]
+        s = {"n": n, "scaler": {"mean": [float(v) for v in st.mean], "scale": [float(v) for v in st.scale]},
+             "regressor": ensemble_dict(st.regressor, n)}
+        if st.gate is not None:
+            s["gate"] = st.gate if isinstance(st.gate, str) else ensemble_dict(st.gate, n)
+        stages.append(s)
+    return {"format": FORMAT, "version": VERSION, "kind": KIND, "spec": model["spec"],
+            "sample_unit": "bit/s", "stages": stages,
+            "training": dict({"params": model["params"]}, **(training or {}))}
+
+
+def sklearn_fixture(model, logs):
+    """What the Rust prober must reproduce: per log the stop length, forced flag and
+    prediction, and every stage's regressor output / gate probability on its prefix."""
+    rows = []
+    for d, (n, pred, forced, p) in zip(logs, run_loop(model, logs)):
+        per = []
+        for k in sorted(model["stages"]):
+            if k > len(d["samples_bps"]):
+                continue
+            st = model["stages"][k]
+            x = st.x([d["samples_bps"][:k]])
+            pk = st.p(x)
+            per.append({"n": k, "regressor": float(st.regressor.predict(x)[0]),
+                        "gate_p": None if pk is None else float(pk[0])})
+        rows.append({"samples_bps": d["samples_bps"], "stop_n": n, "forced": forced,
+                     "prediction_bps": pred, "p": p, "stages": per})
+    return rows
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _write(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, separators=(",", ":"))
+    os.replace(tmp, path)
+
+
+def _timed(f):
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="opsel.train_fastprob", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("synth", help="write seeded synthetic logs (development data, not a measurement)")
+    g.add_argument("--n", type=int, default=600)
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--interval-ns", type=int, default=1_000_000_000)
+    g.add_argument("-o", "--out", required=True)
+    t = sub.add_parser("train", help="split, search, train pairs, evaluate, export")
+    t.add_argument("--logs", help="JSON-lines file or directory of *.jsonl")
+    t.add_argument("--synthetic", type=int, help="use N seeded synthetic logs instead of --logs")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--cap", type=int, default=15)
+    t.add_argument("--first-gate-n", type=int, default=1)
+    t.add_argument("--last-gate-n", type=int, default=14)
+    t.add_argument("--label-error-pct", type=float, default=5.0)
+    t.add_argument("--search", action="store_true", help="grid over trees x depth by expanding-window CV")
+    t.add_argument("--grid-trees", default="20,50", help="trees tried by --search")
+    t.add_argument("--grid-depth", default="6,12", help="max depths tried by --search")
+    t.add_argument("--trees", type=int, default=30)
+    t.add_argument("--depth", type=int, default=8)
+    t.add_argument("--incremental", action="store_true", help="also run the 004 §V retraining replay")
+    t.add_argument("--initial", type=int, default=500)
+    t.add_argument("--fixture", help="also write the scikit-learn reference decisions for N test logs here")
+    t.add_argument("--fixture-logs", type=int, default=40)
+    t.add_argument("-o", "--out", required=True)
+    t.add_argument("--report", help="write the evaluation report (JSON) here")
+    b = sub.add_parser("bench", help="time scikit-learn's online loop on the fixture's logs (peer of the Rust bench)")
+    b.add_argument("--synthetic", type=int, default=300)
+    b.add_argument("--seed", type=int, default=3)
+    b.add_argument("--trees", type=int, default=5)
+    b.add_argument("--depth", type=int, default=4)
+    b.add_argument("--fixture-logs", type=int, default=30)
+    b.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args(argv)
+
+    if a.cmd == "bench":
+        # Same data, split and model as the fixture written by `train --synthetic 300
+        # --seed 3 --trees 5 --depth 4 --fixture ...` (cargo bench -p opsel --bench fastprob).
+        logs = synthetic_logs(a.synthetic, a.seed + 1)
+        cut = int(round(0.8 * len(logs)))
+        model = train_pairs(logs[:cut], None, {"n_estimators": a.trees, "max_depth": a.depth}, a.seed,
+                            extra_n=(3, 10))
+        test = logs[cut:][: a.fixture_logs]
+        best = min(_timed(lambda: run_loop(model, test)) for _ in range(a.repeats))
+        pushes = sum(r[0] for r in run_loop(model, test))
+        print(f"scikit-learn online loop: {best * 1e3:.2f} ms for {len(test)} probes ({pushes} pushes), "
+              f"{best / pushes * 1e6:.1f} us per push (best of {a.repeats})")
+        return 0
+
+    if a.cmd == "synth":
+        logs = synthetic_logs(a.n, a.seed, a.interval_ns)
+        with open(a.out, "w") as f:
+            for d in logs:
+                f.write(json.dumps(d) + "\n")
+        print(f"wrote {len(logs)} synthetic logs to {a.out}")
+        return 0
+
+    if (a.logs is None) == (a.synthetic is None):
+        ap.error("give exactly one of --logs or --synthetic")
+    logs = synthetic_logs(a.synthetic, a.seed + 1) if a.synthetic else load_logs(a.logs)
+    if not logs:
+        ap.error("no transfer of >= 60 samples found")
+    iv = {d["interval_ns"] for d in logs}
+    if len(iv) != 1:
+        ap.error(f"logs mix sampling intervals {sorted(iv)}; train one model per interval")
+    spec = {"interval_ns": iv.pop(), "cap": a.cap, "first_gate_n": a.first_gate_n,
+            "last_gate_n": a.last_gate_n, "label_error_pct": a.label_error_pct}
+    cut = int(round(0.8 * len(logs)))  # 004 §IV: time-ordered 80/20
+    train, test = logs[:cut], logs[cut:]
+    report = {"source": "synthetic" if a.synthetic else "recorded", "transfers": len(logs),
+              "train": len(train), "test": len(test)}
+    params = {"n_estimators": a.trees, "max_depth": a.depth}
+    if a.search:
+        grid = [{"n_estimators": int(t), "max_depth": int(d)}
+                for t in a.grid_trees.split(",") for d in a.grid_depth.split(",")]
+        params, rows = search(train, spec, grid, seed=a.seed)
+        report["search"] = rows
+    t0 = time.perf_counter()
+    model = train_pairs(train, spec, params, a.seed, extra_n=(3, 10))
+    report["train_s"] = time.perf_counter() - t0
+    report["params"] = params
+    report["test"] = score(model, test)
+    report["fixed_rf"] = {f"{n}": fixed_n_mape(model, test, n) for n in (3, 10) if n in model["stages"]}
+    report["cv"] = expanding_cv(train, spec, params, seed=a.seed)
+    if a.incremental:
+        report["incremental"] = incremental(logs, a.initial, spec=spec, params=params, seed=a.seed)
+    _write(a.out, export(model, {"source": report["source"], "transfers_train": len(train),
+                                 "split": "time-ordered 80/20; pairs 70/30 time-ordered"}))
+    if a.fixture:
+        _write(a.fixture, {"logs": sklearn_fixture(model, test[: a.fixture_logs])})
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump(report, f, indent=1)
+    r = report["test"]
+    print(f"test: {r['transfers']} transfers, MAPE {r['mape_pct']:.2f} %, mean probe {r['mean_probe_s']:.2f} s, "
+          f"> 50 % error {r['over_50_pct']:.1f} %, forced {r['forced_pct']:.1f} %; "
+          f"fixed RF {report['fixed_rf']}; CV MAPE {report['cv']['mape_pct']:.2f} %")
+    if "incremental" in report:
+        print(f"incremental: {report['incremental']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,581 @@
+//! FastProb's per-length classifier/regressor pairs and the online early-stopping
+//! loop (004 §IV Fig. 6).
+//!
+//! Model file (versioned JSON, DESIGN.md "Model files"):
+//! ```json
+//! {"format": "opsel-model", "version": 1, "kind": "fastprob",
+//!  "spec": {"interval_ns": 1000000000, "cap": 15, "first_gate_n": 1, "last_gate_n": 14,
+//!           "stop_threshold": 0.5, "label_error_pct": 5.0},
+//!  "sample_unit": "bit/s",
+//!  "stages": [{"n": 1, "scaler": {"mean": [..], "scale": [..]},
+//!              "gate": {rf-classifier model} | "always" | "never",
+//!              "regressor": {rf-regressor model}}, …],
+//!  "training": {...}}
+//! ```
+//! Each stage `n` holds the models that see the first `n` samples. A stage inside
+//! `first_gate_n..=last_gate_n` must have a `gate` (the "predictable yet?"
+//! classifier; `"always"`/`"never"` when its training labels were all one class);
+//! stages outside it must not. Every stage has a regressor; a stage at `n = cap` is
+//! required, for the forced prediction. Extra regressor-only stages (e.g. n = 16…30)
+//! serve the fixed-n RF baseline of 004 §IV.
+//!
+//! 004 §IV "14 pairs with a 15-s cap" is ambiguous; the default here is gates at
+//! n = 1..14 and a forced prediction by the 15-input regressor at n = 15, i.e. 14
+//! classifier/regressor pairs plus one regressor. `first_gate_n`, `last_gate_n` and
+//! `cap` make any other reading (2..15, 1..15) a training-time choice.
+
+use super::metrics::{check_samples, Estimate};
+use crate::error::{Error, Result};
+use crate::trees::{Ensemble, Kind, FORMAT, VERSION};
+use serde::{Deserialize, Serialize};
+
+/// `kind` of a FastProb model file.
+pub const KIND: &str = "fastprob";
+/// Largest supported probe length (samples); the stack buffers are this long.
+pub const MAX_N: usize = 64;
+
+/// FastProb's configuration: the one schema the CLI and bindings convert into.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FastProbSpec {
+    /// Sampling interval i (004 §III: 1 s; 100 ms suits veth/LAN, 004 §11).
+    #[serde(default = "one_second")]
+    pub interval_ns: u64,
+    /// Longest probe in samples; at `cap` the cap regressor predicts (004 §IV: 15).
+    #[serde(default = "fifteen")]
+    pub cap: usize,
+    /// First probe length with a classifier gate (default 1).
+    #[serde(default = "one")]
+    pub first_gate_n: usize,
+    /// Last probe length with a classifier gate (default 14: the paper's 14 pairs).
+    #[serde(default = "fourteen")]
+    pub last_gate_n: usize,
+    /// Stop when P(predictable) > this; 0.5 is scikit-learn's `predict` on two classes.
+    #[serde(default = "half")]
+    pub stop_threshold: f64,
+    /// Training label: "predictable" when the regressor's error is below P percent
+    /// (004 §IV: P = 5 %). Recorded for the model card; inference does not use it.
+    #[serde(default = "five")]
+    pub label_error_pct: f64,
+}
+
+fn one_second() -> u64 {
+    1_000_000_000
+}
+fn fifteen() -> usize {
+    15
+}
+fn one() -> usize {
+    1
+}
+fn fourteen() -> usize {
+    14
+}
+fn half() -> f64 {
+    0.5
+}
+fn five() -> f64 {
+    5.0
+}
+
+impl Default for FastProbSpec {
+    fn default() -> Self {
+        FastProbSpec {
+            interval_ns: one_second(),
+            cap: fifteen(),
+            first_gate_n: one(),
+            last_gate_n: fourteen(),
+            stop_threshold: half(),
+            label_error_pct: five(),
+        }
+    }
+}
+
+impl FastProbSpec {
+    /// Check every field; errors name the bad value and the allowed range.
+    pub fn validate(&self) -> Result<()> {
+        if self.interval_ns == 0 {
+            return Err(Error::invalid(
+                "fastprob interval_ns is 0; give the sampling interval (004 §III: 1 s = 1000000000)",
+            ));
+        }
+        if self.cap == 0 || self.cap > MAX_N {
+            return Err(Error::invalid(format!(
+                "fastprob cap {} must be in 1..={MAX_N} samples (004 §IV: 15)",
+                self.cap
+            )));
+        }
+        if self.first_gate_n == 0
+            || self.first_gate_n > self.last_gate_n
+            || self.last_gate_n > self.cap
+        {
+            return Err(Error::invalid(format!(
+                "fastprob gates {}..={} must satisfy 1 <= first_gate_n <= last_gate_n <= cap ({})",
+                self.first_gate_n, self.last_gate_n, self.cap
+            )));
+        }
+        if !(self.stop_threshold.is_finite() && (0.0..1.0).contains(&self.stop_threshold)) {
+            return Err(Error::invalid(format!(
+                "fastprob stop_threshold {} must be in [0, 1) (default 0.5)",
+                self.stop_threshold
+            )));
+        }
+        if !(self.label_error_pct.is_finite()
+            && self.label_error_pct > 0.0
+            && self.label_error_pct < 100.0)
+        {
+            return Err(Error::invalid(format!(
+                "fastprob label_error_pct {} must be in (0, 100) (004 §IV: 5)",
+                self.label_error_pct
+            )));
+        }
+        Ok(())
+    }
+
+    fn gated(&self, n: usize) -> bool {
+        (self.first_gate_n..=self.last_gate_n).contains(&n)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Gate {
+    Always,
+    Never,
+    Model(Ensemble),
+}
+
+#[derive(Debug, Clone)]
+struct Stage {
+    mean: Vec<f64>,
+    scale: Vec<f64>,
+    gate: Option<Gate>,
+    regressor: Ensemble,
+}
+
+impl Stage {
+    /// Standard scaling per column (004 §IV pre-processing) into `x`.
+    #[inline]
+    fn scale_into(&self, raw: &[f64], x: &mut [f64]) {
+        if self.mean.is_empty() {
+            x[..raw.len()].copy_from_slice(raw);
+        } else {
+            for i in 0..raw.len() {
+                x[i] = (raw[i] - self.mean[i]) / self.scale[i];
+            }
+        }
+    }
+}
+
+/// A loaded, validated FastProb model.
+#[derive(Debug, Clone)]
+pub struct FastProbModel {
+    spec: FastProbSpec,
+    /// Indexed by `n − 1`.
+    stages: Vec<Option<Stage>>,
+    training: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScaler {
+    mean: Vec<f64>,
+    scale: Vec<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    n: usize,
+    #[serde(default)]
+    scaler: Option<RawScaler>,
+    #[serde(default)]
+    gate: Option<serde_json::Value>,
+    regressor: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModel {
+    #[allow(dead_code)]
+    format: String,
+    #[allow(dead_code)]
+    version: u64,
+    #[allow(dead_code)]
+    kind: String,
+    spec: FastProbSpec,
+    #[serde(default = "bps")]
+    sample_unit: String,
+    stages: Vec<RawStage>,
+    #[serde(default)]
+    training: serde_json::Value,
+}
+fn bps() -> String {
+    "bit/s".into()
+}
+
+fn bad(msg: String) -> Error {
+    Error::InvalidModel(msg)
+}
+
+fn sub_model(n: usize, what: &str, v: &serde_json::Value) -> Result<Ensemble> {
+    Ensemble::from_json(&v.to_string()).map_err(|e| match e {
+        Error::InvalidModel(m) => bad(format!("stage n={n} {what}: {m}")),
+        other => other,
+    })
+}
+
+impl FastProbModel {
+    /// Parse and validate a FastProb model file's JSON text.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| bad(format!("not JSON ({e}); expected an opsel-model file")))?;
+        let fmt = v.get("format").and_then(|x| x.as_str()).unwrap_or("");
+        if fmt != FORMAT {
+            return Err(bad(format!(
+                "format is {fmt:?}, expected {FORMAT:?}; this is not an opsel model file"
+            )));
+        }
+        match v.get("version").and_then(|x| x.as_u64()) {
+            Some(VERSION) => {}
+            Some(found) => {
+                return Err(Error::UnsupportedVersion {
+                    found,
+                    supported: VERSION,
+                })
+            }
+            None => return Err(bad("missing integer \"version\"".into())),
+        }
+        let kind = v.get("kind").and_then(|x| x.as_str()).unwrap_or("");
+        if kind != KIND {
+            return Err(bad(format!(
+                "kind is {kind:?}, expected {KIND:?}; load other opsel models with their own loader"
+            )));
+        }
+        let raw: RawModel =
+            serde_json::from_value(v).map_err(|e| bad(format!("malformed fastprob model: {e}")))?;
+        Self::from_raw(raw)
+    }
+
+    /// Read and validate a model file.
+    pub fn load(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("reading model file {}", path.display()), e))?;
+        Self::from_json(&text)
+    }
+
+    fn from_raw(raw: RawModel) -> Result<Self> {
+        let spec = raw.spec;
+        spec.validate().map_err(|e| bad(format!("spec: {e}")))?;
+        if raw.sample_unit != "bit/s" {
+            return Err(bad(format!(
+                "sample_unit {:?}: this build reads throughput samples in \"bit/s\"",
+                raw.sample_unit
+            )));
+        }
+        let mut stages: Vec<Option<Stage>> = vec![None; MAX_N];
+        let mut last = 0;
+        for st in raw.stages {
+            let n = st.n;
+            if n == 0 || n > MAX_N {
+                return Err(bad(format!("stage n={n} must be in 1..={MAX_N}")));
+            }
+            if n <= last {
+                return Err(bad(format!(
+                    "stage n={n} after n={last}: stages must be in strictly increasing n"
+                )));
+            }
+            last = n;
+            let (mean, scale) = match st.scaler {
+                None => (Vec::new(), Vec::new()),
+                Some(s) => {
+                    if s.mean.len() != n || s.scale.len() != n {
+                        return Err(bad(format!(
+                            "stage n={n}: scaler mean/scale have lengths {}/{}, expected {n}",
+                            s.mean.len(),
+                            s.scale.len()
+                        )));
+                    }
+                    if s.mean.iter().any(|m| !m.is_finite())
+                        || s.scale.iter().any(|v| !(v.is_finite() && *v > 0.0))
+                    {
+                        return Err(bad(format!(
+                            "stage n={n}: scaler needs finite means and finite scales > 0"
+                        )));
+                    }
+                    (s.mean, s.scale)
+                }
+            };
+            let gate = match (&st.gate, spec.gated(n)) {
+                (None, false) => None,
+                (None, true) => {
+                    return Err(bad(format!(
+                        "stage n={n} lies in the gated range {}..={} but has no gate",
+                        spec.first_gate_n, spec.last_gate_n
+                    )))
+                }
+                (Some(_), false) => {
+                    return Err(bad(format!(
+                        "stage n={n} has a gate outside the gated range {}..={}; remove it or widen the range",
+                        spec.first_gate_n, spec.last_gate_n
+                    )))
+                }
+                (Some(g), true) => Some(match g.as_str() {
+                    Some("always") => Gate::Always,
+                    Some("never") => Gate::Never,
+                    Some(other) => {
+                        return Err(bad(format!(
+                            "stage n={n} gate {other:?}: expected a classifier model, \"always\" or \"never\""
+                        )))
+                    }
+                    None => {
+                        let e = sub_model(n, "gate", g)?;
+                        if !matches!(e.kind(), Kind::RfClassifier | Kind::GbtClassifier)
+                            || e.n_classes() != 2
+                        {
+                            return Err(bad(format!(
+                                "stage n={n} gate is a {} with {} classes; expected a binary classifier (rf-classifier or gbt-classifier, classes [0, 1])",
+                                e.kind().name(),
+                                e.n_classes()
+                            )));
+                        }
+                        if e.n_features() != n {
+                            return Err(bad(format!(
+                                "stage n={n} gate takes {} features, expected {n}",
+                                e.n_features()
+                            )));
+                        }
+                        Gate::Model(e)
+                    }
+                }),
+            };
+            let regressor = sub_model(n, "regressor", &st.regressor)?;
+            if !matches!(regressor.kind(), Kind::RfRegressor | Kind::GbtRegressor) {
+                return Err(bad(format!(
+                    "stage n={n} regressor is a {}; expected rf-regressor or gbt-regressor",
+                    regressor.kind().name()
+                )));
+            }
+            if regressor.n_features() != n {
+                return Err(bad(format!(
+                    "stage n={n} regressor takes {} features, expected {n}",
+                    regressor.n_features()
+                )));
+            }
+            stages[n - 1] = Some(Stage {
+                mean,
+                scale,
+                gate,
+                regressor,
+            });
+        }
+        for n in spec.first_gate_n..=spec.last_gate_n {
+            if stages[n - 1].is_none() {
+                return Err(bad(format!(
+                    "no stage for n={n}, inside the gated range {}..={}",
+                    spec.first_gate_n, spec.last_gate_n
+                )));
+            }
+        }
+        if stages[spec.cap - 1].is_none() {
+            return Err(bad(format!(
+                "no stage for the cap n={}: the forced prediction needs its regressor",
+                spec.cap
+            )));
+        }
+        Ok(FastProbModel {
+            spec,
+            stages,
+            training: raw.training,
+        })
+    }
+
+    /// The configuration stored in the file.
+    pub fn spec(&self) -> &FastProbSpec {
+        &self.spec
+    }
+
+    /// Training metadata of the file.
+    pub fn training(&self) -> &serde_json::Value {
+        &self.training
+    }
+
+    /// Probe lengths that have a regressor.
+    pub fn regressor_lengths(&self) -> impl Iterator<Item = usize> + '_ {
+        self.stages
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| i + 1)
+    }
+
+    /// The fixed-n RF baseline (004 §IV, Table II "RF 3 s / 10 s"): the n-input
+    /// regressor on the first `n = prefix.len()` samples. Allocation-free.
+    pub fn predict_fixed(&self, prefix: &[f64]) -> Result<f64> {
+        let n = prefix.len();
+        let st = n
+            .checked_sub(1)
+            .and_then(|i| self.stages.get(i))
+            .and_then(|s| s.as_ref())
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "the model has no regressor for {n} samples; it has n in {:?}",
+                    self.regressor_lengths().collect::<Vec<_>>()
+                ))
+            })?;
+        check_samples(prefix)?;
+        let mut x = [0.0; MAX_N];
+        st.scale_into(prefix, &mut x);
+        st.regressor.predict(&x[..n])
+    }
+
+    /// Replay the early-stopping loop over a recorded log (evaluation). Errors if the
+    /// log ends before the probe stops.
+    pub fn replay(&self, samples_bps: &[f64]) -> Result<Estimate> {
+        let mut p = Prober::new(self);
+        for s in samples_bps {
+            match p.push(*s)? {
+                Decision::Continue => {}
+                Decision::Stop(pr) | Decision::ForcedStop(pr) => {
+                    return Ok(Estimate {
+                        samples: pr.samples,
+                        prediction_bps: pr.throughput_bps,
+                        forced: pr.forced,
+                    })
+                }
+            }
+        }
+        Err(Error::invalid(format!(
+            "log of {} samples ended before the probe stopped (cap {})",
+            samples_bps.len(),
+            self.spec.cap
+        )))
+    }
+}
+
+/// A FastProb prediction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prediction {
+    /// Predicted converged throughput t_avg, bit/s.
+    pub throughput_bps: f64,
+    /// Samples consumed.
+    pub samples: usize,
+    /// Probe time: `samples · interval_ns`.
+    pub probe_ns: u64,
+    /// The gate's P(predictable) at the stop (`None` at a forced stop outside the gated range).
+    pub p_predictable: Option<f64>,
+    /// True at the cap.
+    pub forced: bool,
+}
+
+/// What to do after a sample (004 §IV Fig. 6b).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Decision {
+    /// Not predictable yet: keep probing.
+    Continue,
+    /// The gate fired: stop the probe, here is the prediction.
+    Stop(Prediction),
+    /// The cap was reached: stop with the cap regressor's prediction.
+    ForcedStop(Prediction),
+}
+
+/// One probe in progress: a fixed buffer of samples and the model it consults.
+/// `push` allocates nothing.
+#[derive(Debug, Clone)]
+pub struct Prober<'m> {
+    model: &'m FastProbModel,
+    buf: [f64; MAX_N],
+    n: usize,
+    stopped: bool,
+    threshold: f64,
+}
+
+impl<'m> Prober<'m> {
+    /// Start a probe with the model's stop threshold.
+    pub fn new(model: &'m FastProbModel) -> Self {
+        Prober {
+            model,
+            buf: [0.0; MAX_N],
+            n: 0,
+            stopped: false,
+            threshold: model.spec.stop_threshold,
+        }
+    }
+
+    /// Start a probe with another stop threshold (the P(predictable) knob of 004 §8).
+    pub fn with_threshold(model: &'m FastProbModel, threshold: f64) -> Result<Self> {
+        if !(threshold.is_finite() && (0.0..1.0).contains(&threshold)) {
+            return Err(Error::invalid(format!(
+                "stop threshold {threshold} must be in [0, 1)"
+            )));
+        }
+        let mut p = Self::new(model);
+        p.threshold = threshold;
+        Ok(p)
+    }
+
+    /// Forget the samples and start over (same model and threshold).
+    pub fn reset(&mut self) {
+        self.n = 0;
+        self.stopped = false;
+    }
+
+    /// Samples pushed so far.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True before the first sample.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Feed the throughput of the interval that just ended (bit/s). After a stop,
+    /// further pushes are an error until [`Prober::reset`]. NaN, infinite or
+    /// negative samples are rejected and not recorded.
+    pub fn push(&mut self, sample_bps: f64) -> Result<Decision> {
+        if self.stopped {
+            return Err(Error::invalid(
+                "the probe has already stopped; call reset() to start a new one",
+            ));
+        }
+        if !(sample_bps.is_finite() && sample_bps >= 0.0) {
+            return Err(Error::invalid(format!(
+                "throughput sample {sample_bps} bit/s must be finite and >= 0"
+            )));
+        }
+        self.buf[self.n] = sample_bps;
+        self.n += 1;
+        let n = self.n;
+        let spec = &self.model.spec;
+        let Some(st) = self.model.stages[n - 1].as_ref() else {
+            // Only possible between stages when n < first_gate_n (validated).
+            return Ok(Decision::Continue);
+        };
+        let mut x = [0.0; MAX_N];
+        st.scale_into(&self.buf[..n], &mut x);
+        let x = &x[..n];
+        let p = match &st.gate {
+            None => None,
+            Some(Gate::Always) => Some(1.0),
+            Some(Gate::Never) => Some(0.0),
+            Some(Gate::Model(c)) => Some(c.predict(x)?),
+        };
+        let fires = p.is_some_and(|p| p > self.threshold);
+        if fires || n == spec.cap {
+            let pred = Prediction {
+                throughput_bps: st.regressor.predict(x)?,
+                samples: n,
+                probe_ns: n as u64 * spec.interval_ns,
+                p_predictable: p,
+                forced: !fires,
+            };
+            self.stopped = true;
+            return Ok(if fires {
+                Decision::Stop(pred)
+            } else {
+                Decision::ForcedStop(pred)
+            });
+        }
+        Ok(Decision::Continue)
+    }
+}

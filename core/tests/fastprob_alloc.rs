@@ -1,0 +1,37 @@
+//! `Prober::push` allocates nothing (DESIGN.md: zero allocation on hot paths), on a
+//! model exported from scikit-learn by `opsel.train_fastprob`.
+use opsel::fastprob::{Decision, FastProbModel, Prober};
+
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::count;
+
+#[test]
+fn push_does_not_allocate() {
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/fastprob/model_small.json"
+    );
+    let model = FastProbModel::load(std::path::Path::new(p)).unwrap();
+    let mut probe = Prober::new(&model);
+    let (stops, n) = count(|| {
+        let mut stops = 0usize;
+        for run in 0..200u32 {
+            probe.reset();
+            for k in 0..model.spec().cap as u32 {
+                let s = 5.0e8 + ((run * 31 + k * 17) % 97) as f64 * 1.0e7;
+                match probe.push(s).unwrap() {
+                    Decision::Continue => {}
+                    Decision::Stop(p) | Decision::ForcedStop(p) => {
+                        std::hint::black_box(p);
+                        stops += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        stops
+    });
+    assert_eq!(stops, 200, "every probe ends by the cap");
+    assert_eq!(n, 0, "allocations during 200 probes");
+}

@@ -1,0 +1,89 @@
+//! The Rust prober equals scikit-learn on a model exported by
+//! `opsel.train_fastprob` (fixture written by `train_fastprob.py train --synthetic 300
+//! --seed 3 --trees 5 --depth 4 -o model_small.json --fixture sklearn_small.json`):
+//! every stage's regressor output and gate probability to 1e-9 relative, and the same
+//! stop length, forced flag and prediction for every logged transfer.
+use opsel::fastprob::{Decision, FastProbModel, Prober};
+use serde_json::Value;
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/../tests/fixtures/fastprob/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+fn f64s(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn prober_equals_sklearn_on_the_exported_model() {
+    let model = FastProbModel::from_json(&fixture("model_small.json")).unwrap();
+    assert_eq!(model.spec().cap, 15);
+    let fx: Value = serde_json::from_str(&fixture("sklearn_small.json")).unwrap();
+    let logs = fx["logs"].as_array().unwrap();
+    assert!(logs.len() >= 20);
+    let (mut stops, mut forced, mut checked) = (0, 0, 0);
+    for (i, log) in logs.iter().enumerate() {
+        let s = f64s(&log["samples_bps"]);
+        // Per-stage outputs: the fixed-n regressor and the gate probability.
+        for st in log["stages"].as_array().unwrap() {
+            let n = st["n"].as_u64().unwrap() as usize;
+            let want = st["regressor"].as_f64().unwrap();
+            let got = model.predict_fixed(&s[..n]).unwrap();
+            assert!(close(got, want), "log {i} n={n}: rust {got} sklearn {want}");
+            checked += 1;
+        }
+        // The online loop.
+        let mut p = Prober::new(&model);
+        let mut out = None;
+        for (k, x) in s.iter().enumerate() {
+            match p.push(*x).unwrap() {
+                Decision::Continue => assert!(k + 1 < model.spec().cap),
+                Decision::Stop(pr) | Decision::ForcedStop(pr) => {
+                    out = Some(pr);
+                    break;
+                }
+            }
+        }
+        let pr = out.expect("the probe stops by the cap");
+        assert_eq!(
+            pr.samples as u64,
+            log["stop_n"].as_u64().unwrap(),
+            "log {i}"
+        );
+        assert_eq!(pr.forced, log["forced"].as_bool().unwrap(), "log {i}");
+        let want = log["prediction_bps"].as_f64().unwrap();
+        assert!(
+            close(pr.throughput_bps, want),
+            "log {i}: {} vs {want}",
+            pr.throughput_bps
+        );
+        match (pr.p_predictable, log["p"].as_f64()) {
+            (Some(a), Some(b)) => assert!(close(a, b), "log {i}: p {a} vs {b}"),
+            (None, None) => {}
+            (a, b) => panic!("log {i}: p {a:?} vs {b:?}"),
+        }
+        if pr.forced {
+            forced += 1
+        } else {
+            stops += 1
+        }
+    }
+    eprintln!(
+        "{} logs: {stops} gated stops, {forced} forced; {checked} stage outputs equal",
+        logs.len()
+    );
+    // The fixture exercises both exits of the loop.
+    assert!(stops > 0 && forced > 0, "stops {stops}, forced {forced}");
+}
