@@ -6,11 +6,12 @@ use clap::{Parser, Subcommand};
 
 mod bwe;
 mod calibrate;
+mod classify;
 mod collect;
 mod flows;
 mod lab;
-mod transfer;
 mod tput_logs;
+mod transfer;
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +34,8 @@ enum Cmd {
     Send(transfer::args::SendArgs),
     /// Receive one transfer into a file, confirming every byte (iPerfOPS server).
     Recv(transfer::args::RecvArgs),
+    /// Classify RTT windows with a background-mix model (one window, a file, or labelled traces).
+    Classify(classify::ClassifyArgs),
     /// Extend a background-mix model with references recorded in netlab at your path's rate and RTT.
     Calibrate(calibrate::CalibrateArgs),
     /// OPS vs fixed CUBIC / BBR on the emulated WAN: 000 Table 6.3 (static) and ALT-X backgrounds.
@@ -50,6 +53,7 @@ fn main() {
         Cmd::Recv(a) => transfer::args::recv_main(a),
         Cmd::Demo(a) => transfer::demo::main(a),
         Cmd::Calibrate(a) => calibrate::main(a),
+        Cmd::Classify(a) => classify::main(a),
         Cmd::Flows(a) => flows::main(a),
     };
     if let Err(e) = r {
