@@ -324,3 +324,28 @@ fn template_table_is_bounded() {
     let e = d.decode(exporter(), &p, |_| {}).unwrap_err().to_string();
     assert!(e.contains("template table is full"), "{e}");
 }
+
+/// v9 option scope types (1 system … 5 template) are not information
+/// elements: a Cache scope (type 4, the number of IE protocolIdentifier) of
+/// 4 bytes is valid and must not be checked as a 1-byte protocol field.
+#[test]
+fn v9_scope_types_are_not_flow_fields() {
+    let recs = vec![rec(
+        "10.0.0.1",
+        "10.1.0.1",
+        40000,
+        1_200,
+        1,
+        T0 - 60,
+        T0 - 2,
+    )];
+    let mut p = Vec::new();
+    encode_v9(&recs, T0 as u32, 5_000_000, 1, 1, true, Some(100), &mut p).unwrap();
+    // Header 20 + template flowset 84 = options flowset at 104; its first scope type at 114.
+    assert_eq!(&p[104..106], &[0, 1]);
+    assert_eq!(&p[114..116], &[0, 1]);
+    p[114..116].copy_from_slice(&4u16.to_be_bytes());
+    let (got, s) = decode_all(&mut Decoder::new(), &p);
+    assert_eq!((s.options_records, got.len()), (1, 1));
+    assert_eq!(got[0].sampling_interval, 100);
+}
