@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 
+use opsel::flows::doors::DataDoors;
 use opsel::flows::export::Decoder;
 use opsel::flows::study::{analyze, analyze_slice, StudyReport, StudySpec};
 use opsel::flows::FlowRecord;
@@ -54,6 +55,10 @@ struct SpecOpts {
     /// Aging values to evaluate, comma-separated (e.g. 7,14,30,214).
     #[arg(long, value_delimiter = ',')]
     aging: Option<Vec<u32>>,
+    /// Data-door addresses or prefixes, one per line ('#' comments), for the
+    /// per-day data-door ratios (003 §3.6.3).
+    #[arg(long)]
+    doors: Option<PathBuf>,
 }
 
 impl SpecOpts {
@@ -78,6 +83,11 @@ impl SpecOpts {
         }
         if let Some(a) = &self.aging {
             s.aging_days = a.clone();
+        }
+        if let Some(p) = &self.doors {
+            let t = std::fs::read_to_string(p)
+                .map_err(|e| Error::io(format!("reading data doors {}", p.display()), e))?;
+            s.data_doors = DataDoors::parse(t.lines())?;
         }
         s.validate()?;
         Ok(s)

@@ -135,6 +135,23 @@ fn collect_decodes_v5_v9_ipfix_from_loopback_and_report_agrees() {
     let rep2: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep, rep2);
 
+    // Data doors (§3.6.3): one known door inside the α pair's source /24.
+    let doors = dir.join("doors.txt");
+    std::fs::write(&doors, "# DTNs\n10.0.0.1\n192.0.2.0/24\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_opsel"))
+        .args(["flows", "report", "--doors"])
+        .arg(&doors)
+        .arg(&records)
+        .output()
+        .unwrap();
+    let rep_d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &rep_d["days"][0]["doors"];
+    assert_eq!(
+        (d["ids_matched"].as_u64(), d["ids_total"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(rep["days"][0]["doors"], serde_json::Value::Null);
+
     // /32 IDs split the pair; a bad flag value is a clear error.
     let out = Command::new(env!("CARGO_BIN_EXE_opsel"))
         .args(["flows", "report", "--prefix-len", "32"])
