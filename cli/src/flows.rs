@@ -192,7 +192,11 @@ fn collect(a: CollectArgs) -> Result<()> {
     eprintln!("opsel flows: listening on udp {local}");
     let mut out = a.records.as_deref().map(create).transpose()?;
     let mut dec = Decoder::new();
+    // With a records file the report streams over it afterwards (two passes);
+    // without one the records are kept in memory for the report.
     let mut recs: Vec<FlowRecord> = Vec::new();
+    let keep = out.is_none();
+    let mut n_recs = 0u64;
     let mut buf = vec![0u8; 65_535];
     let (mut datagrams, mut bad) = (0u64, 0u64);
     let start = Instant::now();
@@ -217,7 +221,10 @@ fn collect(a: CollectArgs) -> Result<()> {
         datagrams += 1;
         let mut line_err: Option<Error> = None;
         let r = dec.decode(from, &buf[..n], |r| {
-            recs.push(*r);
+            n_recs += 1;
+            if keep {
+                recs.push(*r);
+            }
             if let Some(w) = out.as_mut() {
                 if let Err(e) = serde_json::to_writer(&mut *w, r)
                     .map_err(std::io::Error::other)
@@ -250,10 +257,14 @@ fn collect(a: CollectArgs) -> Result<()> {
     }
     eprintln!(
         "opsel flows: {datagrams} datagram(s), {bad} malformed, {} record(s), {} template(s)",
-        recs.len(),
+        n_recs,
         dec.template_count()
     );
-    let rep = analyze_slice(&spec, &recs)?;
+    drop(out);
+    let rep = match &a.records {
+        Some(p) => analyze(&spec, || read_records(p))?,
+        None => analyze_slice(&spec, &recs)?,
+    };
     summary(&rep);
     write_report(&rep, a.report.as_deref())
 }

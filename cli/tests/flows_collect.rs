@@ -187,3 +187,48 @@ fn report_names_the_bad_line() {
     assert!(e.contains("line 2: not a flow record"), "{e}");
     std::fs::remove_file(&p).ok();
 }
+
+/// Without a records file the collector keeps the records for its report and
+/// prints the report on stdout.
+#[test]
+fn collect_without_a_records_file_reports_on_stdout() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opsel"))
+        .args([
+            "flows",
+            "collect",
+            "--listen",
+            "127.0.0.1:0",
+            "--count",
+            "1",
+            "--duration",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let addr: SocketAddr = first.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let t0 = 1_700_000_000u64;
+    let mut p = Vec::new();
+    encode_v5(
+        &[rec("10.0.0.1", "10.1.0.1", 1, 2_000_000, t0 - 100)],
+        t0 * S,
+        10_000_000,
+        1000,
+        1,
+        &mut p,
+    )
+    .unwrap();
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .send_to(&p, addr)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["records"], 1);
+    assert_eq!(rep["days"][0]["alpha_bytes"], 2_000_000_000u64);
+}
