@@ -5,7 +5,9 @@
 //!   applied), writes the records as JSON lines and, at the end, the α report;
 //! * `opsel flows report FILE` runs the offline study (α prefix flows per day,
 //!   effectiveness per aging value, persistence, hapless β, baselines) over a
-//!   JSON-lines record file.
+//!   JSON-lines record file;
+//! * `opsel flows synth --out FILE` writes seeded synthetic multi-day records
+//!   shaped after 003's ESnet data (the real data is not public).
 //!
 //! All settings and their defaults live in `opsel::flows::study::StudySpec`;
 //! the flags here only override its fields.
@@ -21,6 +23,7 @@ use clap::{Args, Subcommand};
 use opsel::flows::doors::DataDoors;
 use opsel::flows::export::Decoder;
 use opsel::flows::study::{analyze, analyze_slice, StudyReport, StudySpec};
+use opsel::flows::synth::{Synth, SynthSpec};
 use opsel::flows::FlowRecord;
 use opsel::{Error, Result};
 
@@ -36,6 +39,24 @@ enum FlowsCmd {
     Collect(CollectArgs),
     /// The offline α study over a JSON-lines record file.
     Report(ReportArgs),
+    /// Write seeded synthetic multi-day records (JSON lines) shaped after 003's data.
+    Synth(SynthArgs),
+}
+
+#[derive(Args)]
+struct SynthArgs {
+    /// Output file (JSON lines).
+    #[arg(long)]
+    out: PathBuf,
+    /// A SynthSpec JSON file (fields absent take the library defaults).
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// Override the seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override the number of days.
+    #[arg(long)]
+    days: Option<u32>,
 }
 
 #[derive(Args, Clone)]
@@ -130,6 +151,7 @@ pub fn main(a: FlowsArgs) -> Result<()> {
     match a.cmd {
         FlowsCmd::Collect(c) => collect(c),
         FlowsCmd::Report(r) => report(r),
+        FlowsCmd::Synth(s) => synth(s),
     }
 }
 
@@ -289,4 +311,40 @@ fn report(a: ReportArgs) -> Result<()> {
     let rep = analyze(&spec, || read_records(&a.file))?;
     summary(&rep);
     write_report(&rep, a.out.as_deref())
+}
+
+fn synth(a: SynthArgs) -> Result<()> {
+    let mut spec = match &a.spec {
+        Some(p) => {
+            let t = std::fs::read_to_string(p)
+                .map_err(|e| Error::io(format!("reading spec {}", p.display()), e))?;
+            serde_json::from_str::<SynthSpec>(&t)
+                .map_err(|e| Error::invalid(format!("spec {}: {e}", p.display())))?
+        }
+        None => SynthSpec::default(),
+    };
+    if let Some(s) = a.seed {
+        spec.seed = s;
+    }
+    if let Some(d) = a.days {
+        spec.days = d;
+    }
+    let mut w = create(&a.out)?;
+    let mut n = 0u64;
+    // One day at a time: the period is never in memory.
+    for day in Synth::new(spec)? {
+        for r in &day {
+            serde_json::to_writer(&mut w, r)
+                .map_err(|e| Error::io("writing records", std::io::Error::other(e)))?;
+            w.write_all(b"\n")
+                .map_err(|e| Error::io("writing records", e))?;
+            n += 1;
+        }
+    }
+    w.flush().map_err(|e| Error::io("writing records", e))?;
+    eprintln!(
+        "opsel flows: wrote {n} synthetic records to {}",
+        a.out.display()
+    );
+    Ok(())
 }
