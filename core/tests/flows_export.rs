@@ -349,3 +349,32 @@ fn v9_scope_types_are_not_flow_fields() {
     assert_eq!((s.options_records, got.len()), (1, 1));
     assert_eq!(got[0].sampling_interval, 100);
 }
+
+/// An IPFIX template with an end time only: the record is a point at that time
+/// (not skipped as "ends before it starts").
+#[test]
+fn ipfix_end_time_only() {
+    let mut m: Vec<u8> = vec![0, 10, 0, 0];
+    m.extend_from_slice(&(T0 as u32).to_be_bytes());
+    m.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+    // Template 256: src, dst, octetDeltaCount (4), packetDeltaCount (4), flowEndSeconds.
+    m.extend_from_slice(&[
+        0, 2, 0, 28, 1, 0, 0, 5, 0, 8, 0, 4, 0, 12, 0, 4, 0, 1, 0, 4, 0, 2, 0, 4, 0, 151, 0, 4,
+    ]);
+    m.extend_from_slice(&[
+        1, 0, 0, 24, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 5, 220, 0, 0, 0, 1,
+    ]);
+    m.extend_from_slice(&((T0 - 7) as u32).to_be_bytes());
+    let l = m.len() as u16;
+    m[2..4].copy_from_slice(&l.to_be_bytes());
+    let (got, s) = decode_all(&mut Decoder::new(), &m);
+    assert_eq!((s.records, s.records_skipped), (1, 0));
+    assert_eq!(
+        (got[0].first_ns, got[0].last_ns),
+        ((T0 - 7) * S, (T0 - 7) * S)
+    );
+    assert_eq!(
+        (got[0].bytes, got[0].packets, got[0].sampling_interval),
+        (1500, 1, 1)
+    );
+}

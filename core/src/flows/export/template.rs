@@ -727,14 +727,12 @@ impl TemplateState {
                 }
             };
             let fallback = i128::from(export_s) * 1_000_000_000;
-            let first = v
-                .start_ns
-                .or_else(|| up(v.start_uptime_ms))
-                .unwrap_or(fallback);
-            let last = v
-                .end_ns
-                .or_else(|| up(v.end_uptime_ms))
-                .unwrap_or(first.max(fallback));
+            // A record with only one end time is a point in time; with neither,
+            // the export time stands in.
+            let start = v.start_ns.or_else(|| up(v.start_uptime_ms));
+            let end = v.end_ns.or_else(|| up(v.end_uptime_ms));
+            let first = start.or(end).unwrap_or(fallback);
+            let last = end.unwrap_or(first.max(fallback));
             let clamp = |x: i128| x.clamp(0, i128::from(u64::MAX)) as u64;
             let rec = FlowRecord {
                 src_addr: src,
