@@ -5,7 +5,9 @@
 //!   applied), writes the records as JSON lines and, at the end, the α report;
 //! * `opsel flows report FILE` runs the offline study (α prefix flows per day,
 //!   effectiveness per aging value, persistence, hapless β, baselines) over a
-//!   JSON-lines record file.
+//!   JSON-lines record file;
+//! * `opsel flows synth --out FILE` writes seeded synthetic multi-day records
+//!   shaped after 003's ESnet data (the real data is not public).
 //!
 //! All settings and their defaults live in `opsel::flows::study::StudySpec`;
 //! the flags here only override its fields.
@@ -18,8 +20,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 
+use opsel::flows::doors::DataDoors;
 use opsel::flows::export::Decoder;
 use opsel::flows::study::{analyze, analyze_slice, StudyReport, StudySpec};
+use opsel::flows::synth::{Synth, SynthSpec};
 use opsel::flows::FlowRecord;
 use opsel::{Error, Result};
 
@@ -35,6 +39,24 @@ enum FlowsCmd {
     Collect(CollectArgs),
     /// The offline α study over a JSON-lines record file.
     Report(ReportArgs),
+    /// Write seeded synthetic multi-day records (JSON lines) shaped after 003's data.
+    Synth(SynthArgs),
+}
+
+#[derive(Args)]
+struct SynthArgs {
+    /// Output file (JSON lines).
+    #[arg(long)]
+    out: PathBuf,
+    /// A SynthSpec JSON file (fields absent take the library defaults).
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// Override the seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override the number of days.
+    #[arg(long)]
+    days: Option<u32>,
 }
 
 #[derive(Args, Clone)]
@@ -54,6 +76,10 @@ struct SpecOpts {
     /// Aging values to evaluate, comma-separated (e.g. 7,14,30,214).
     #[arg(long, value_delimiter = ',')]
     aging: Option<Vec<u32>>,
+    /// Data-door addresses or prefixes, one per line ('#' comments), for the
+    /// per-day data-door ratios (003 §3.6.3).
+    #[arg(long)]
+    doors: Option<PathBuf>,
 }
 
 impl SpecOpts {
@@ -78,6 +104,11 @@ impl SpecOpts {
         }
         if let Some(a) = &self.aging {
             s.aging_days = a.clone();
+        }
+        if let Some(p) = &self.doors {
+            let t = std::fs::read_to_string(p)
+                .map_err(|e| Error::io(format!("reading data doors {}", p.display()), e))?;
+            s.data_doors = DataDoors::parse(t.lines())?;
         }
         s.validate()?;
         Ok(s)
@@ -120,6 +151,7 @@ pub fn main(a: FlowsArgs) -> Result<()> {
     match a.cmd {
         FlowsCmd::Collect(c) => collect(c),
         FlowsCmd::Report(r) => report(r),
+        FlowsCmd::Synth(s) => synth(s),
     }
 }
 
@@ -182,7 +214,11 @@ fn collect(a: CollectArgs) -> Result<()> {
     eprintln!("opsel flows: listening on udp {local}");
     let mut out = a.records.as_deref().map(create).transpose()?;
     let mut dec = Decoder::new();
+    // With a records file the report streams over it afterwards (two passes);
+    // without one the records are kept in memory for the report.
     let mut recs: Vec<FlowRecord> = Vec::new();
+    let keep = out.is_none();
+    let mut n_recs = 0u64;
     let mut buf = vec![0u8; 65_535];
     let (mut datagrams, mut bad) = (0u64, 0u64);
     let start = Instant::now();
@@ -207,7 +243,10 @@ fn collect(a: CollectArgs) -> Result<()> {
         datagrams += 1;
         let mut line_err: Option<Error> = None;
         let r = dec.decode(from, &buf[..n], |r| {
-            recs.push(*r);
+            n_recs += 1;
+            if keep {
+                recs.push(*r);
+            }
             if let Some(w) = out.as_mut() {
                 if let Err(e) = serde_json::to_writer(&mut *w, r)
                     .map_err(std::io::Error::other)
@@ -240,10 +279,14 @@ fn collect(a: CollectArgs) -> Result<()> {
     }
     eprintln!(
         "opsel flows: {datagrams} datagram(s), {bad} malformed, {} record(s), {} template(s)",
-        recs.len(),
+        n_recs,
         dec.template_count()
     );
-    let rep = analyze_slice(&spec, &recs)?;
+    drop(out);
+    let rep = match &a.records {
+        Some(p) => analyze(&spec, || read_records(p))?,
+        None => analyze_slice(&spec, &recs)?,
+    };
     summary(&rep);
     write_report(&rep, a.report.as_deref())
 }
@@ -268,4 +311,40 @@ fn report(a: ReportArgs) -> Result<()> {
     let rep = analyze(&spec, || read_records(&a.file))?;
     summary(&rep);
     write_report(&rep, a.out.as_deref())
+}
+
+fn synth(a: SynthArgs) -> Result<()> {
+    let mut spec = match &a.spec {
+        Some(p) => {
+            let t = std::fs::read_to_string(p)
+                .map_err(|e| Error::io(format!("reading spec {}", p.display()), e))?;
+            serde_json::from_str::<SynthSpec>(&t)
+                .map_err(|e| Error::invalid(format!("spec {}: {e}", p.display())))?
+        }
+        None => SynthSpec::default(),
+    };
+    if let Some(s) = a.seed {
+        spec.seed = s;
+    }
+    if let Some(d) = a.days {
+        spec.days = d;
+    }
+    let mut w = create(&a.out)?;
+    let mut n = 0u64;
+    // One day at a time: the period is never in memory.
+    for day in Synth::new(spec)? {
+        for r in &day {
+            serde_json::to_writer(&mut w, r)
+                .map_err(|e| Error::io("writing records", std::io::Error::other(e)))?;
+            w.write_all(b"\n")
+                .map_err(|e| Error::io("writing records", e))?;
+            n += 1;
+        }
+    }
+    w.flush().map_err(|e| Error::io("writing records", e))?;
+    eprintln!(
+        "opsel flows: wrote {n} synthetic records to {}",
+        a.out.display()
+    );
+    Ok(())
 }

@@ -135,6 +135,23 @@ fn collect_decodes_v5_v9_ipfix_from_loopback_and_report_agrees() {
     let rep2: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep, rep2);
 
+    // Data doors (§3.6.3): one known door inside the α pair's source /24.
+    let doors = dir.join("doors.txt");
+    std::fs::write(&doors, "# DTNs\n10.0.0.1\n192.0.2.0/24\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_opsel"))
+        .args(["flows", "report", "--doors"])
+        .arg(&doors)
+        .arg(&records)
+        .output()
+        .unwrap();
+    let rep_d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &rep_d["days"][0]["doors"];
+    assert_eq!(
+        (d["ids_matched"].as_u64(), d["ids_total"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(rep["days"][0]["doors"], serde_json::Value::Null);
+
     // /32 IDs split the pair; a bad flag value is a clear error.
     let out = Command::new(env!("CARGO_BIN_EXE_opsel"))
         .args(["flows", "report", "--prefix-len", "32"])
@@ -168,5 +185,82 @@ fn report_names_the_bad_line() {
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("line 2: not a flow record"), "{e}");
+    std::fs::remove_file(&p).ok();
+}
+
+/// Without a records file the collector keeps the records for its report and
+/// prints the report on stdout.
+#[test]
+fn collect_without_a_records_file_reports_on_stdout() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opsel"))
+        .args([
+            "flows",
+            "collect",
+            "--listen",
+            "127.0.0.1:0",
+            "--count",
+            "1",
+            "--duration",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let addr: SocketAddr = first.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let t0 = 1_700_000_000u64;
+    let mut p = Vec::new();
+    encode_v5(
+        &[rec("10.0.0.1", "10.1.0.1", 1, 2_000_000, t0 - 100)],
+        t0 * S,
+        10_000_000,
+        1000,
+        1,
+        &mut p,
+    )
+    .unwrap();
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .send_to(&p, addr)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["records"], 1);
+    assert_eq!(rep["days"][0]["alpha_bytes"], 2_000_000_000u64);
+}
+
+/// `flows synth` writes a seeded record file that `flows report` reads back.
+#[test]
+fn synth_then_report() {
+    let p = std::env::temp_dir().join(format!("opsel-flows-synth-{}.jsonl", std::process::id()));
+    let run = |seed: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_opsel"))
+            .args(["flows", "synth", "--days", "3", "--seed", seed, "--out"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(&p).unwrap()
+    };
+    let a = run("5");
+    assert_eq!(a, run("5"), "same seed, same records");
+    let n = a.lines().count() as u64;
+    assert!(n > 100);
+    let out = Command::new(env!("CARGO_BIN_EXE_opsel"))
+        .args(["flows", "report"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["records"], n);
+    assert_eq!(rep["days"].as_array().unwrap().len(), 3);
     std::fs::remove_file(&p).ok();
 }

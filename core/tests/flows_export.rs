@@ -324,3 +324,57 @@ fn template_table_is_bounded() {
     let e = d.decode(exporter(), &p, |_| {}).unwrap_err().to_string();
     assert!(e.contains("template table is full"), "{e}");
 }
+
+/// v9 option scope types (1 system … 5 template) are not information
+/// elements: a Cache scope (type 4, the number of IE protocolIdentifier) of
+/// 4 bytes is valid and must not be checked as a 1-byte protocol field.
+#[test]
+fn v9_scope_types_are_not_flow_fields() {
+    let recs = vec![rec(
+        "10.0.0.1",
+        "10.1.0.1",
+        40000,
+        1_200,
+        1,
+        T0 - 60,
+        T0 - 2,
+    )];
+    let mut p = Vec::new();
+    encode_v9(&recs, T0 as u32, 5_000_000, 1, 1, true, Some(100), &mut p).unwrap();
+    // Header 20 + template flowset 84 = options flowset at 104; its first scope type at 114.
+    assert_eq!(&p[104..106], &[0, 1]);
+    assert_eq!(&p[114..116], &[0, 1]);
+    p[114..116].copy_from_slice(&4u16.to_be_bytes());
+    let (got, s) = decode_all(&mut Decoder::new(), &p);
+    assert_eq!((s.options_records, got.len()), (1, 1));
+    assert_eq!(got[0].sampling_interval, 100);
+}
+
+/// An IPFIX template with an end time only: the record is a point at that time
+/// (not skipped as "ends before it starts").
+#[test]
+fn ipfix_end_time_only() {
+    let mut m: Vec<u8> = vec![0, 10, 0, 0];
+    m.extend_from_slice(&(T0 as u32).to_be_bytes());
+    m.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+    // Template 256: src, dst, octetDeltaCount (4), packetDeltaCount (4), flowEndSeconds.
+    m.extend_from_slice(&[
+        0, 2, 0, 28, 1, 0, 0, 5, 0, 8, 0, 4, 0, 12, 0, 4, 0, 1, 0, 4, 0, 2, 0, 4, 0, 151, 0, 4,
+    ]);
+    m.extend_from_slice(&[
+        1, 0, 0, 24, 10, 0, 0, 1, 10, 0, 0, 2, 0, 0, 5, 220, 0, 0, 0, 1,
+    ]);
+    m.extend_from_slice(&((T0 - 7) as u32).to_be_bytes());
+    let l = m.len() as u16;
+    m[2..4].copy_from_slice(&l.to_be_bytes());
+    let (got, s) = decode_all(&mut Decoder::new(), &m);
+    assert_eq!((s.records, s.records_skipped), (1, 0));
+    assert_eq!(
+        (got[0].first_ns, got[0].last_ns),
+        ((T0 - 7) * S, (T0 - 7) * S)
+    );
+    assert_eq!(
+        (got[0].bytes, got[0].packets, got[0].sampling_interval),
+        (1500, 1, 1)
+    );
+}

@@ -96,6 +96,8 @@ pub struct StudyReport {
     /// (FT, WNP, Leftover) shares of hapless-β packets.
     pub hapless_packet_shares: (f64, f64, f64),
     /// Relative thresholds over all reports' corrected bytes (for contrast with H).
+    /// The top-1 % and 50 %-of-bytes cuts need the sizes sorted, so the study
+    /// keeps 8 bytes per record for them; everything else streams.
     pub baselines: RelativeThresholds,
 }
 

@@ -320,6 +320,7 @@ impl TemplateState {
         r: &mut Rd<'_>,
         count: usize,
         ipfix: bool,
+        v9_scope: bool,
         what: &str,
     ) -> Result<(Vec<Field>, usize)> {
         let lim = self.limits();
@@ -351,6 +352,10 @@ impl TemplateState {
                     "NetFlow v9 has no variable-length fields (length 65535)",
                 ));
             }
+            // v9 scope field types are their own namespace (1 system, 2 interface,
+            // 3 line card, 4 cache, 5 template): marked so they never read as flow
+            // fields nor get checked as information elements.
+            let enterprise = if v9_scope { u32::MAX } else { enterprise };
             let f = Field {
                 ie,
                 enterprise,
@@ -422,7 +427,7 @@ impl TemplateState {
                                 format!("template ID {tid} is reserved (data templates use 256..)"),
                             ));
                         }
-                        let (fields, min_len) = self.read_fields(&mut r, count, false, W)?;
+                        let (fields, min_len) = self.read_fields(&mut r, count, false, false, W)?;
                         if min_len == 0 {
                             return Err(bad(
                                 W,
@@ -461,13 +466,9 @@ impl TemplateState {
                         if scope_len % 4 != 0 || opt_len % 4 != 0 {
                             return Err(bad(W, off, format!("options template {tid}: scope length {scope_len} and option length {opt_len} must be multiples of 4")));
                         }
-                        let (mut fields, l1) = self.read_fields(&mut r, scope_len / 4, false, W)?;
-                        // Scope field types are their own namespace (1 system, 2 interface …):
-                        // mark them so they never read as flow fields.
-                        for f in &mut fields {
-                            f.enterprise = u32::MAX;
-                        }
-                        let (more, l2) = self.read_fields(&mut r, opt_len / 4, false, W)?;
+                        let (mut fields, l1) =
+                            self.read_fields(&mut r, scope_len / 4, false, true, W)?;
+                        let (more, l2) = self.read_fields(&mut r, opt_len / 4, false, false, W)?;
                         fields.extend(more);
                         if l1 + l2 == 0 {
                             return Err(bad(
@@ -589,7 +590,7 @@ impl TemplateState {
                         } else {
                             0
                         };
-                        let (fields, min_len) = self.read_fields(&mut r, count, true, W)?;
+                        let (fields, min_len) = self.read_fields(&mut r, count, true, false, W)?;
                         let _ = scope; // scope fields are ordinary IEs in IPFIX (e.g. 149 observationDomainId)
                         if min_len == 0 {
                             return Err(bad(
@@ -726,14 +727,12 @@ impl TemplateState {
                 }
             };
             let fallback = i128::from(export_s) * 1_000_000_000;
-            let first = v
-                .start_ns
-                .or_else(|| up(v.start_uptime_ms))
-                .unwrap_or(fallback);
-            let last = v
-                .end_ns
-                .or_else(|| up(v.end_uptime_ms))
-                .unwrap_or(first.max(fallback));
+            // A record with only one end time is a point in time; with neither,
+            // the export time stands in.
+            let start = v.start_ns.or_else(|| up(v.start_uptime_ms));
+            let end = v.end_ns.or_else(|| up(v.end_uptime_ms));
+            let first = start.or(end).unwrap_or(fallback);
+            let last = end.unwrap_or(first.max(fallback));
             let clamp = |x: i128| x.clamp(0, i128::from(u64::MAX)) as u64;
             let rec = FlowRecord {
                 src_addr: src,
