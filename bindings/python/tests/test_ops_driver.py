@@ -266,7 +266,8 @@ def test_errors(echo, tmp_path):
         opsel.OpsDriver(TINY, "localhost")
     with pytest.raises(opsel.InvalidInputError, match="chunk_bytes"):
         opsel.OpsDriver(TINY, echo, chunk_bytes=0)
-    with pytest.raises(TypeError):
+    # An unknown keyword is neither a driver option nor a ControllerSpec field.
+    with pytest.raises(opsel.InvalidInputError, match="no_such_option"):
         opsel.OpsDriver(TINY, echo, no_such_option=1)
     drv = driver(echo)
     with pytest.raises(opsel.InvalidInputError, match="-1"):
