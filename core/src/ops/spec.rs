@@ -73,8 +73,15 @@ impl<'de> Deserialize<'de> for PolicySpec {
             fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<PolicySpec, E> {
                 Ok(PolicySpec::from(s.to_string()))
             }
+            // null (Python None) is the default policy, the stump.
+            fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<PolicySpec, E> {
+                Ok(PolicySpec::Stump)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> std::result::Result<PolicySpec, E> {
+                Ok(PolicySpec::Stump)
+            }
         }
-        d.deserialize_str(V)
+        d.deserialize_any(V)
     }
 }
 
@@ -558,7 +565,10 @@ mod tests {
         assert_eq!(a.key, StabilityKey::Class);
         assert_eq!(c.progressive, Some(Progressive::default()));
         assert!(matches!(s.policy, PolicySpec::Table(_)));
-        let off = ControllerSpec::from_json(r#"{"adaptive":false,"progressive":null}"#).unwrap();
+        let off =
+            ControllerSpec::from_json(r#"{"adaptive":false,"progressive":null,"policy":null}"#)
+                .unwrap();
+        assert_eq!(off.policy, PolicySpec::Stump);
         assert_eq!(off.adaptive, None);
         assert_eq!(off.progressive, None);
     }
