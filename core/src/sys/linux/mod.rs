@@ -12,6 +12,7 @@ pub mod qdisc;
 pub mod receiver;
 pub mod rtt;
 pub mod sender;
+pub mod signal;
 pub mod tcp_info;
 pub mod wire;
 
