@@ -19,8 +19,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use opsel::bwe::abest::AbestConfig;
 use opsel::bwe::adapter::{RateAdapter, RateAdapterConfig};
 use opsel::bwe::bass::BassConfig;
-use opsel::bwe::live::{data_addr, run_reflector, ProbeConfig, Prober, StreamResult};
 use opsel::bwe::ml::MlEstimator;
+use opsel::sys::linux::bwe_driver::{data_addr, run_reflector, ProbeConfig, Prober, StreamResult};
 use opsel::sys::linux::sender::{Backend, SenderConfig};
 use opsel::{Error, Result};
 

@@ -4,6 +4,7 @@
 //! `AsFd`) so that the application keeps ownership of its sockets: opsel acts
 //! on a live connection, it never closes it.
 
+pub mod bwe_driver;
 pub mod cca;
 pub mod clock;
 pub mod ops_driver;
