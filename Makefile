@@ -40,13 +40,14 @@ test-rust: toolchain sys-deps
 test-python: python
 	cd bindings/python && $(VPY) -m pytest -q tests
 
-include $(wildcard mk/*.mk)
+# Product targets in mk/; studies, evaluation sweeps and fixture generators in research/.
+include $(wildcard mk/*.mk) $(wildcard research/*.mk)
 
 # C (make + CMake, ASan, valgrind) and Node (node:test) suites come from mk/bind.mk;
 # the root-only bounded network suites from mk/: netlab validation (~60 s), the
 # socket/OPS binding examples, OpsDriver + send/recv (~1 min), live bwe (~15 s),
 # and a collect smoke run (~30 s).
-test: test-rust test-python test-bind test-sysbind test-driverbind test-netlab test-ops test-bwe test-collect
+test: test-rust test-python test-bind test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect
 	@echo "make test: all suites passed"
 
 # The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with
@@ -65,7 +66,7 @@ demo-classify: python
 bench: toolchain
 	$(CARGO) bench -p opsel --bench knn
 
-# Per-query 1-NN latency against dtaidistance, aeon and tslearn (foundation issue).
+# Per-query 1-NN latency against dtaidistance, aeon and tslearn.
 bench-peers: python
 	$(CARGO) build --release -p opsel --example knn_bench_core
 	$(VPY) benches/peers/knn_peers.py --core-bin target/release/examples/knn_bench_core --out docs/results/knn-bench.md

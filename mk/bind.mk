@@ -1,4 +1,4 @@
-# C and Node.js bindings (issue 3). Included by the root Makefile; also
+# C and Node.js bindings. Included by the root Makefile; also
 # usable alone: `make -f mk/bind.mk test-bind`.
 #
 #   test-bind       test-c + test-node (what `make test` needs beyond cargo test)
@@ -8,7 +8,6 @@
 #                   index.js must be fresh, node:test suite, examples/node
 #   bench-bindings  binding overhead vs core -> docs/results/bindings-bench.md
 #   header          regenerate ffi/include/opsel.h (cbindgen)
-#   golden-knn      regenerate tests/fixtures/knn_golden*.json
 #
 # Works from a fresh clone with CI=true and no stdin: missing tools (cc,
 # cmake, pkg-config, valgrind) are installed with apt-get, npm packages with
@@ -22,7 +21,7 @@ BIND_NODE := $(BIND_ROOT)/bindings/node
 BIND_C := $(BIND_ROOT)/examples/c
 BIND_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' $(BIND_ROOT)/Cargo.toml | head -1)
 
-.PHONY: test-bind test-c test-node bench-bindings header golden-knn ffi-release \
+.PHONY: test-bind test-c test-node bench-bindings header ffi-release \
         bind-deps-c bind-deps-node node-build ffi-pc
 
 test-bind: test-c test-node
@@ -59,9 +58,6 @@ ffi-pc:
 
 header:
 	cd $(BIND_ROOT) && OPSEL_UPDATE_HEADER=1 $(CARGO) test -p opsel-ffi --test header
-
-golden-knn:
-	cd $(BIND_ROOT) && $(CARGO) run -p opsel-ffi --example make_golden
 
 test-c: bind-deps-c ffi-release
 	cd $(BIND_ROOT) && $(CARGO) test -p opsel-ffi --test header

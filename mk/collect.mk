@@ -1,4 +1,4 @@
-# Training data and shipped background-mix models (issue 6).
+# Training data and shipped background-mix models.
 #
 #   collect         record traces in netlab (root, hours; resumable: rerun to continue)
 #   collect-status  windows per trace of $(COLLECT_DIR)

@@ -1,4 +1,4 @@
-# Several cycles per decision in OPS (ops::Config::cycles, min-sum; issues #6/#7).
+# Several cycles per decision in OPS (ops::Config::cycles, min-sum).
 # The Rust tests (core/tests/ops_cycles*.rs, alloc_ops_cycles.rs, ffi/tests/ops_cycles.rs),
 # the Python test (bindings/python/tests/test_ops_cycles.py) and the Node test
 # (bindings/node/test/ops.test.js) run in `make test`; nothing extra is needed.

@@ -12,7 +12,7 @@ ops-sim:
 bench-ops:
 	$(CARGO) bench -p opsel --bench ops_decision
 
-# --- OPS end to end (issue 7): OpsDriver, opsel send/recv, demo -------------
+# --- OPS end to end: OpsDriver, opsel send/recv, demo ------------------------
 # ops-demo         build, bring up netlab (100 Mbit/s, 65 ms, 0.5 x BDP), run fixed
 #                  CUBIC, fixed BBR and OPS against a static CUBIC and a static BBR
 #                  background (6 x 75 s), print the 000 Table 6.3-like table, tear
@@ -30,7 +30,7 @@ bench-ops:
 #                  OPS at ALT-60 (4 phases over 120 s: 10, 40, 70, 100 s), fixed CUBIC
 #                  and BBR at ALT-30 (2 phases: 10, 40 s), early exit at 0.3 at the 6
 #                  ALT-30 phases; each run 180 s of BG before its shift, FG measured
-#                  from 10 s to 170 s after its start (20 runs, 70 min on 2026-11-23)
+#                  from 10 s to 170 s after its start (20 runs, about 70 min)
 # ops-alt-long     the thesis's transfer length (000 §7.6: 14 GB at 250 Mbit/s ≈ 450 s):
 #                  480 s runs, phase-sampled as above. OPS at ALT-30 (6 phases, seeds
 #                  13-18) and ALT-60 (4 phases, seeds 21-24), then fixed CUBIC/BBR at

@@ -19,8 +19,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use opsel::bwe::abest::AbestConfig;
 use opsel::bwe::adapter::{RateAdapter, RateAdapterConfig};
 use opsel::bwe::bass::BassConfig;
-use opsel::bwe::live::{data_addr, run_reflector, ProbeConfig, Prober, StreamResult};
 use opsel::bwe::ml::MlEstimator;
+use opsel::sys::linux::bwe_driver::{data_addr, run_reflector, ProbeConfig, Prober, StreamResult};
 use opsel::sys::linux::sender::{Backend, SenderConfig};
 use opsel::{Error, Result};
 
@@ -353,8 +353,9 @@ fn lab(
     with_gaps: bool,
     opts: &ProbeOpts,
 ) -> Result<()> {
+    use opsel::sys::linux::signal;
     use opsel_netlab::{scenario::Scenario, sys, topo};
-    sys::install_interrupt_handler();
+    signal::install_interrupt_handler();
     let mut scn = Scenario::load(path)?;
     if let Some(d) = duration {
         scn.duration_s = d;
@@ -394,7 +395,7 @@ fn lab(
         let _ = tx.send(backend_name(p.backend()));
         let t0 = Instant::now();
         let mut out = Vec::new();
-        while t0.elapsed().as_secs_f64() < probe_s && !sys::interrupted() {
+        while t0.elapsed().as_secs_f64() < probe_s && !signal::interrupted() {
             let r = p.probe_once(o.adapt_on_ml)?;
             let (gs, gr) = p.last_gaps();
             let gaps = (with_gaps && r.bass.is_some()).then(|| (gs.to_vec(), gr.to_vec()));

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use opsel::sys::linux::signal;
 use opsel::Result;
-use opsel_netlab::{experiments, scenario::Scenario, sys, topo};
+use opsel_netlab::{experiments, scenario::Scenario, topo};
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -82,7 +83,7 @@ fn bar(total_s: f64, msg: String) -> ProgressBar {
 }
 
 pub fn main(a: LabArgs) -> Result<()> {
-    sys::install_interrupt_handler();
+    signal::install_interrupt_handler();
     match a.cmd {
         LabCmd::Run {
             scenario,

@@ -3,7 +3,7 @@
 //! export, and the whole estimator (Rust features of the raw gaps → trees → `y · R_avg`)
 //! reproduces scikit-learn's estimate of the same p-streams. Fixture
 //! `core/tests/fixtures/bwe_mr_rx120.json` from `opsel/train/bwe.py fixture-mr`
-//! (`make bwe-ml-s6`).
+//! (`make bwe-ml-reim`).
 use opsel::bwe::features::{feature_len, features, FeatureKind, FeatureWorkspace};
 use opsel::bwe::ml::MlEstimator;
 use opsel::trees::{Ensemble, Kind};

@@ -1,42 +1,18 @@
-//! Thin Linux plumbing: clocks, entering a network namespace from a thread,
-//! running `ip`/`tc`, TUN devices, offloads, per-namespace sysctls, Ctrl-C.
+//! Thin Linux plumbing: entering a network namespace from a thread,
+//! running `ip`/`tc`, TUN devices, offloads, per-namespace sysctls. The clock
+//! and the Ctrl-C flag are re-exported from core.
 
 use std::ffi::CString;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use opsel::{Error, Result};
 
-/// Monotonic clock in nanoseconds.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Sleeps until the monotonic time `t_ns` (absolute, so loops do not drift).
-pub fn sleep_until_ns(t_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
-    };
-    loop {
-        let r = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if r != libc::EINTR {
-            break;
-        }
-    }
-}
+// The clock and the Ctrl-C flag are core's (`opsel::sys::linux`), so the lab,
+// the CLI and the drivers share one monotonic time base and one interrupt flag.
+pub use opsel::sys::linux::clock::{
+    monotonic_ns as now_ns, sleep_until_monotonic as sleep_until_ns,
+};
+pub use opsel::sys::linux::signal::{install_interrupt_handler, interrupted};
 
 /// Fails with a clear message unless the process runs as root (namespaces,
 /// TUN devices and routing need CAP_NET_ADMIN / CAP_SYS_ADMIN).
@@ -267,27 +243,6 @@ pub fn disable_offloads(ifname: &str) -> Result<()> {
     }
     unsafe { libc::close(sock) };
     result
-}
-
-/// Set by SIGINT/SIGTERM once [`install_interrupt_handler`] ran; the run loop
-/// polls it and tears the lab down cleanly.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// Routes Ctrl-C and SIGTERM to [`INTERRUPTED`] so labs are torn down by
-/// their RAII guards instead of leaking namespaces.
-pub fn install_interrupt_handler() {
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-}
-
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed)
 }
 
 /// Best effort: SCHED_FIFO priority 10 for the calling thread (the pipe

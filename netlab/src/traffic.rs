@@ -2,7 +2,7 @@
 //! square-wave ON x s / OFF y s), ALT-X (one live connection toggling its CCA
 //! every X s, 000 §5.6 / §7.6), UDP at a constant rate, constant or ON/OFF;
 //! and the passive RTT probe (000 §3.2: 10 echoes 1 ms apart → one 1 Hz
-//! sample; a UDP echo here instead of ICMP).
+//! sample; core's UDP echo prober here instead of ICMP).
 //!
 //! Every generator is a thread that entered its namespace with setns; the
 //! receiver side counts bytes into 100 ms bins (goodput as the receiver sees it).
@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use opsel::sys::linux::rtt::{echo_burst, BurstConfig, BurstSample, UdpEchoProber};
+use opsel::sys::linux::{set_cca, tcp_info};
 use opsel::{Error, Result};
 
 use crate::sys::{now_ns, sleep_until_ns};
@@ -51,49 +53,6 @@ impl Bins {
     }
 }
 
-/// Sets the congestion control of a TCP socket (setsockopt TCP_CONGESTION).
-pub fn set_cca(fd: i32, cca: &str) -> Result<()> {
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cca.as_ptr().cast(),
-            cca.len() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(Error::io(
-            format!("set TCP_CONGESTION {cca:?} (see /proc/sys/net/ipv4/tcp_available_congestion_control)"),
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
-}
-
-/// Reads the congestion control of a TCP socket.
-pub fn get_cca(fd: i32) -> Result<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(Error::io(
-            "get TCP_CONGESTION",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(len as usize);
-    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
-}
-
 /// SO_RCVBUFFORCE (root may exceed net.core.rmem_max); best effort.
 fn force_rcvbuf(fd: i32, bytes: i32) {
     unsafe {
@@ -104,26 +63,6 @@ fn force_rcvbuf(fd: i32, bytes: i32) {
             (&bytes as *const i32).cast(),
             std::mem::size_of::<i32>() as libc::socklen_t,
         );
-    }
-}
-
-/// Total retransmitted segments of a TCP socket (tcp_info.tcpi_total_retrans).
-pub fn total_retrans(fd: i32) -> u64 {
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if r == 0 {
-        info.tcpi_total_retrans as u64
-    } else {
-        0
     }
 }
 
@@ -381,15 +320,10 @@ fn tcp_period(
         return Ok(0);
     }
     let mut s = connect_retry(plan.dst, t0 + a + 3_000_000_000, stop)?;
-    let fd = s.as_raw_fd();
     let mut cur = 0usize;
-    set_cca(fd, &ccas[cur])?;
-    log_event(
-        events,
-        t0,
-        &plan.name,
-        format!("connect cca={}", get_cca(fd)?),
-    );
+    // set_cca reads the name back from the kernel, so the event logs what runs.
+    let running = set_cca(&s, &ccas[cur])?;
+    log_event(events, t0, &plan.name, format!("connect cca={running}"));
     s.set_write_timeout(Some(Duration::from_millis(50)))
         .map_err(|e| Error::io("SO_SNDTIMEO", e))?;
     let _ = s.set_nodelay(true);
@@ -406,7 +340,7 @@ fn tcp_period(
             if now >= t {
                 // 000 §5.2: TCP_CONGESTION on the live socket switches the CCA.
                 cur = (cur + 1) % ccas.len();
-                set_cca(fd, &ccas[cur])?;
+                set_cca(&s, &ccas[cur])?;
                 log_event(events, t0, &plan.name, format!("switch cca={}", ccas[cur]));
                 next_switch = Some(t + p);
             }
@@ -420,7 +354,7 @@ fn tcp_period(
             Err(e) => return Err(Error::io(format!("send on flow {}", plan.name), e)),
         }
     }
-    let retrans = total_retrans(fd);
+    let retrans = tcp_info(&s).map(|i| i.total_retrans).unwrap_or(0);
     log_event(
         events,
         t0,
@@ -531,8 +465,56 @@ pub struct RttSample {
 /// 000 §3.2: each sample is the mean of 10 echoes sent 1 ms apart, one sample per second.
 pub const ECHOES: u32 = 10;
 
+const SAMPLE_NS: u64 = 1_000_000_000;
+const ECHO_INTERVAL_NS: u64 = 1_000_000;
+
+/// The 000 §3.2 burst of a 1 Hz series for core's [`echo_burst`]: replies
+/// count until 2 ms before the next sample's burst, so no burst overlaps the
+/// next one.
+pub fn burst_config() -> BurstConfig {
+    BurstConfig {
+        count: ECHOES as u16,
+        interval_ns: ECHO_INTERVAL_NS,
+        timeout_ns: SAMPLE_NS - u64::from(ECHOES - 1) * ECHO_INTERVAL_NS - 2_000_000,
+    }
+}
+
+/// Mean, fastest and slowest echo (ms) and the number answered of one
+/// burst. With no answer the mean is NaN, the fastest +inf and the slowest
+/// -inf (the trace writer prints them as lost).
+pub fn burst_stats_ms(b: &BurstSample) -> (f64, f64, f64, u32) {
+    let mut n = 0u32;
+    let (mut sum, mut lo, mut hi) = (0.0f64, f64::INFINITY, f64::NEG_INFINITY);
+    for r in b.rtts_ns.iter().flatten() {
+        let ms = *r as f64 / 1e6;
+        sum += ms;
+        lo = lo.min(ms);
+        hi = hi.max(ms);
+        n += 1;
+    }
+    let mean = if n > 0 { sum / f64::from(n) } else { f64::NAN };
+    (mean, lo, hi, n)
+}
+
+/// A UDP echo prober (core's [`UdpEchoProber`]) toward `dst`, for a thread
+/// that already entered its namespace. 1 ns timer slack: the default 50 µs
+/// would shift the echo schedule.
+pub fn open_prober(dst: SocketAddrV4) -> Result<UdpEchoProber> {
+    // SAFETY: prctl on the calling thread only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| Error::io("bind prober", e))?;
+    UdpEchoProber::new(s, SocketAddr::V4(dst))
+}
+
+/// The first sequence number of sample `k` (10 per burst, wrapping), so a
+/// late reply of an earlier burst is not taken for one of this burst.
+pub fn burst_seq0(k: u64) -> u16 {
+    (k.wrapping_mul(u64::from(ECHOES)) & 0xffff) as u16
+}
+
 /// The passive RTT prober: every second from `start_ns` sends 10 echoes 1 ms
-/// apart and averages the answers that arrive before the next second.
+/// apart (core's [`echo_burst`]) and averages the answers that arrive before
+/// the next second.
 pub fn spawn_prober(
     ns: &str,
     dst: SocketAddrV4,
@@ -542,62 +524,24 @@ pub fn spawn_prober(
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<Result<Vec<RttSample>>>> {
     crate::sys::spawn_in_netns(ns, "prober", move || {
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-        let s =
-            UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| Error::io("bind prober", e))?;
-        s.connect(dst)
-            .map_err(|e| Error::io(format!("connect prober to {dst}"), e))?;
-        s.set_nonblocking(true)
-            .map_err(|e| Error::io("nonblocking prober", e))?;
+        let mut probe = open_prober(dst)?;
+        let cfg = burst_config();
         let mut out = Vec::new();
         let mut k: u64 = 0;
-        let mut buf = [0u8; 64];
         loop {
-            let tick = t0_ns + start_ns + k * 1_000_000_000;
+            let tick = t0_ns + start_ns + k * SAMPLE_NS;
             if tick >= t0_ns + stop_ns || !wait_until(tick, &stop) {
                 break;
             }
-            let mut rtts: [f64; ECHOES as usize] = [0.0; ECHOES as usize];
-            let mut n = 0usize;
-            let next_tick = tick + 1_000_000_000;
-            let mut j = 0u32;
-            loop {
-                let now = now_ns();
-                if j < ECHOES && now >= tick + j as u64 * 1_000_000 {
-                    let mut p = [0u8; 24];
-                    p[..8].copy_from_slice(&k.to_le_bytes());
-                    p[8..16].copy_from_slice(&(j as u64).to_le_bytes());
-                    p[16..24].copy_from_slice(&now.to_le_bytes());
-                    let _ = s.send(&p);
-                    j += 1;
-                    continue;
-                }
-                while let Ok(len) = s.recv(&mut buf) {
-                    if len >= 24 && u64::from_le_bytes(buf[..8].try_into().unwrap_or([0; 8])) == k {
-                        let sent = u64::from_le_bytes(buf[16..24].try_into().unwrap_or([0; 8]));
-                        if n < rtts.len() {
-                            rtts[n] = (now_ns().saturating_sub(sent)) as f64 / 1e6;
-                            n += 1;
-                        }
-                    }
-                }
-                if (j == ECHOES && n == ECHOES as usize)
-                    || now >= next_tick - 2_000_000
-                    || stop.load(Ordering::Relaxed)
-                {
-                    break;
-                }
-                // Poll the socket every 100 µs while echoes are outstanding.
-                sleep_until_ns(now + 100_000);
-            }
-            if n > 0 {
-                let v = &rtts[..n];
+            let b = echo_burst(&mut probe, cfg, burst_seq0(k))?;
+            let (rtt_ms, min_ms, max_ms, answered) = burst_stats_ms(&b);
+            if answered > 0 {
                 out.push(RttSample {
                     t_s: (tick - t0_ns) as f64 / 1e9,
-                    rtt_ms: v.iter().sum::<f64>() / n as f64,
-                    min_ms: v.iter().cloned().fold(f64::INFINITY, f64::min),
-                    max_ms: v.iter().cloned().fold(0.0, f64::max),
-                    answered: n as u32,
+                    rtt_ms,
+                    min_ms,
+                    max_ms,
+                    answered,
                 });
             }
             k += 1;

@@ -2,8 +2,8 @@
 //!
 //! Sans-IO: everything here works on arrays of send gaps `g_s` and receive gaps `g_r`
 //! in nanoseconds (f64, because BASS averaging makes gaps fractional); timestamps and
-//! schedules are u64 ns. The live path (`sys::linux` sends paced UDP p-streams and
-//! collects RX timestamps) feeds the same functions.
+//! schedules are u64 ns. The live path (`sys::linux::bwe_driver` sends paced UDP p-streams
+//! and collects RX timestamps) feeds the same functions.
 //!
 //! - [`pstream`]: p-stream rates and send schedule (001 §1.3)
 //! - [`bass`]: BASS single/multi-pass + AVG_WINDOW (001 §5.3)
@@ -14,18 +14,19 @@
 //! - [`features`]: FFT-magnitude features for the ML estimator (001 Ch 6)
 //! - [`sim`]: seeded trace simulator with the noise models of 001 (notes §9.2)
 //! - [`ml`]: the ML multi-rate estimator (features + tree regressor, 001 Ch 6)
-//! - [`live`]: UDP probe / reflector with kernel RX stamps echoed back (001 §2.3, §7.2)
+//! - [`wire`]: the live probe/reflector messages and the pairing of departures with
+//!   arrivals (001 §2.3, §7.2); the socket loops are `sys::linux::bwe_driver`
 
 pub mod abest;
 pub mod adapter;
 pub mod bass;
 pub mod delack;
 pub mod features;
-pub mod live;
 pub mod ml;
 pub mod pathload;
 pub mod pstream;
 pub mod sim;
+pub mod wire;
 
 pub use abest::{abest, rate_exceeds_avail_bw, Abest, AbestConfig, AbestVariant, GAP_NS_EPSILON};
 pub use bass::{

@@ -4,6 +4,7 @@
 //! `AsFd`) so that the application keeps ownership of its sockets: opsel acts
 //! on a live connection, it never closes it.
 
+pub mod bwe_driver;
 pub mod cca;
 pub mod clock;
 pub mod ops_driver;
@@ -12,6 +13,7 @@ pub mod qdisc;
 pub mod receiver;
 pub mod rtt;
 pub mod sender;
+pub mod signal;
 pub mod tcp_info;
 pub mod tcp_rtt;
 pub mod tput;

@@ -99,9 +99,14 @@ fn recv_stamped(
         events: libc::POLLIN,
         revents: 0,
     };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    // ppoll, not poll: poll(2) takes whole ms, so the sub-ms waits between
+    // the echoes of a 000 §3.2 burst (1 ms apart) would become a busy loop.
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd, a valid timespec, no signal mask.
+    let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
     if rc <= 0 {
         return Ok(None);
     }

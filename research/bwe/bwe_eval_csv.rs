@@ -1,5 +1,5 @@
 //! Score a multi-rate ML model on the feature rows of a `bwe_dataset` test file with the
-//! Rust inference (`opsel::trees`), without re-simulating the streams (session 5).
+//! Rust inference (`opsel::trees`), without re-simulating the streams.
 //!
 //! `cargo run --release --example bwe_eval_csv -- MODEL.json TEST.csv [SKLEARN_PRED.txt]`
 //!

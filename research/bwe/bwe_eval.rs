@@ -3,7 +3,7 @@
 //! holds the trained models (`mr_gbt.json`, `sr32_gbt.json`) from `make bwe-train`.
 //! Without models the ML rows are skipped.
 //!
-//! Environment (session 4): `BWE_EVAL_ONLY=ml` runs only the ML multi-rate section;
+//! Environment: `BWE_EVAL_ONLY=ml` runs only the ML multi-rate section;
 //! `BWE_ML_MODEL=FILE` (in DIR, default `mr_gbt.json`) picks the regressor and
 //! `BWE_FEATURES=fft-magnitude|fft-reim` its feature kind (as for `bwe_dataset`).
 

@@ -1,4 +1,4 @@
-//! Session 4: where does 001's AVG_WINDOW sliding average sit, and what does each
+//! Where does 001's AVG_WINDOW sliding average sit, and what does each
 //! reading do to multi-pass BASS on the Fig 5.8 condition (docs/results/bwe.md §1)?
 //! `cargo run --release -p opsel --example bwe_window_study -- [STREAMS]`
 //!

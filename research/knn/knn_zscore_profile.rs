@@ -1,5 +1,5 @@
-//! Where the decision time of a shipped K-NN model goes (issue #7 decision
-//! latency, docs/results/ops-latency.md "Session 5"): every reference
+//! Where the decision time of a shipped K-NN model goes (decision
+//! latency, docs/results/ops-latency.md): every reference
 //! classified leave-one-out (the model refitted without it), with the work
 //! counters of the search ([`opsel::knn::SearchStats`]) and the time per
 //! decision, unprepared (the search after the last sample) and prepared

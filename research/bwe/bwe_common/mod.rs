@@ -31,7 +31,7 @@ pub fn nic1(rx_usecs: f64) -> Coalescing {
 }
 
 /// Ground-truth definition of every condition: the thesis' (001 §5.3.3, after the
-/// bottleneck) unless `BWE_GROUND_TRUTH=arrivals` asks for the session-2 one (cross
+/// bottleneck) unless `BWE_GROUND_TRUTH=arrivals` asks for the send-window one (cross
 /// traffic arriving while the p-stream is sent), to reproduce the "before" numbers.
 pub fn ground_truth() -> GroundTruth {
     match std::env::var("BWE_GROUND_TRUTH").as_deref() {

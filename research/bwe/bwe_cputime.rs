@@ -70,7 +70,7 @@ fn main() {
     });
     if let Some(p) = std::env::args().nth(1) {
         let m = Ensemble::load(std::path::Path::new(&p)).unwrap();
-        // Session 6: the shipped model may use `fft-reim` features (129 of them).
+        // The shipped model may use `fft-reim` features (129 of them).
         let kind = if m.n_features() == feature_len(FeatureKind::ReIm, 64) {
             FeatureKind::ReIm
         } else {

@@ -1,4 +1,4 @@
-//! Session 5: is the simulator's BCT the thesis' BCT, is its `B_g` the thesis' `B_g`, and
+//! Is the simulator's BCT the thesis' BCT, is its `B_g` the thesis' `B_g`, and
 //! where do the remaining multi-pass BASS misses of the Fig 5.8 condition come from?
 //! (docs/results/bwe.md §1 and "Simulator calibration").
 //! `cargo run --release -p opsel --example bwe_bass_traffic_study -- [STREAMS [PART]]`
@@ -10,7 +10,7 @@
 //!    10 Gbps FIFO, over 60 s per type.
 //! 2. Ground truth (001 §5.3.3): one `B_g` per p-stream, "while each p-stream is in
 //!    flight", "from the DAG trace taken after the bottleneck". Compared with the
-//!    session-2 send-window reading on the same traces.
+//!    send-window reading (cross traffic arriving while the p-stream is sent) on the same traces.
 //! 3. Fig 5.8's rate sweep: "average sending rates in fixed increments of 20 Mbps
 //!    between 1 Gbps and 9 Gbps" (001 §5.3.3) against our 5–9.5 Gbps sweep.
 //! 4. The misses of the default estimator by cross-traffic burst state (per-segment

@@ -1,5 +1,5 @@
-//! Study for the speculative z-score decision (issue #7 decision latency,
-//! docs/results/ops-latency.md "Session 5"): for every reference of a shipped
+//! Study for the speculative z-score decision (decision latency,
+//! docs/results/ops-latency.md): for every reference of a shipped
 //! model, left out in turn, how many references a bound from a guessed last
 //! sample leaves to compute exactly.
 //!

@@ -12,13 +12,12 @@
 //! 300} µs. Test sets are BCT at the default 120 µs and carry the raw gaps after the
 //! features so the fixtures can re-check the Rust feature function.
 //!
-//! Environment (session 4):
+//! Environment:
 //! - `BWE_FEATURES=fft-magnitude|fft-reim` picks the multi-rate feature kind (default
 //!   magnitude; 001 §6.1 says only `x = FFT(g_s ‖ g_r)`, so both readings are allowed);
 //! - `BWE_DATASET_GAPS=1` also writes the raw gaps into the training rows (for feature
 //!   studies in Python; the shipped features are always the Rust ones).
 //!
-//! Environment (session 5):
 //! - `BWE_SETS=120` (comma-separated rx-usecs) restricts the multi-rate *training* rows to
 //!   those coalescing settings (default `2,120,300`, the 3sets). A setting keeps the R_avg
 //!   sweep it has in the 3sets, so its first rows are the 3sets rows of that setting;
@@ -90,7 +89,7 @@ fn multi_rate(
         let cfg = bct(seed ^ 0x77, rx);
         // Training: the R_avg sweep of a setting depends on its place in the 3sets (2, 120,
         // 300), not in `sets`, so a one-setting file repeats the 3sets rows of that
-        // setting. Test: its place in `sets` (the session-2..4 test streams).
+        // setting. Test: its place in `sets` (the test streams of the 3sets evaluation).
         let si = if three_sets_salt {
             [2.0, 120.0, 300.0]
                 .iter()
