@@ -17,8 +17,8 @@ pub mod run;
 pub mod scenario;
 pub mod sys;
 pub mod topo;
-pub mod traffic;
 pub mod tput_logs;
+pub mod traffic;
 
 pub use run::{jain, run, run_in_lab, write_outputs, RunResult, Summary};
 pub use scenario::Scenario;

@@ -23,7 +23,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -693,7 +692,7 @@ pub fn record_transfer(
                 for _ in 0..c2.streams {
                     let s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3))
                         .map_err(|e| Error::io(format!("connect to {dst}"), e))?;
-                    traffic::set_cca(s.as_raw_fd(), &c2.cca)?;
+                    opsel::sys::linux::set_cca(&s, &c2.cca)?;
                     let _ = s.set_nodelay(true);
                     s.set_write_timeout(Some(Duration::from_millis(50)))
                         .map_err(|e| Error::io("SO_SNDTIMEO", e))?;
