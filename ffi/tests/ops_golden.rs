@@ -2,7 +2,7 @@
 //! (regenerate with `make golden-ops` after a deliberate change), and the C
 //! ABI controller reproduces it output for output.
 
-#[path = "../examples/make_ops_golden.rs"]
+#[path = "../../research/fixtures/make_ops_golden.rs"]
 #[allow(dead_code)]
 mod generator;
 
