@@ -15,9 +15,13 @@ const TOTAL: u64 = 48 << 20;
 fn sender_and_receiver_samples_add_up_to_the_transfer() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
+    // The receiver's first snapshot must come before any byte arrives, or the
+    // bytes received before it are not in any interval: the sender waits for it.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let recv = std::thread::spawn(move || {
         let (s, _) = listener.accept().unwrap();
         let mut rs = ThroughputSampler::new(&s, Side::Receiver, Duration::from_millis(5)).unwrap();
+        ready_tx.send(()).unwrap();
         let mut buf = vec![0u8; 1 << 16];
         let (mut got, mut sampled) = (0u64, 0u64);
         loop {
@@ -36,6 +40,7 @@ fn sender_and_receiver_samples_add_up_to_the_transfer() {
         (got, sampled)
     });
     let tx = TcpStream::connect(addr).unwrap();
+    ready_rx.recv().unwrap();
     // Slow the sender so the transfer spans several intervals.
     tx.set_nodelay(true).unwrap();
     let mut sampler = ThroughputSampler::new(&tx, Side::Sender, Duration::from_millis(10)).unwrap();
