@@ -60,7 +60,7 @@ fn collect_one_active_window_and_resume() {
     assert_eq!(run["samples_written"], 20);
     // The fastest of the base samples (each the mean of a 10-echo burst before
     // the background starts). The first burst through a fresh user-space
-    // delay line can come late on a slow VM (CI, session 9: 67.4 ms), as in
+    // delay line can come late on a slow VM (a CI run: 67.4 ms), as in
     // sys_rtt; the path's base RTT is the floor.
     let base = run["base_rtt_ms"]
         .as_array()

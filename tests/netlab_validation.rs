@@ -47,9 +47,9 @@ fn validation_default_testbed() {
     // The configured delay is a floor: the fastest echo of a sample measures
     // the pipe (±2 %); the mean adds each wake-up of the pipe and prober
     // threads, which on a slow VM costs 1–2 ms per round trip even at rest
-    // (session 8: means of 66.6–67.0 ms with minima within 1 %), so the
+    // (means of 66.6–67.0 ms with minima within 1 %), so the
     // median of the sample means gets ±5 %: the first burst through a fresh
-    // user-space line can come later still (session 9 CI: a first collect
+    // user-space line can come later still (a CI run: a first collect
     // sample of 67.4 ms; sys_rtt: 7.6 ms through a 5 ms line).
     for s in &r.rtt {
         eprintln!(
@@ -98,7 +98,7 @@ fn validation_default_testbed() {
     // hold one CUBIC epoch: after the slow-start loss (often before 3 s)
     // CUBIC regrows to W_max in K = cbrt(0.3 W_max / C) ≈ 10 s at this
     // BDP + buffer (RFC 9438 §4.2), so 10 s runs measured from 3 s sometimes
-    // ended before the refill (session 8: queue max 93 % of the limit).
+    // ended before the refill (queue max 93 % of the limit).
     let cubic = run_in_lab(
         &scenario("duration_s = 16.0\nmeasure_from_s = 3.0\n[[flows]]\nname = \"cubic\"\ncca = \"cubic\"\n"),
         &lab,
@@ -156,7 +156,7 @@ fn validation_default_testbed() {
     );
     // BBRv1 caps inflight at cwnd_gain 2 × its BDP estimate, so outside
     // startup it keeps at most one BDP queued, while CUBIC fills the 1.5 × BDP
-    // buffer (its mean saw-tooths around one BDP: 0.80–0.94 MB in session 8). On a quiet machine BBR's queue is
+    // buffer (its mean saw-tooths around one BDP: 0.80–0.94 MB). On a quiet machine BBR's queue is
     // far lower (ratio 0.05–0.06, docs/results/netlab.md); when the pipe
     // thread is woken late, the burstier ACK clock inflates BBR's rate samples
     // and its standing queue grows toward that cap (seen once in CI on a slow
@@ -176,7 +176,7 @@ fn validation_default_testbed() {
     );
 
     // E. two CUBIC flows share fairly. Over 20 s, two CUBIC flows sometimes
-    // split 62/34 Mbit/s (Jain 0.92, session 8) and share evenly only over
+    // split 62/34 Mbit/s (Jain 0.92) and share evenly only over
     // several ≈ 10 s epochs: 40 s of measurement.
     let two = run_in_lab(
         &scenario(

@@ -53,8 +53,8 @@ fn live_probe_estimates_available_bandwidth_on_netlab() {
             "--fifo",
             // Spin the last 300 µs before each departure: on a VM whose timer
             // wake-ups come 100–250 µs late, the default 50 µs left send-gap
-            // errors of 130–230 µs (median) and the estimates off by +10–34 %
-            // (session 8); with 300 µs the errors were 2–44 µs.
+            // errors of 130–230 µs (median) and the estimates off by +10–34 %;
+            // with 300 µs the errors were 2–44 µs.
             "--spin-us",
             "300",
             "--model",
@@ -98,7 +98,7 @@ fn live_probe_estimates_available_bandwidth_on_netlab() {
     let s = &v["summary"];
     // BASS on 4 rates is quantised to steps of 14.5 %: its median must sit within
     // about one step of the truth (0.2: a step plus the run-to-run spread of a 10 s
-    // run; medians of -4.8 %, -6.0 % and -15.2 % in three runs of session 8) and
+    // run; medians of -4.8 %, -6.0 % and -15.2 % in three runs) and
     // most streams within 20 %.
     assert!(
         get(s, &["bass", "median"]).abs() < 0.2,

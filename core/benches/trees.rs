@@ -25,7 +25,7 @@ fn bench(c: &mut Criterion) {
         model.n_trees(),
         model.n_features()
     );
-    // Rows of the model's width: the session-6 `fft-reim` model (129 features) is
+    // Rows of the model's width: the earlier `fft-reim` model (129 features) is
     // benchmarked on the rows of its own equality fixture.
     let fx = if model.n_features() == fx["model"]["n_features"].as_u64().unwrap() as usize {
         fx

@@ -54,7 +54,7 @@ fn config(seed: u64, cross_bps: f64, rx_usecs: f64) -> SimConfig {
         timestamps: TimestampNoise::None,
         delayed_ack: false,
         seed,
-        // The shipped live model (models/bwe-live) was trained with the session-2
+        // The shipped live model (models/bwe-live) was trained with the earlier
         // ground truth; keep it so `make bwe-live-model` reproduces that file.
         ground_truth: GroundTruth::SenderArrivals,
     }

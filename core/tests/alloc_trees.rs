@@ -15,7 +15,7 @@ fn inference_features_and_imr_do_not_allocate() {
     );
     let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     let model = Ensemble::from_json(&fx["model"].to_string()).unwrap();
-    // Histogram GBT export (f64 thresholds, the session-4 multi-rate model class).
+    // Histogram GBT export (f64 thresholds, the earlier multi-rate model class).
     let p = format!(
         "{}/tests/fixtures/trees_hgbt_regressor.json",
         env!("CARGO_MANIFEST_DIR")

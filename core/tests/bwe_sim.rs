@@ -110,7 +110,7 @@ fn ground_truth_is_measured_after_the_bottleneck() {
         "{} vs {r_out}",
         t.avail_bw_bps
     );
-    // The session-2 reading counts the cross traffic *offered* during the send window:
+    // The reading counts the cross traffic *offered* during the send window:
     // under overload the probe delays cross packets past its span, so it is lower.
     let a = SimConfig {
         ground_truth: GroundTruth::SenderArrivals,

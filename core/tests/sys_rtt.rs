@@ -270,7 +270,7 @@ fn icmp_probe_agrees_with_ping_through_5ms_delay_line() {
     // The delay line is a floor: the fastest replies measure the path, and
     // they must agree within 5 %. The rest carry the user-space delay line's
     // wake-ups, which on a slow VM add up to a few milliseconds to a few
-    // echoes, so means are not compared (session 9 CI: medians 5.31 / 5.22
+    // echoes, so means are not compared (a CI run: medians 5.31 / 5.22
     // ms, means 6.16 / 5.28 ms, when ping sent one echo per 10 ms). Ping
     // now sends 1 ms apart like our bursts, so the line queues both alike
     // (8 local runs: medians within -2 %..+4 %); they must agree within 10 %.

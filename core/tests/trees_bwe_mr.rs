@@ -1,4 +1,4 @@
-//! The shipped multi-rate model (`models/bwe-mr/mr_gbt_rx120.json`, session 6: 001 Ch 6
+//! The shipped multi-rate model (`models/bwe-mr/mr_gbt_rx120.json`: 001 Ch 6
 //! Fig 6.5 condition, `fft-reim` features) equals scikit-learn to 1e-9 through the flat
 //! export, and the whole estimator (Rust features of the raw gaps → trees → `y · R_avg`)
 //! reproduces scikit-learn's estimate of the same p-streams. Fixture

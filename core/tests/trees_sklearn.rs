@@ -240,7 +240,7 @@ fn bad_model_files_are_rejected() {
 
 #[test]
 fn hgbt_regressor_matches_sklearn() {
-    // HistGradientBoostingRegressor (session 4 multi-rate model class): f64 thresholds.
+    // HistGradientBoostingRegressor (multi-rate model class): f64 thresholds.
     check("trees_hgbt_regressor.json", Kind::GbtRegressor);
     let fx = fixture("trees_hgbt_regressor.json");
     assert_eq!(fx["model"]["threshold_dtype"], "float64");

@@ -166,8 +166,8 @@ def summary(err):
 # Session 4: the multi-rate regressor is scikit-learn's histogram gradient boosting
 # (same boosting, 255-bin split search: ~20x faster to fit, which is what made the 5-fold
 # hyper-parameter search of 001 §6.1 affordable on this machine). Parameters chosen by
-# `bwe.py cv` on the training set only (docs/results/bwe.md §2, session 4): the
-# session-3 shape (400 trees, depth 4, learning rate 0.05) scored 92.0 % within 10 % at
+# `bwe.py cv` on the training set only (docs/results/bwe.md §2): the
+# shape (400 trees, depth 4, learning rate 0.05) scored 92.0 % within 10 % at
 # rx-usecs 120 µs in 5-fold CV on 60 000 rows; the wider grid could not finish on the
 # loaded machine.
 HGB_PARAMS = dict(max_iter=400, learning_rate=0.05, max_depth=4, max_leaf_nodes=None, min_samples_leaf=20, l2_regularization=0.0)
@@ -485,7 +485,7 @@ def cv(args):
 
 
 def holdout(args):
-    """One validation split of the TRAINING rows (session 5: a single fold of `cv`, for
+    """One validation split of the TRAINING rows (a single fold of `cv`, for
     runs the loaded machine cannot afford five times). The last `--val` rows of the set
     are held out; the model is fitted on the first `--rows` of the others (all by
     default), so learning curves and feature kinds are compared on the same held-out
@@ -563,7 +563,7 @@ def fixture_hgbt(args):
 
 
 def fixture_mr(args):
-    """Equality fixture of a shipped multi-rate model (session 6): scikit-learn's
+    """Equality fixture of a shipped multi-rate model: scikit-learn's
     predictions of the pickled estimator on the first `--rows` test rows, the rows, and
     the raw gaps and rates of the first 8, so the Rust test checks the flat export
     (`opsel::trees`, 1e-9) and the whole estimator (Rust features -> trees -> B_e)
