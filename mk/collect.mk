@@ -2,9 +2,10 @@
 #
 #   collect         record traces in netlab (root, hours; resumable: rerun to continue)
 #   collect-status  windows per trace of $(COLLECT_DIR)
-#   models          retrain models/passive, models/active-s5c5s5b5 and -w60 (cards, figures,
-#                   docs/results/classifier.json) from $(COLLECT_DIR) if given, else from
-#                   the traces already copied into models/*/traces/
+#   models          retrain models/passive (pooled over every condition of $(GRID_DIR), scored
+#                   leave-one-condition-out), then models/passive-netlab, models/active-s5c5s5b5
+#                   and -w60 (cards, figures, docs/results/classifier.json) from $(COLLECT_DIR) if
+#                   given, else from the traces already copied into models/*/traces/
 #   classifier-eval the sweeps behind docs/results/classifier.md
 #   classifier-report every table + figure of docs/results/classifier-tables.md (w/k/norm/radius
 #                   sweeps, MLP/SVM/GNB over w, multi-cycle decisions, active diagnosis; ~10 min)
@@ -31,11 +32,18 @@ collect-status:
 	$(CARGO) build --release -p opsel-cli
 	./target/release/opsel lab collect --status --plan "$(COLLECT_PLAN)" --out $(or $(COLLECT_DIR),$(COLLECT_OUT))
 
+# The default passive model: every grid condition pooled, w = 40, divide-min (chosen by nested
+# leave-one-condition-out, docs/results/generalisation.md).
+GRID_DIR ?= data/collect
+GRID_ARGS ?= --w 40 --radius 20 --norm divide-min
+
 models: python
+	$(COLLECT_PY) -m opsel.train grid $(GRID_DIR) --mode passive $(GRID_ARGS) --out models/passive \
+	  --json docs/results/generalisation-model-passive.json
 	$(COLLECT_PY) -m opsel.train models $(COLLECT_DIR) --models models --report docs/results/classifier.json $(MODELS_ARGS)
 
 classifier-eval: python
-	$(COLLECT_PY) -m opsel.train sweep models/passive/traces --condition default --mode . \
+	$(COLLECT_PY) -m opsel.train sweep models/passive-netlab/traces --condition default --mode . \
 	  --ks 1,3,5,10 --norms none,subtract-min,divide-min,z-score --baselines --json docs/results/classifier-passive.json
 	$(COLLECT_PY) -m opsel.train sweep models/active-s5c5s5b5/traces --condition default --mode . \
 	  --ks 1,3,5,10 --norms none,subtract-min,divide-min,z-score --baselines --json docs/results/classifier-active.json
@@ -55,6 +63,6 @@ classifier-learning: python
 	$(COLLECT_PY) -m opsel.train learning models/active-s5c5s5b5/traces -c default -m . --ws 20,60 --ks 1,5 \
 	  --radii 0,10 --json docs/results/classifier-learning-active.json \
 	  --plot docs/results/figures/classifier-learning-active.png > docs/results/classifier-learning-active.md
-	$(COLLECT_PY) -m opsel.train learning models/passive/traces -c default -m . --ws 20,60 --ks 1,5 \
+	$(COLLECT_PY) -m opsel.train learning models/passive-netlab/traces -c default -m . --ws 20,60 --ks 1,5 \
 	  --radii 0,10 --json docs/results/classifier-learning-passive.json \
 	  --plot docs/results/figures/classifier-learning-passive.png > docs/results/classifier-learning-passive.md

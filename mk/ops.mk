@@ -48,10 +48,10 @@ bench-ops:
 #                  median/p90/p99 + breakdown + the run loop + criterion
 #                  (docs/results/ops-latency.md; OPSEL_BENCH_ROUNDS, OPSEL_BENCH_RUN_S)
 OPS_PATTERN ?= passive
-# The passive recordings without normalisation (models/passive-netlab/MODEL_CARD.md): the most
-# accurate passive model on the netlab condition the demo runs on; models/passive (divide-min)
-# is the default for other networks.
-OPS_MODEL ?= models/passive-netlab/model.json
+# The default passive model (models/passive/MODEL_CARD.md): pooled over the condition grid,
+# w = 40, the one `opsel send --ops` uses on any network. OPS_MODEL=models/passive-netlab/model.json
+# runs the model tuned for this one netlab condition (w = 20, raw RTT; it does not generalise).
+OPS_MODEL ?= models/passive/model.json
 # Margin-gated probing (`opsel.train gated`, docs/results/ops.md §1c). OPS_GATE= runs the thesis's
 # one-window decision.
 OPS_GATE ?= --cycles 3 --extend-below 0.1

@@ -173,18 +173,18 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     assert w60.window == 60 and w60.training["traces"] == "models/active-s5c5s5b5/traces/default"
     assert len(w60.labels) == 6  # the fixture has one 3-cycle window per class
     assert "3 pattern cycles" in (models / "active-s5c5s5b5-w60" / "MODEL_CARD.md").read_text()
-    for name in ("passive", "active-s5c5s5b5"):
+    for name in ("passive-netlab", "active-s5c5s5b5"):
         m = opsel.load_model(str(models / name / "model.json"))
         assert m.window == 20
         card = (models / name / "MODEL_CARD.md").read_text()
-        assert "0.5 × BDP" in card and "1.5 × BDP" in card
+        assert "0.5 × BDP" in card
         assert (models / name / "confusion.png").exists()
         assert (models / name / "traces" / "default" / "B1-C1.csv").exists()
+    assert opsel.load_model(str(models / "passive-netlab" / "model.json")).normalization == "none"
+    assert not (models / "passive").exists()  # the default passive model is built by `grid`
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert rep["normalization"] in knn.NORMALIZATIONS
-    assert len(rep["generalisation"]) == 8  # 4 normalisations x 2 directions
-    # No active traces at c50 in the fixture: the active models take the passive choice.
-    assert rep["normalizations"] == {"passive": rep["normalization"], "active-s5c5s5b5": rep["normalization"]}
+    # No active traces at c50 in the fixture: the active model takes the grid's passive choice.
+    assert rep["normalizations"] == {"active-s5c5s5b5": "divide-min"}
     # k and radius chosen by CV where 5 folds fit (5 windows/class at w = 20), the shipped model carries them;
     # the w = 60 model (1 window/class) keeps the thesis's 1-NN, radius 10.
     act = rep["models"]["active-s5c5s5b5"]
@@ -199,12 +199,12 @@ def test_cli_models_retrains_from_a_collection(tmp_path, capsys):
     assert (rep["models"]["active-s5c5s5b5-w60"]["k"], rep["models"]["active-s5c5s5b5-w60"]["radius"]) == (1, 10)
     # Retrain without a collection root: from the copies in models/*/traces.
     cli.main(["models", "--models", str(models), "--ws", "20", "--norm", "none"])
-    assert opsel.load_model(str(models / "passive" / "model.json")).normalization == "none"
+    assert opsel.load_model(str(models / "active-s5c5s5b5" / "model.json")).normalization == "none"
     cli.main(["summary", str(root)])
     assert "default/passive" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name,probing,w", [("passive", "passive", 20), ("active-s5c5s5b5", "active", 20),
+@pytest.mark.parametrize("name,probing,w", [("passive-netlab", "passive", 20), ("active-s5c5s5b5", "active", 20),
                                             ("active-s5c5s5b5-w60", "active", 60)])
 def test_shipped_models_classify_their_own_traces(name, probing, w):
     d = os.path.join(REPO, "models", name)
@@ -226,6 +226,77 @@ def test_shipped_models_classify_their_own_traces(name, probing, w):
         assert pred == list(y)
     else:  # the vote may overrule the window itself, but not below the recorded CV accuracy
         assert np.mean(np.array(pred) == y) >= m.training["cv_accuracy_w"]
+
+
+def _scaled_condition(src, dst, factor, name):
+    """A copy of a passive condition with every RTT scaled (another network's amplitude) and its
+    side-cars saying so."""
+    os.makedirs(dst, exist_ok=True)
+    for f in sorted(os.listdir(src)):
+        if f.endswith(".csv"):
+            with open(os.path.join(src, f)) as fi, open(os.path.join(dst, f), "w") as fo:
+                fo.write(fi.readline())
+                for line in fi:
+                    c = line.rstrip("\n").split(",")
+                    for i in (3, 4, 5):
+                        if c[i]:
+                            c[i] = f"{float(c[i]) * factor:.3f}"
+                    fo.write(",".join(c) + "\n")
+        elif f.endswith(".json"):
+            meta = json.load(open(os.path.join(src, f)))
+            meta.setdefault("conditions", {})
+            meta["conditions"].update(rtt_ms=65.0 * factor, rate_mbps=100.0, buffer_bytes=406250.0 * factor)
+            json.dump(meta, open(os.path.join(dst, f), "w"))
+
+
+def test_grid_pools_conditions_and_scores_each_held_out(tmp_path, capsys):
+    root = tmp_path / "collect"
+    shutil.copytree(os.path.join(FIX, "default"), root / "default")
+    _scaled_condition(os.path.join(FIX, "default", "passive"), str(root / "x2" / "passive"), 2.0, "x2")
+    _scaled_condition(os.path.join(FIX, "default", "passive"), str(root / "x3" / "passive"), 3.0, "x3")
+    out = tmp_path / "grid"
+    cli.main(["grid", str(root), "--mode", "passive", "--w", "10", "--radius", "5", "--min-windows", "1",
+              "--out", str(out), "--json", str(tmp_path / "loco.json")])
+    m = opsel.load_model(str(out / "model.json"))
+    assert (m.window, m.normalization, m.probing) == (10, "divide-min", "passive")
+    assert [c["condition"] for c in m.training["conditions"]] == ["default", "x2", "x3"]
+    loco = json.loads((tmp_path / "loco.json").read_text())["loco"]
+    assert set(loco) == {"default", "x2", "x3"}
+    # The three conditions differ only by an RTT scale, which divide-min removes: each held-out one is
+    # classified like its copies, so LOCO accuracy equals the pooled model's on its own windows.
+    tr = find_traces(str(root), "x3", "passive")
+    X, y = dataset(tr, 10)
+    assert loco["x3"]["n"] == len(y)
+    assert [p.label for p in m.classify_batch(X)] == list(y)
+    assert loco["x3"]["six_class"] == pytest.approx(1.0)
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "leave-one-condition-out" in card and "`x2`" in card and "| **median** |" in card
+    # Fewer than three complete conditions: a clear error, nothing written.
+    shutil.rmtree(root / "x3")
+    with pytest.raises(SystemExit, match="need at least 3"):
+        cli.main(["grid", str(root), "--w", "10", "--min-windows", "1", "--out", str(tmp_path / "none")])
+    assert not (tmp_path / "none").exists()
+
+
+def test_default_passive_model_is_pooled_over_the_grid():
+    d = os.path.join(REPO, "models", "passive")
+    if not os.path.exists(os.path.join(d, "model.json")):
+        pytest.skip("models/passive not in this checkout")
+    m = opsel.load_model(os.path.join(d, "model.json"))
+    conds = m.training["conditions"]
+    assert m.training["condition"] == "grid" and len(conds) >= 12 and m.normalization == "divide-min"
+    rates = {c["rate_mbps"] for c in conds}
+    rtts = {c["rtt_ms"] for c in conds}
+    assert min(rates) <= 10 and max(rates) >= 300 and min(rtts) <= 10 and max(rtts) >= 200
+    assert set(m.training["loco"]) == {c["condition"] for c in conds}
+    # The corpus only grows (recording appends runs): the first windows of every trace the model was
+    # trained on are still its references, found at distance 0.
+    collect = os.path.join(REPO, "data", "collect")
+    for c in conds:
+        tr = find_traces(collect, c["condition"], "passive")
+        for t in tr:
+            X = trace_windows(t, m.window)[: c["windows_per_class"][t.label]][:2]
+            assert all(p.distance == 0.0 and p.label == t.label for p in m.classify_batch(X)), (c["condition"], t.label)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ Commands::
     learning ROOT -c default -m active-s5c5s5b5   CV accuracy vs windows per class (learning curve)
     fit ROOT -c default -m passive --w 20 -o model.json
     models ROOT --models models        retrain the shipped models, cards, figures (``make models``)
+    grid ROOT --mode passive --out D   one model pooled over every condition, scored leave-one-condition-out
 
 ROOT holds ``<condition>/<mode>/<class>.csv`` (+ ``.json`` side-cars).
 """
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import classifier, cycles, diagnose, gated, knn, learning, ops_cycles
+from . import classifier, cycles, diagnose, gated, grid, knn, learning, ops_cycles
 from .data import SIX_CLASSES, dataset, find_traces, find_traces_dir, summary, trace_windows
 
 
@@ -277,24 +278,23 @@ class Shipped:
 
 
 SHIPPED = (
-    Shipped("passive", "passive", "passive probing"),
     Shipped("active-s5c5s5b5", "active-s5c5s5b5", "active probing, pattern S5-C5-S5-B5"),
     # Three pattern cycles (60 s): the most accurate single-window active model on the default
     # condition (docs/results/classifier.md), for users who can spend 60 s per probe. It uses the
     # traces of active-s5c5s5b5 (same recordings, windows of 3 cycles) rather than a second copy.
     Shipped("active-s5c5s5b5-w60", "active-s5c5s5b5", "active probing, pattern S5-C5-S5-B5, 3 cycles", 60,
             "active-s5c5s5b5"),
-    # The same passive recordings without normalisation: the most accurate passive model on the
-    # netlab condition it was recorded on (96.2 % CV against 91.4 % for divide-min), and the one
-    # `make demo` runs there. It does not generalise (17 % on c50), so it is not the default.
-    Shipped("passive-netlab", "passive", "passive probing, tuned for the netlab condition", None, "passive", "none",
-            "**What this model is for.** The same recordings as `models/passive` (its `traces/`), without\n"
-            "per-window normalisation. On the netlab condition they were recorded on it is the more accurate\n"
-            "passive model (see the CV below, against 91.4 % for divide-min), and `make demo` runs it there\n"
-            "with margin-gated probing (`docs/results/ops.md`, `opsel.train gated`). Raw RTTs do not transfer\n"
-            "to another network: trained on `default` and tested on `c50` it scores 16.7 % (BBR present\n"
-            "49.2 %; the generalisation table of `../passive/MODEL_CARD.md`). Anywhere else use\n"
-            "`models/passive` or retrain (`make models`)."),
+    # Passive recordings of the default condition without normalisation: the most accurate passive
+    # model on the netlab condition it was recorded on (96.2 % CV against 91.4 % for divide-min).
+    # It does not generalise (17 % on c50). The default passive model, models/passive, is pooled
+    # over the condition grid and built by `opsel.train grid` (see `make models`).
+    Shipped("passive-netlab", "passive", "passive probing, tuned for the netlab condition", None, None, "none",
+            "**What this model is for.** Passive recordings of one netlab condition (100 Mbit/s, 65 ms,\n"
+            "0.5 × BDP; `traces/`), without per-window normalisation. On that condition it is the most\n"
+            "accurate passive model at w = 20 (see the CV below, against 91.4 % for divide-min). Raw RTTs do\n"
+            "not transfer to another network: trained on `default` and tested on `c50` it scores 16.7 % (BBR\n"
+            "present 49.2 %). Anywhere else use the default `models/passive`, pooled over the condition grid\n"
+            "(`docs/results/generalisation.md`), or `opsel calibrate`."),
 )
 
 
@@ -431,9 +431,11 @@ def cmd_models(a):
         norms[m.name], gens[m.name] = choose_normalization(find_traces_dir(os.path.join(tdir, a.condition)),
                                                            find_traces_dir(os.path.join(tdir, a.other)),
                                                            (a.condition, a.other), a.w)
-        if not gens[m.name] and "passive" in norms and m.name != "passive":
-            norms[m.name] = norms["passive"]
-    report["normalization"] = norms.get("passive", "none")
+        if not gens[m.name]:
+            # No second condition recorded for this mode: the normalisation that nested
+            # leave-one-condition-out chose for passive windows over the grid (grid.py).
+            norms[m.name] = grid.GRID_NORMALIZATION
+    report["normalization"] = norms.get("passive", grid.GRID_NORMALIZATION)
     report["normalizations"] = norms
     report["generalisation"] = gens.get("passive", [])
     report["generalisation_by_model"] = gens
@@ -987,6 +989,8 @@ def main(argv=None):
     s.add_argument("--select-radii", default="0,10")
     s.add_argument("--select-seeds", default="0,1,2", help="fold seeds averaged when choosing k and radius")
     s.set_defaults(fn=cmd_models)
+
+    grid.add_parser(sub, _log)
 
     s = sub.add_parser("report", help="all evaluation tables as markdown (docs/results)")
     s.add_argument("models", nargs="?", default="models")

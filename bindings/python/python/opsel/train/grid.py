@@ -1,0 +1,236 @@
+"""Models pooled over the condition grid, scored leave-one-condition-out (LOCO).
+
+One model for every network: the windows of every recorded condition
+(``opsel lab collect --plan grid/<mode>``; ``default`` and ``c50`` join them)
+go into one DTW K-NN reference set. Its accuracy on a network it has never
+seen is estimated the only honest way the grid allows: for every condition,
+train on all the others and test on it (LOCO), then report each held-out
+condition and the median. 000 trained and tested on one testbed (§8 lists
+"sweep BDP and buffer size" as future work); this is that sweep.
+
+The configuration (normalisation, w, radius) is an input here: it was chosen
+by nested LOCO on the grid in ``research/generalisation/loco.py``, never on a
+condition reported as held out (``docs/results/generalisation.md``).
+
+    python -m opsel.train grid data/collect --mode passive --w 40 --radius 20 \\
+        --norm divide-min --out models/passive
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+
+import numpy as np
+
+from . import knn
+from .data import SIX_CLASSES, dataset, find_traces_dir
+
+# The configuration nested LOCO chose for passive windows over the grid
+# (research/generalisation/loco.py --nested; docs/results/generalisation.md).
+GRID_NORMALIZATION = "divide-min"
+GRID_W = 40
+GRID_RADIUS = 20
+
+
+def load_grid(root: str, mode: str, w: int, min_windows: int = 3, exclude=()) -> dict:
+    """Every ``root/<condition>/<mode>`` with all six classes and at least
+    ``min_windows`` windows of ``w`` in each: {condition: dict(X, y, traces, conditions)}."""
+    out = {}
+    if not os.path.isdir(root):
+        raise SystemExit(f"{root} is not a folder of <condition>/<mode>/<class>.csv traces (opsel lab collect --out)")
+    for cond in sorted(os.listdir(root)):
+        d = os.path.join(root, cond, mode)
+        if cond in exclude or not os.path.isdir(d):
+            continue
+        traces = find_traces_dir(d)
+        if len(traces) != len(SIX_CLASSES):
+            continue
+        X, y = dataset(traces, w)
+        counts = [int(np.sum(y == c)) for c in SIX_CLASSES]
+        if min(counts) < min_windows:
+            continue
+        out[cond] = {"X": X, "y": y, "traces": traces, "conditions": traces[0].meta.get("conditions") or {}}
+    return out
+
+
+def ordered(grid: dict) -> list[str]:
+    """Condition names by rate, RTT, buffer (the order of every table)."""
+    def key(c):
+        m = grid[c]["conditions"]
+        return (float(m.get("rate_mbps", 0)), float(m.get("rtt_ms", 0)), float(m.get("buffer_bytes", 0)))
+    return sorted(grid, key=key)
+
+
+def pooled(grid: dict, names) -> tuple[np.ndarray, np.ndarray]:
+    X = np.concatenate([grid[c]["X"] for c in names])
+    y = np.concatenate([grid[c]["y"] for c in names])
+    return X, y
+
+
+def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, log=None) -> dict:
+    """{held-out condition: evaluate() of the model trained on every other condition}."""
+    names = ordered(grid)
+    out = {}
+    for c in names:
+        X, y = pooled(grid, [n for n in names if n != c])
+        clf = knn.fit(X, y, k=k, radius=radius, normalization=norm)
+        out[c] = knn.evaluate(clf, grid[c]["X"], grid[c]["y"])
+        if log:
+            log(f"LOCO {c}: 6-class {out[c]['accuracy']:.3f}, "
+                f"BBR present {out[c]['views']['bbr_present']['accuracy']:.3f} (n = {out[c]['n']})")
+    return out
+
+
+def _bdp_ratio(m: dict) -> float:
+    bdp = float(m["rate_mbps"]) * 1e6 / 8 * float(m["rtt_ms"]) / 1e3
+    return float(m["buffer_bytes"]) / bdp
+
+
+def _grid_rows(grid: dict, names) -> list[dict]:
+    rows = []
+    for c in names:
+        m, y = grid[c]["conditions"], grid[c]["y"]
+        rows.append({"condition": c, "rate_mbps": float(m["rate_mbps"]), "rtt_ms": float(m["rtt_ms"]),
+                     "buffer_bdp": round(_bdp_ratio(m), 3),
+                     "windows_per_class": {cl: int(np.sum(y == cl)) for cl in SIX_CLASSES}})
+    return rows
+
+
+def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probing: str, pattern, loco_rows):
+    names = ordered(grid)
+    X, y = pooled(grid, names)
+    training = {
+        "source": "opsel lab collect (netlab), pooled over the condition grid",
+        "condition": "grid",
+        "conditions": _grid_rows(grid, names),
+        "windows_per_class": {c: int(np.sum(y == c)) for c in SIX_CLASSES},
+        "normalization_choice": norm,
+        "loco": {c: {"six_class": r["accuracy"], "bbr_present": r["views"]["bbr_present"]["accuracy"],
+                     "n": r["n"]} for c, r in loco_rows.items()},
+        "trained_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return knn.fit(X, y, k=k, radius=radius, normalization=norm, probing=probing, pattern=pattern,
+                   training=training), X, y
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, norm, root, out, command) -> str:
+    names = ordered(grid)
+    six = [loco_rows[c]["accuracy"] for c in names]
+    bbr = [loco_rows[c]["views"]["bbr_present"]["accuracy"] for c in names]
+    X, y = pooled(grid, names)
+    lines = [
+        f"# Model card: `{os.path.basename(os.path.normpath(out))}` ({title})",
+        "",
+        f"A {k}-NN DTW background-mix classifier (Sakoe–Chiba radius {radius}, |a−b| cost, per-window "
+        f"normalisation **{norm}**) for the six classes of 000 Table 6.1, trained on **every condition of the "
+        f"netlab grid at once**, so that it holds on networks it was not recorded on. Feed windows of "
+        f"w = {w} one-second RTT samples in ms, each the mean of 10 echoes 1 ms apart (000 §3.2). Load it with "
+        f"`opsel::model::load`, `opsel.load_model`, `opsel_model_load` (C) or `loadModel` (Node).",
+        "",
+        "## Training data",
+        "",
+        f"`{root}/<condition>/{mode}/` (recorded by `opsel lab collect`; `MANIFEST.md` there gives the runs "
+        "and the machine load of each). Every window of every condition below is a reference: "
+        f"{len(y)} windows of w = {w} ({', '.join(f'{c} {int(np.sum(y == c))}' for c in SIX_CLASSES)}).",
+        "",
+        "| condition | rate Mbit/s | RTT ms | buffer × BDP | windows per class |",
+        "|---|---|---|---|---|",
+    ]
+    for r in _grid_rows(grid, names):
+        wpc = r["windows_per_class"]
+        lines.append(f"| `{r['condition']}` | {r['rate_mbps']:g} | {r['rtt_ms']:g} | {r['buffer_bdp']:.2g} | "
+                     f"{min(wpc.values())}–{max(wpc.values())} |")
+    lines += [
+        "",
+        "## Accuracy on a network the model has not seen (leave-one-condition-out)",
+        "",
+        "For every condition: train on all the others, test on every window of it.",
+        "",
+        "| held out | windows | 6-class % | BBR present % |",
+        "|---|---|---|---|",
+    ]
+    for c in names:
+        r = loco_rows[c]
+        lines.append(f"| `{c}` | {r['n']} | {_pct(r['accuracy'])} | {_pct(r['views']['bbr_present']['accuracy'])} |")
+    lines += [
+        f"| **median** | | **{_pct(float(np.median(six)))}** | **{_pct(float(np.median(bbr)))}** |",
+        "",
+        "The targets are 85 % (6-class) and 97 % (BBR present) per held-out condition. Where it falls short "
+        "(shallow buffers and short RTTs: at 0.25 × BDP a lone CUBIC and a lone BBR flow hold similar "
+        "queues) and what to do about it — `opsel calibrate` records references at your own condition — is "
+        "in `docs/results/generalisation.md`.",
+        "",
+        "## How the configuration was chosen",
+        "",
+        f"Normalisation, w and radius were chosen by nested LOCO on the grid (for each held-out condition, "
+        f"the representation with the best median LOCO over the remaining conditions; "
+        f"`research/generalisation/loco.py --nested`); {norm} won in most folds. w = {w} was chosen over "
+        "w = 20 because passive probing keeps the transfer sending (000 Table 6.2), so a longer window costs "
+        "decision delay, not throughput, and it gains about 10 points of LOCO accuracy "
+        "(`docs/results/generalisation.md`).",
+        "",
+        "## Reproduce",
+        "",
+        "```sh",
+        command,
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def cmd_grid(a, log) -> None:
+    grid = load_grid(a.root, a.mode, a.w, a.min_windows, exclude=set(filter(None, a.exclude.split(","))))
+    if len(grid) < 3:
+        raise SystemExit(f"{len(grid)} complete conditions under {a.root}/*/{a.mode} with >= {a.min_windows} "
+                         f"windows of w = {a.w} per class: need at least 3 for leave-one-condition-out")
+    log(f"{len(grid)} conditions: {', '.join(ordered(grid))}")
+    loco_rows = loco(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm, log=log)
+    pattern = (next(iter(grid.values()))["conditions"]).get("pattern")
+    clf, X, y = fit_grid(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm,
+                         probing="active" if pattern else "passive", pattern=pattern, loco_rows=loco_rows)
+    os.makedirs(a.out, exist_ok=True)
+    tmp = os.path.join(a.out, "model.json.tmp")
+    clf.save(tmp)
+    os.replace(tmp, os.path.join(a.out, "model.json"))
+    command = (f"python -m opsel.train grid {a.root} --mode {a.mode} --w {a.w} --k {a.k} --radius {a.radius} "
+               f"--norm {a.norm} --min-windows {a.min_windows} --out {a.out}"
+               + (f" --exclude {a.exclude}" if a.exclude else ""))
+    with open(os.path.join(a.out, "MODEL_CARD.md"), "w") as f:
+        f.write(card(a.title or f"{a.mode} probing, condition grid", a.mode, grid, loco_rows, w=a.w, k=a.k,
+                     radius=a.radius, norm=a.norm, root=a.root, out=a.out, command=command))
+    if a.json:
+        names = ordered(grid)
+        with open(a.json, "w") as f:
+            json.dump({"mode": a.mode, "w": a.w, "k": a.k, "radius": a.radius, "normalization": a.norm,
+                       "conditions": _grid_rows(grid, names),
+                       "loco": {c: {"six_class": loco_rows[c]["accuracy"],
+                                    "bbr_present": loco_rows[c]["views"]["bbr_present"]["accuracy"],
+                                    "n": loco_rows[c]["n"], "confusion": loco_rows[c]["confusion"],
+                                    "classes": loco_rows[c]["classes"]} for c in names}}, f, indent=1)
+    six = np.median([loco_rows[c]["accuracy"] for c in loco_rows])
+    bbr = np.median([loco_rows[c]["views"]["bbr_present"]["accuracy"] for c in loco_rows])
+    print(f"wrote {a.out}/model.json ({len(y)} windows of w = {a.w} from {len(grid)} conditions) and MODEL_CARD.md; "
+          f"LOCO median 6-class {100 * six:.1f} %, BBR present {100 * bbr:.1f} %")
+
+
+def add_parser(sub, log) -> None:
+    s = sub.add_parser("grid", help="one model pooled over every recorded condition, scored leave-one-condition-out")
+    s.add_argument("root", help="folder of <condition>/<mode>/<class>.csv traces (opsel lab collect --out)")
+    s.add_argument("--mode", default="passive")
+    s.add_argument("--w", type=int, default=GRID_W)
+    s.add_argument("--k", type=int, default=1)
+    s.add_argument("--radius", type=int, default=GRID_RADIUS)
+    s.add_argument("--norm", default=GRID_NORMALIZATION, choices=knn.NORMALIZATIONS)
+    s.add_argument("--min-windows", type=int, default=3, help="skip conditions with fewer windows of w in a class")
+    s.add_argument("--exclude", default="", help="comma-separated conditions to leave out")
+    s.add_argument("--title", default=None)
+    s.add_argument("--json", default=None, help="also write the LOCO table (with confusions) here")
+    s.add_argument("--out", required=True, help="model folder (model.json, MODEL_CARD.md)")
+    s.set_defaults(fn=lambda a: cmd_grid(a, log))
