@@ -18,7 +18,7 @@
 //!    3-NN speculatively prepared, a bounded finish) → stump → setsockopt with
 //!    read-back → events), timed by the driver's `CcaSet` latency (the span
 //!    from the sample to the return of setsockopt), plus its breakdown:
-//!    classify (as prepared on the 19th sample, and unprepared for
+//!    classify (as prepared on the (w − 1)th sample, and unprepared for
 //!    comparison), policy, setsockopt + read-back.
 //! 2. `run`: the whole `OpsDriver::run` loop with its RTT prober thread
 //!    (a scripted echo prober replaying the model's traces at 50 samples/s)
@@ -128,9 +128,9 @@ fn cca_at_window_end(cfg: &Config) -> CcaName {
 
 type Driver = OpsDriver<KnnClassifier, Stump>;
 
-/// A driver whose controller started at `base` with 19 samples in its
-/// window (the 19th prepared the decision), so the sample at `base + 20 s`
-/// is the window's last.
+/// A driver whose controller started at `base` with w − 1 samples in its
+/// window (the (w − 1)th prepared the decision), so the sample at
+/// `base + w s` is the window's last.
 fn armed(model: Model, cfg: &Config, q: &[f64], sock: &TcpStream, base: u64) -> Driver {
     let ctl = Controller::new(
         cfg.clone(),
@@ -145,7 +145,7 @@ fn armed(model: Model, cfg: &Config, q: &[f64], sock: &TcpStream, base: u64) -> 
     )
     .unwrap();
     d.start(sock, base, &mut |_| {}).unwrap();
-    for (k, &rtt) in q[..19].iter().enumerate() {
+    for (k, &rtt) in q[..q.len() - 1].iter().enumerate() {
         d.feed_sample(sock, base + (k as u64 + 1) * S, rtt, &mut |_| {})
             .unwrap();
     }
@@ -198,6 +198,7 @@ fn setsockopt_us(sock: &TcpStream, cca: &str) -> f64 {
 /// Part 1: the driver's sample path per leave-one-out query.
 fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
     let model = &m.model;
+    let w = model.window();
     let from = cca_at_window_end(&m.config);
     println!(
         "{} ({}): {} references, w = {}, {} rounds of leave-one-out queries",
@@ -222,7 +223,7 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
             let c = black_box(kc.classify(&q).unwrap());
             unprepared.push(t.elapsed().as_secs_f64() * 1e6);
             let t = Instant::now();
-            kc.prepare(&q[..19]);
+            kc.prepare(&q[..w - 1]);
             let t_prepare = t.elapsed().as_secs_f64() * 1e6;
             let t = Instant::now();
             let c2 = black_box(kc.classify(&q).unwrap());
@@ -245,10 +246,10 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
                 if round % 2 == 0 { "bbr" } else { "cubic" },
             ));
             // The measured step: the driver's own latency of the switch.
-            let base = monotonic_ns() - 20 * S;
+            let base = monotonic_ns() - w as u64 * S;
             let mut d = armed(sub, &m.config, &q, sock, base);
             let mut lat = None;
-            d.feed_sample(sock, monotonic_ns(), q[19], &mut |e| {
+            d.feed_sample(sock, monotonic_ns(), q[w - 1], &mut |e| {
                 if let DriverEvent::CcaSet {
                     cca: got,
                     latency_ns: Some(l),
@@ -280,7 +281,10 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
     row("last sample -> setsockopt returns (driver)", &mut total);
     row("  classify (prepared, as in the driver)", &mut prepared);
     row("  classify (unprepared: the old path)", &mut unprepared);
-    row("  (prepare on the 19th sample, off the path)", &mut prepare);
+    row(
+        "  (prepare on the (w − 1)th sample, off the path)",
+        &mut prepare,
+    );
     row("  policy (stump)", &mut policy);
     row("  setsockopt + read-back", &mut sso);
 }
@@ -432,8 +436,9 @@ fn main() {
         let (sub, q) = (0..m.model.len())
             .map(|i| leave_one_out(&m.model, i))
             .find(|(sub, q)| {
-                let min = q[..19].iter().copied().fold(f64::INFINITY, f64::min);
-                if q[19] < min {
+                let w = q.len();
+                let min = q[..w - 1].iter().copied().fold(f64::INFINITY, f64::min);
+                if q[w - 1] < min {
                     return false;
                 }
                 let c = KnnClassifier::new(sub.clone())
@@ -453,13 +458,18 @@ fn main() {
             |b| {
                 b.iter_batched(
                     || {
-                        let base = monotonic_ns() - 20 * S;
+                        let base = monotonic_ns() - sub.window() as u64 * S;
                         (armed(sub.clone(), &m.config, &q, &sock, base), base)
                     },
                     |(mut d, base)| {
-                        d.feed_sample(&sock, base + 20 * S, black_box(q[19]), &mut |e| {
-                            black_box(e);
-                        })
+                        d.feed_sample(
+                            &sock,
+                            base + sub.window() as u64 * S,
+                            black_box(q[sub.window() - 1]),
+                            &mut |e| {
+                                black_box(e);
+                            },
+                        )
                         .unwrap();
                         d
                     },

@@ -29,6 +29,7 @@ use opsel::sys::linux::ops_driver::{
     send_fixed, DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource,
 };
 use opsel::sys::linux::rtt::UdpEchoResponder;
+use opsel::sys::linux::tcp_rtt::TcpInfoRttProbe;
 use opsel::{Error, Result};
 use opsel_netlab::run::mean_mbps;
 use opsel_netlab::scenario::bdp_bytes;
@@ -121,6 +122,12 @@ pub struct DemoArgs {
     /// --initial-cca`).
     #[arg(long, default_value = "cubic")]
     initial_cca: String,
+    /// RTT source of every OPS foreground: `udp` (echoes to a responder in the
+    /// receiver's namespace, 000 §3.2) or `tcp-info` (the foreground's own data
+    /// socket's TCP_INFO srtt: no probe packets, nothing needed at the peer;
+    /// passive probing only, as the socket must keep sending).
+    #[arg(long, default_value = "udp")]
+    rtt: String,
 }
 
 #[derive(Debug, Clone)]
@@ -268,6 +275,7 @@ fn run_cell(
     seconds: f64,
     fg_start: f64,
     measure_from: f64,
+    rtt_tcp_info: bool,
     progress: &mut dyn FnMut(f64),
 ) -> Result<Cell> {
     let dur_ns = (seconds * 1e9) as u64;
@@ -353,7 +361,12 @@ fn run_cell(
                     ..ops2
                 };
                 let ctl = super::send::controller(&o)?;
-                let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(echo_addr), cfg)?;
+                let rtt = if rtt_tcp_info {
+                    RttSource::Custom(Box::new(TcpInfoRttProbe::new(&sock)?))
+                } else {
+                    RttSource::UdpEcho(echo_addr)
+                };
+                let mut drv = OpsDriver::new(ctl, rtt, cfg)?;
                 let h = drv.stop_handle();
                 let s = stop2.clone();
                 let watcher = std::thread::spawn(move || {
@@ -484,6 +497,21 @@ pub fn main(a: DemoArgs) -> Result<()> {
         )));
     }
     let passive = a.pattern.eq_ignore_ascii_case("passive");
+    let rtt_tcp_info = match a.rtt.as_str() {
+        "udp" => false,
+        // TCP_INFO readings need ACKs: an active pattern's silences would be lost samples.
+        "tcp-info" if passive => true,
+        "tcp-info" => {
+            return Err(Error::invalid(
+                "--rtt tcp-info needs --pattern passive: the data socket's RTT is only fresh while it sends, and an active pattern has silences",
+            ))
+        }
+        other => {
+            return Err(Error::invalid(format!(
+                "--rtt {other:?}: use udp (echoes to a responder) or tcp-info (the foreground socket's TCP_INFO)"
+            )))
+        }
+    };
     let pattern = if passive {
         None
     } else {
@@ -615,6 +643,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                     plan.seconds,
                     plan.fg_start_s,
                     plan.measure_from_s,
+                    rtt_tcp_info,
                     &mut |t| {
                         let s = t as i64;
                         if s % 10 == 0 && s != last {
@@ -671,7 +700,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n})).collect::<Vec<_>>(),
                         "windows": cell.windows.iter().map(|(t, i, c, d, l, m)| json!({"t_s": t, "window": i, "class_index": c, "distance": d, "leader": l, "margin": m})).collect::<Vec<_>>(),
                         "decision_latency_us": cell.latencies_us,
-                        "model": model.display().to_string(),
+                        "model": model.display().to_string(), "rtt_source": a.rtt,
                         "loadavg": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.trim().to_string())});
                     let _ = writeln!(f, "{v}");
                 }

@@ -26,7 +26,7 @@
 
 use super::metrics::{check_samples, Estimate};
 use crate::error::{Error, Result};
-use crate::trees::{Ensemble, Kind, FORMAT, VERSION};
+use crate::trees::{Ensemble, Kind};
 use serde::{Deserialize, Serialize};
 
 /// `kind` of a FastProb model file.
@@ -229,28 +229,7 @@ impl FastProbModel {
     pub fn from_json(text: &str) -> Result<Self> {
         let v: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| bad(format!("not JSON ({e}); expected an opsel-model file")))?;
-        let fmt = v.get("format").and_then(|x| x.as_str()).unwrap_or("");
-        if fmt != FORMAT {
-            return Err(bad(format!(
-                "format is {fmt:?}, expected {FORMAT:?}; this is not an opsel model file"
-            )));
-        }
-        match v.get("version").and_then(|x| x.as_u64()) {
-            Some(VERSION) => {}
-            Some(found) => {
-                return Err(Error::UnsupportedVersion {
-                    found,
-                    supported: VERSION,
-                })
-            }
-            None => return Err(bad("missing integer \"version\"".into())),
-        }
-        let kind = v.get("kind").and_then(|x| x.as_str()).unwrap_or("");
-        if kind != KIND {
-            return Err(bad(format!(
-                "kind is {kind:?}, expected {KIND:?}; load other opsel models with their own loader"
-            )));
-        }
+        crate::model::check_header(&v, KIND)?;
         let raw: RawModel =
             serde_json::from_value(v).map_err(|e| bad(format!("malformed fastprob model: {e}")))?;
         Self::from_raw(raw)

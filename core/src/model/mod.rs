@@ -255,8 +255,11 @@ impl KnnModelFile {
     }
 }
 
-/// Check `format`, `version` and `kind` of any model file's JSON.
-pub fn check_header(v: &serde_json::Value, kind: &str) -> Result<()> {
+/// The part of the header every opsel model file shares, whatever its kind
+/// (DTW K-NN, tree ensembles, FastProb): an object with `"format":
+/// "opsel-model"` and a supported `"version"`. Loaders of every kind call
+/// this first, so a wrong file gets the same clear error from each.
+pub fn check_format(v: &serde_json::Value) -> Result<&serde_json::Map<String, serde_json::Value>> {
     let obj = v.as_object().ok_or_else(|| {
         Error::InvalidModel("the JSON is not an object; is this an opsel model file?".into())
     })?;
@@ -274,19 +277,20 @@ pub fn check_header(v: &serde_json::Value, kind: &str) -> Result<()> {
         }
     }
     match obj.get("version").and_then(|x| x.as_u64()) {
-        Some(VERSION) => {}
-        Some(found) => {
-            return Err(Error::UnsupportedVersion {
-                found,
-                supported: VERSION,
-            })
-        }
-        None => {
-            return Err(Error::InvalidModel(
-                "\"version\" is missing or not a whole number".into(),
-            ))
-        }
+        Some(VERSION) => Ok(obj),
+        Some(found) => Err(Error::UnsupportedVersion {
+            found,
+            supported: VERSION,
+        }),
+        None => Err(Error::InvalidModel(
+            "\"version\" is missing or not a whole number".into(),
+        )),
     }
+}
+
+/// Check `format`, `version` and `kind` of any model file's JSON.
+pub fn check_header(v: &serde_json::Value, kind: &str) -> Result<()> {
+    let obj = check_format(v)?;
     match obj.get("kind").and_then(|x| x.as_str()) {
         Some(k) if k == kind => Ok(()),
         Some(k) => Err(Error::InvalidModel(format!(

@@ -161,22 +161,7 @@ impl Ensemble {
     pub fn from_json(text: &str) -> Result<Self> {
         let probe: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| bad(format!("not JSON ({e}); expected an opsel-model file")))?;
-        let fmt = probe.get("format").and_then(|v| v.as_str()).unwrap_or("");
-        if fmt != FORMAT {
-            return Err(bad(format!(
-                "format is {fmt:?}, expected {FORMAT:?}; this is not an opsel model file"
-            )));
-        }
-        match probe.get("version").and_then(|v| v.as_u64()) {
-            Some(VERSION) => {}
-            Some(v) => {
-                return Err(Error::UnsupportedVersion {
-                    found: v,
-                    supported: VERSION,
-                })
-            }
-            None => return Err(bad("missing integer \"version\"".into())),
-        }
+        crate::model::check_format(&probe)?;
         let raw: RawModel = serde_json::from_value(probe)
             .map_err(|e| bad(format!("malformed tree-ensemble model: {e}")))?;
         debug_assert_eq!(raw.format, FORMAT);
