@@ -473,3 +473,46 @@ def test_pick_config_one_standard_error_rule():
     got = cli.pick_config(r)
     assert (got["k"], got["radius"]) == (1, None)  # k = 1 beats k = 3 within one SE, whatever the radius
     assert [x["within_1se"] for x in r] == [False, True, False, True] and [x["chosen"] for x in r] == [False, False, False, True]
+
+
+def test_extend_adds_references_with_the_base_configuration(passive, tmp_path):
+    from opsel.train import calibrate
+
+    X, y = dataset(passive, 10)
+    knn.fit(X[::2], y[::2], k=1, radius=4, normalization="divide-min").save(str(tmp_path / "base.json"))
+    base = opsel.load_model(str(tmp_path / "base.json"))
+    new_X, new_y = X[1::2], y[1::2]
+    m = calibrate.extend(base, new_X, new_y, note={"rate_mbps": 20})
+    assert len(m) == len(base) + len(new_y)
+    assert (m.window, m.k, m.radius, m.normalization, m.probing) == (10, 1, 4, "divide-min", "passive")
+    assert m.training["calibration"] == {"rate_mbps": 20, "windows_added": len(new_y)}
+    np.testing.assert_array_equal(np.asarray(m.references)[: len(base)], np.asarray(base.references))
+    # Every added window is now its own nearest reference.
+    assert all(p.distance == 0.0 and p.label == t for p, t in zip(m.classify_batch(new_X), new_y))
+    with pytest.raises(ValueError, match=r"needs \(n, 10\)"):
+        calibrate.extend(base, X[:, :9], y)
+    with pytest.raises(ValueError, match="not among the base model"):
+        calibrate.extend(base, X[:1], ["B9-C9"])
+    # The CLI: base model file + a folder of traces -> a model file.
+    out = tmp_path / "cal.json"
+    cli.main(["extend", str(tmp_path / "base.json"), os.path.join(FIX, "default", "passive"), "--out", str(out)])
+    assert len(opsel.load_model(str(out))) == len(base) + len(dataset(passive, 10)[1])
+
+
+def test_calibrate_example_improves_on_held_out_windows(tmp_path):
+    """examples/python/calibrate.py on the shipped 20 Mbit/s, 150 ms corpus and its separate hold-out."""
+    import re
+    import subprocess
+    import sys
+
+    ex = os.path.join(REPO, "examples", "python", "calibrate.py")
+    if not os.path.exists(os.path.join(REPO, "data", "holdout")):
+        pytest.skip("data/holdout not in this checkout")
+    r = subprocess.run([sys.executable, ex, "--out", str(tmp_path / "cal.json")], cwd=REPO, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    acc = {m.group(1): float(m.group(2)) for m in re.finditer(r"(base|calibrated) on \d+ held-out windows: "
+                                                               r"6-class ([\d.]+) %", r.stdout)}
+    assert set(acc) == {"base", "calibrated"} and acc["calibrated"] >= acc["base"], r.stdout
+    assert len(opsel.load_model(str(tmp_path / "cal.json"))) > len(opsel.load_model(
+        os.path.join(REPO, "models", "passive", "model.json")))

@@ -13,6 +13,7 @@ Commands::
     fit ROOT -c default -m passive --w 20 -o model.json
     models ROOT --models models        retrain the shipped models, cards, figures (``make models``)
     grid ROOT --mode passive --out D   one model pooled over every condition, scored leave-one-condition-out
+    extend MODEL TRACES --out M        add references recorded on your own network (opsel calibrate)
 
 ROOT holds ``<condition>/<mode>/<class>.csv`` (+ ``.json`` side-cars).
 """
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import classifier, cycles, diagnose, gated, grid, knn, learning, ops_cycles
+from . import calibrate, classifier, cycles, diagnose, gated, grid, knn, learning, ops_cycles
 from .data import SIX_CLASSES, dataset, find_traces, find_traces_dir, summary, trace_windows
 
 
@@ -991,6 +992,7 @@ def main(argv=None):
     s.set_defaults(fn=cmd_models)
 
     grid.add_parser(sub, _log)
+    calibrate.add_parser(sub)
 
     s = sub.add_parser("report", help="all evaluation tables as markdown (docs/results)")
     s.add_argument("models", nargs="?", default="models")
