@@ -51,10 +51,9 @@ test: test-rust test-python test-bind test-socket-examples test-driver-examples 
 	@echo "make test: all suites passed"
 
 # The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with
-# passive probing and the netlab-tuned passive model (as 000 Table 6.2: w = 20,
-# OPS-60; margin-gated: an unsure window gets a second one) against a static
-# CUBIC and a static BBR background (~8 min;
-# `make demo-quick`: OPS only, ~2 min). mk/ops.mk has the recipes.
+# passive probing and the default passive model (pooled over the condition grid,
+# w = 40; OPS-60 as 000 Table 6.2) against a static CUBIC and a static BBR
+# background (~10 min; `make demo-quick`: OPS only, ~3 min). mk/ops.mk has the recipes.
 demo: ops-demo
 
 demo-quick: ops-demo-quick

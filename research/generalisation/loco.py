@@ -244,6 +244,9 @@ def main(argv=None):
     ap.add_argument("--exclude", default="", help="comma-separated conditions to leave out entirely (held-out OPS conditions)")
     ap.add_argument("--reps", default=",".join(REPRESENTATIONS))
     ap.add_argument("--nested", action="store_true", help="choose the representation by inner LOCO (deployable ones only)")
+    ap.add_argument("--nested-ws", default="",
+                    help="with --nested, also choose the window among these lengths (e.g. 20,40; radius w/2), "
+                         "on the other conditions only")
     ap.add_argument("--base", choices=("runmin", "prebg"), default="runmin",
                     help="base RTT b: the fastest sample so far in the run (deployable; default) or the "
                          "fastest burst before the background started (lab only)")
@@ -285,25 +288,33 @@ def main(argv=None):
         print(f"| {how} | " + " | ".join(cells) + f" | **{100 * m6:.1f} / {100 * mb:.1f}** |")
     nested = None
     if a.nested:
+        ws = [int(x) for x in a.nested_ws.split(",") if x.strip()] or [a.w]
+        # Per window length: its own windows (and radius w/2 unless only --w is searched).
+        by_w = {w: (conds if w == a.w else load(a.root, a.mode, w, a.min_windows)) for w in ws}
+        radius_of = {w: (a.radius if len(ws) == 1 else max(1, w // 2)) for w in ws}
+        common = [n for n in names if all(n in by_w[w] for w in ws)]
         nested = {}
-        for c in names:
-            rest = [n for n in names if n != c]
+        for c in common:
+            rest = [n for n in common if n != c]
             inner = {}
-            for how in [r for r in reps if r in DEPLOYABLE]:
-                res = loco(conds, rest, how, a.k, a.radius, a.per_class)
-                inner[how] = median([res[n]["six"] for n in rest])
-            best = max(inner, key=lambda h: (inner[h], -reps.index(h)))
-            y, p = fit_predict(conds, rest, c, best, a.k, a.radius, a.per_class)
+            for w in ws:
+                for how in [r for r in reps if r in DEPLOYABLE]:
+                    res = loco(by_w[w], rest, how, a.k, radius_of[w], a.per_class)
+                    inner[f"{how}@w{w}"] = median([res[n]["six"] for n in rest])
+            order = [f"{h}@w{w}" for w in ws for h in reps]
+            best = max(inner, key=lambda key: (inner[key], -order.index(key)))
+            how, w = best.split("@w")[0], int(best.split("@w")[1])
+            y, p = fit_predict(by_w[w], rest, c, how, a.k, radius_of[w], a.per_class)
             nested[c] = dict(scores(y, p), chosen=best, inner=inner)
         print()
-        print("Nested LOCO (representation chosen on the other conditions only):")
+        print("Nested LOCO (representation" + (" and w" if len(ws) > 1 else "") + " chosen on the other conditions only):")
         print("| held out | chosen | 6-class | BBR present |")
         print("|---|---|---|---|")
-        for c in names:
+        for c in common:
             r = nested[c]
             print(f"| {c} | {r['chosen']} | {100 * r['six']:.1f} | {100 * r['bbr']:.1f} |")
-        print(f"| **median** | | **{100 * median([nested[c]['six'] for c in names]):.1f}** | "
-              f"**{100 * median([nested[c]['bbr'] for c in names]):.1f}** |")
+        print(f"| **median** | | **{100 * median([nested[c]['six'] for c in common]):.1f}** | "
+              f"**{100 * median([nested[c]['bbr'] for c in common]):.1f}** |")
     print(f"\n({time.time() - t0:.0f} s)")
     if a.json:
         with open(a.json, "w") as f:

@@ -549,6 +549,13 @@ pub fn main(a: DemoArgs) -> Result<()> {
         if a.seconds.is_none() && a.extend_below.is_none() {
             extra_s = (a.cycles.saturating_sub(1) * c.window_len()) as f64;
         }
+        // The default run lengths are laid out for the thesis's w = 20 (first
+        // decision 20 s after the FG starts); a longer window (the default
+        // passive model's w = 40) moves the first decision, the measurement
+        // window and the run's end by the difference.
+        if a.seconds.is_none() {
+            extra_s += c.window_len().saturating_sub(20) as f64;
+        }
     }
     let (seconds, measure_from) = (seconds + extra_s, a.measure_from + extra_s);
     let _ = topo::down(false);
