@@ -133,34 +133,10 @@ pub fn encode_v9(
     put32(out, export_s);
     put32(out, seq);
     put32(out, source_id);
-    let mut count = 0u16;
-    let fields = |addr_ie: (u16, u16), alen: u16| -> Vec<(u16, u16)> {
-        vec![
-            (addr_ie.0, alen),
-            (addr_ie.1, alen),
-            (7, 2),
-            (11, 2),
-            (4, 1),
-            (1, 8),
-            (2, 8),
-            (22, 4),
-            (21, 4),
-        ]
-    };
+    let mut count = 0usize;
     if templates {
-        let at = out.len();
-        put16(out, 0);
-        put16(out, 0);
-        for (tid, f) in [(T4, fields((8, 12), 4)), (T6, fields((27, 28), 16))] {
-            put16(out, tid);
-            put16(out, f.len() as u16);
-            for (ie, l) in f {
-                put16(out, ie);
-                put16(out, l);
-            }
-            count += 1;
-        }
-        set_len(out, at);
+        flow_templates(out, 0, [(22, 4), (21, 4)]);
+        count += 2;
         if sampling.is_some() {
             let at = out.len();
             put16(out, 1);
@@ -190,38 +166,17 @@ pub fn encode_v9(
         set_len(out, at);
         count += 1;
     }
-    for v6 in [false, true] {
-        let sel: Vec<&FlowRecord> = recs.iter().filter(|r| r.src_addr.is_ipv6() == v6).collect();
-        if sel.is_empty() {
-            continue;
-        }
-        let at = out.len();
-        put16(out, if v6 { T6 } else { T4 });
-        put16(out, 0);
-        for r in sel {
-            if r.dst_addr.is_ipv6() != v6 {
-                return Err(Error::invalid("a record mixes IPv4 and IPv6 addresses"));
-            }
-            addr_bytes(out, r.src_addr);
-            addr_bytes(out, r.dst_addr);
-            put16(out, r.src_port);
-            put16(out, r.dst_port);
-            out.push(r.proto);
-            put64(out, r.bytes);
-            put64(out, r.packets);
-            put32(out, up(r.first_ns)?);
-            put32(out, up(r.last_ns)?);
-            count += 1;
-        }
-        while (out.len() - at) % 4 != 0 {
-            out.push(0);
-        }
-        set_len(out, at);
-    }
+    count += flow_data_sets(out, recs, true, |out, r| {
+        put32(out, up(r.first_ns)?);
+        put32(out, up(r.last_ns)?);
+        Ok(())
+    })?;
     if out.len() > usize::from(u16::MAX) {
         return Err(Error::invalid("too many records for one datagram"));
     }
-    out[2..4].copy_from_slice(&count.to_be_bytes());
+    // Each record takes more than 40 bytes, so a datagram under 64 KiB holds
+    // fewer than 2^16 of them.
+    out[2..4].copy_from_slice(&(count as u16).to_be_bytes());
     Ok(())
 }
 
@@ -244,32 +199,8 @@ pub fn encode_ipfix(
     put32(out, export_s);
     put32(out, seq);
     put32(out, domain);
-    let fields = |a: (u16, u16), alen: u16| -> Vec<(u16, u16)> {
-        vec![
-            (a.0, alen),
-            (a.1, alen),
-            (7, 2),
-            (11, 2),
-            (4, 1),
-            (1, 8),
-            (2, 8),
-            (152, 8),
-            (153, 8),
-        ]
-    };
     if templates {
-        let at = out.len();
-        put16(out, 2);
-        put16(out, 0);
-        for (tid, f) in [(T4, fields((8, 12), 4)), (T6, fields((27, 28), 16))] {
-            put16(out, tid);
-            put16(out, f.len() as u16);
-            for (ie, l) in f {
-                put16(out, ie);
-                put16(out, l);
-            }
-        }
-        set_len(out, at);
+        flow_templates(out, 2, [(152, 8), (153, 8)]);
         if sampling.is_some() {
             let at = out.len();
             put16(out, 3);
@@ -293,15 +224,66 @@ pub fn encode_ipfix(
         put32(out, n.max(1) - 1);
         set_len(out, at);
     }
+    flow_data_sets(out, recs, false, |out, r| {
+        put64(out, r.first_ns / 1_000_000);
+        put64(out, r.last_ns / 1_000_000);
+        Ok(())
+    })?;
+    if out.len() > usize::from(u16::MAX) {
+        return Err(Error::invalid("too many records for one IPFIX message"));
+    }
+    let l = out.len() as u16;
+    out[2..4].copy_from_slice(&l.to_be_bytes());
+    Ok(())
+}
+
+/// A template set (`set_id` 0 in v9, 2 in IPFIX) holding the two flow
+/// templates, IPv4 (256) and IPv6 (257): addresses, ports, protocol, octets,
+/// packets and the two time fields `times` (information element, length).
+fn flow_templates(out: &mut Vec<u8>, set_id: u16, times: [(u16, u16); 2]) {
+    let at = out.len();
+    put16(out, set_id);
+    put16(out, 0);
+    for (tid, (src, dst), alen) in [(T4, (8, 12), 4), (T6, (27, 28), 16)] {
+        let fields = [
+            (src, alen),
+            (dst, alen),
+            (7, 2),
+            (11, 2),
+            (4, 1),
+            (1, 8),
+            (2, 8),
+            times[0],
+            times[1],
+        ];
+        put16(out, tid);
+        put16(out, fields.len() as u16);
+        for (ie, l) in fields {
+            put16(out, ie);
+            put16(out, l);
+        }
+    }
+    set_len(out, at);
+}
+
+/// The data sets of [`flow_templates`]' layout: IPv4 records under 256, then
+/// IPv6 under 257, each record's two times written by `times`; v9 pads each
+/// set to a multiple of 4 bytes (`pad4`). Returns the records written.
+fn flow_data_sets(
+    out: &mut Vec<u8>,
+    recs: &[FlowRecord],
+    pad4: bool,
+    mut times: impl FnMut(&mut Vec<u8>, &FlowRecord) -> Result<()>,
+) -> Result<usize> {
+    let mut n = 0;
     for v6 in [false, true] {
-        let sel: Vec<&FlowRecord> = recs.iter().filter(|r| r.src_addr.is_ipv6() == v6).collect();
-        if sel.is_empty() {
+        if !recs.iter().any(|r| r.src_addr.is_ipv6() == v6) {
             continue;
         }
         let at = out.len();
         put16(out, if v6 { T6 } else { T4 });
         put16(out, 0);
-        for r in sel {
+        for r in recs.iter().filter(|r| r.src_addr.is_ipv6() == v6) {
             if r.dst_addr.is_ipv6() != v6 {
                 return Err(Error::invalid("a record mixes IPv4 and IPv6 addresses"));
             }
@@ -312,15 +294,13 @@ pub fn encode_ipfix(
             out.push(r.proto);
             put64(out, r.bytes);
             put64(out, r.packets);
-            put64(out, r.first_ns / 1_000_000);
-            put64(out, r.last_ns / 1_000_000);
+            times(out, r)?;
+            n += 1;
+        }
+        while pad4 && (out.len() - at) % 4 != 0 {
+            out.push(0);
         }
         set_len(out, at);
     }
-    if out.len() > usize::from(u16::MAX) {
-        return Err(Error::invalid("too many records for one IPFIX message"));
-    }
-    let l = out.len() as u16;
-    out[2..4].copy_from_slice(&l.to_be_bytes());
-    Ok(())
+    Ok(n)
 }
