@@ -5,7 +5,7 @@
 #
 #   research/generalisation/rtt_source_ops.sh [OUT_DIR]   (root; ~16 min per source)
 #
-# RATE, RTT, BUFFER (× BDP), NAME, OPSEL, MODEL, RUN_SECONDS, MEASURE_FROM override the defaults.
+# RATE, RTT, BUFFER (× BDP), NAME, SOURCES, OPSEL, MODEL, RUN_SECONDS, MEASURE_FROM override the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-research/results/generalisation}
@@ -15,7 +15,7 @@ RATE=${RATE:-100}; RTT=${RTT:-65}; BUFFER=${BUFFER:-0.5}; NAME=${NAME:-default}
 RUN_SECONDS=${RUN_SECONDS:-460}
 MEASURE_FROM=${MEASURE_FROM:-60}
 mkdir -p "$OUT"
-for src in udp tcp-info; do
+for src in ${SOURCES:-udp tcp-info}; do
   md="$OUT/rtt-source-$NAME-$src.md"
   if [[ -s "$md" ]]; then echo "$NAME $src: done ($md)"; continue; fi
   echo "$NAME $src: $RATE Mbit/s, $RTT ms, $BUFFER x BDP"
