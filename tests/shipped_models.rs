@@ -52,53 +52,81 @@ fn check(name: &str, mode: &str, window: usize) {
             opsel::model::ProbingMode::Active
         }
     );
-    let condition = file.meta.training["condition"]
-        .as_str()
-        .unwrap_or("default");
+    // Where the model's references came from: one condition's traces, or, for a model pooled
+    // over the condition grid, the first `windows_per_class` windows of every condition's trace in
+    // the corpus (`data/collect`; the recorder only appends runs, so a grown corpus keeps them first).
+    let sources: Vec<(PathBuf, Option<&serde_json::Value>)> =
+        match file.meta.training["condition"].as_str().unwrap_or("default") {
+            "grid" => file.meta.training["conditions"]
+                .as_array()
+                .expect("a grid model lists its conditions")
+                .iter()
+                .map(|c| {
+                    let cond = c["condition"].as_str().expect("condition name");
+                    (
+                        repo().join("data/collect").join(cond).join(mode),
+                        Some(&c["windows_per_class"]),
+                    )
+                })
+                .collect(),
+            // A model that shares another model's recordings names them in its training
+            // metadata (`"traces": "models/<other>/traces/<condition>"`).
+            condition => vec![(
+                match file.meta.training["traces"].as_str() {
+                    Some(rel) => repo().join(rel),
+                    None => dir.join("traces").join(condition),
+                },
+                None,
+            )],
+        };
     let mut ws = m.workspace();
     let mut total = 0;
     let mut own = 0;
     for class in SIX_CLASSES {
         let ci = m.classes().iter().position(|c| c == class).unwrap();
-        // A model that shares another model's recordings names them in its training
-        // metadata (`"traces": "models/<other>/traces/<condition>"`).
-        let tdir = match file.meta.training["traces"].as_str() {
-            Some(rel) => repo().join(rel),
-            None => dir.join("traces").join(condition),
-        };
-        let p = tdir.join(format!("{class}.csv"));
-        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let rows = parse_trace(&text).unwrap();
-        let wins = windows(&rows, w);
-        assert!(!wins.is_empty(), "{name}/{class}: no windows");
-        for (i, win) in wins.iter().enumerate() {
-            let pred = m.classify(win, &mut ws).unwrap();
-            // Every window is a reference: its nearest neighbour is itself, at distance 0.
-            assert_eq!(pred.distance, 0.0, "{name}/{class} window {i}");
-            assert_eq!(
-                m.labels()[pred.neighbor] as usize,
-                ci,
-                "{name}/{class} window {i}: nearest reference {} is of another class",
-                pred.neighbor
-            );
-            if m.config().k == 1 {
-                // 1-NN: so it is classified as its own class.
-                assert_eq!(
-                    m.classes()[pred.class],
-                    class,
-                    "{name}/{class} window {i} classified as {} at distance {}",
-                    m.classes()[pred.class],
-                    pred.distance
-                );
+        let mut class_windows = 0;
+        for (tdir, counts) in &sources {
+            let p = tdir.join(format!("{class}.csv"));
+            let text =
+                std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let rows = parse_trace(&text).unwrap();
+            let mut wins = windows(&rows, w);
+            if let Some(counts) = counts {
+                let n = counts[class].as_u64().expect("windows per class") as usize;
+                assert!(wins.len() >= n, "{}: {} windows, the model used {n}", p.display(), wins.len());
+                wins.truncate(n);
             }
-            own += (pred.class == ci) as usize;
+            assert!(!wins.is_empty(), "{name}/{class}: no windows in {}", p.display());
+            for (i, win) in wins.iter().enumerate() {
+                let pred = m.classify(win, &mut ws).unwrap();
+                // Every window is a reference: its nearest neighbour is itself, at distance 0.
+                assert_eq!(pred.distance, 0.0, "{name}/{class} window {i} of {}", p.display());
+                assert_eq!(
+                    m.labels()[pred.neighbor] as usize,
+                    ci,
+                    "{name}/{class} window {i}: nearest reference {} is of another class",
+                    pred.neighbor
+                );
+                if m.config().k == 1 {
+                    // 1-NN: so it is classified as its own class.
+                    assert_eq!(
+                        m.classes()[pred.class],
+                        class,
+                        "{name}/{class} window {i} classified as {} at distance {}",
+                        m.classes()[pred.class],
+                        pred.distance
+                    );
+                }
+                own += (pred.class == ci) as usize;
+            }
+            class_windows += wins.len();
         }
         assert_eq!(
             m.labels().iter().filter(|&&l| l as usize == ci).count(),
-            wins.len(),
-            "{name}/{class}: the model's reference count differs from the trace's windows"
+            class_windows,
+            "{name}/{class}: the model's reference count differs from the traces' windows"
         );
-        total += wins.len();
+        total += class_windows;
     }
     assert_eq!(total, m.len(), "{name}: references");
     // k > 1: the vote may overrule the window itself, but on its own training windows the
@@ -114,7 +142,13 @@ fn check(name: &str, mode: &str, window: usize) {
 
 #[test]
 fn passive_model_classifies_its_own_traces() {
-    check("passive", "passive", 20);
+    // The default passive model: pooled over the condition grid, w = 40.
+    check("passive", "passive", 40);
+}
+
+#[test]
+fn single_condition_passive_model_classifies_its_own_traces() {
+    check("passive-netlab", "passive", 20);
 }
 
 #[test]
