@@ -18,6 +18,11 @@ a live controller knows on a path whose background was already running;
 * ``queue-buf``    (x - b) / (buffer / rate)           (ORACLE: the buffer is not
                                                         known to a live transfer;
                                                         an upper bound only)
+* ``minmax``       (x - min) / (max - min)             (shape only, no amplitude)
+* ``log-dm``       log(x / min(x))
+* ``div-median``   x / median(x)
+* ``sqrt-dm``      sqrt(x / min(x) - 1)                (compresses deep queues)
+* ``rank``         ranks of x / (w - 1)                 (order only)
 * ``queue-buf-err`` the same with the capacity off by a log-normal factor (sd 0.3)
                    per condition: what an estimate from the transfer's own
                    max − min RTT would have to be good to
@@ -49,7 +54,9 @@ from opsel.train.data import SIX_CLASSES, find_traces_dir, trace_windows
 
 BBR_CLASSES = {c for c in SIX_CLASSES if opsel.parse_mix(c)["bbr_present"]}
 REPRESENTATIONS = ("none", "divide-min", "z-score", "queue-ms", "queue-rel", "queue-log", "queue-buf", "queue-buf-err")
-DEPLOYABLE = tuple(r for r in REPRESENTATIONS if not r.startswith("queue-buf"))
+# Further amplitude transforms of the window alone; not in the default sweep (--reps names them).
+SHAPE_REPRESENTATIONS = ("minmax", "log-dm", "div-median", "sqrt-dm", "rank")
+DEPLOYABLE = tuple(r for r in REPRESENTATIONS + SHAPE_REPRESENTATIONS if not r.startswith("queue-buf"))
 
 
 def condition_params(meta: dict) -> tuple[float, float, float]:
@@ -102,7 +109,7 @@ def load(root: str, mode: str, w: int, min_windows: int):
         traces = find_traces_dir(d)
         if len(traces) != len(SIX_CLASSES):
             continue
-        Xs, ys, bs = [], [], []
+        Xs, ys, bs, loads = [], [], [], []
         ok = True
         for tr in traces:
             from opsel.train.data import trace_windows_meta
@@ -113,6 +120,10 @@ def load(root: str, mode: str, w: int, min_windows: int):
                 break
             Xs.append(X)
             ys += [tr.label] * len(X)
+            # The machine's 1-minute load when the window's run started (recorded by the lab).
+            run_load = {int(r["run"]): float(str(r.get("loadavg_at_start", "nan")).split()[0])
+                        for r in tr.meta.get("runs", [])}
+            loads += [run_load.get(int(r), math.nan) for r in runs]
             if BASE == "prebg":
                 bases = run_bases(tr)
                 fallback = float(np.nanmin(tr.rtt_ms)) if len(tr.rtt_ms) else math.nan
@@ -123,7 +134,7 @@ def load(root: str, mode: str, w: int, min_windows: int):
             continue
         rate, rtt, buf = condition_params(traces[0].meta)
         conds[cond] = dict(
-            X=np.concatenate(Xs), y=np.array(ys), base=np.array(bs),
+            X=np.concatenate(Xs), y=np.array(ys), base=np.array(bs), load=np.array(loads),
             qdelay_ms=buf * 8 / (rate * 1e6) * 1e3, rate=rate, rtt=rtt, buffer_bytes=buf,
         )
     return conds
@@ -146,6 +157,17 @@ def represent(X: np.ndarray, base: np.ndarray, qdelay_ms: float, how: str) -> np
         return np.log1p(np.clip((X - b) / b, -0.09, None) * 10.0)
     if how == "queue-buf":
         return (X - b) / qdelay_ms
+    if how == "minmax":
+        lo, hi = X.min(axis=1, keepdims=True), X.max(axis=1, keepdims=True)
+        return (X - lo) / np.where(hi - lo > 0, hi - lo, 1)
+    if how == "log-dm":
+        return np.log(X / X.min(axis=1, keepdims=True))
+    if how == "div-median":
+        return X / np.median(X, axis=1, keepdims=True)
+    if how == "sqrt-dm":
+        return np.sqrt(X / X.min(axis=1, keepdims=True) - 1.0)
+    if how == "rank":
+        return np.argsort(np.argsort(X, axis=1), axis=1) / (X.shape[1] - 1)
     if how == "queue-buf-err":
         # The queue capacity as a live transfer would estimate it (max − min RTT
         # of its own CUBIC phases), off by a factor drawn per condition and
@@ -165,6 +187,23 @@ def balanced(y: np.ndarray, n: int | None, rng: np.random.Generator) -> np.ndarr
             ci = np.sort(rng.choice(ci, n, replace=False))
         idx.append(ci)
     return np.concatenate(idx)
+
+
+def by_load(conds, names, how, k, radius, per_class, edges=(0, 4, 8, 12, 1e9)) -> list[dict]:
+    """LOCO 6-class accuracy of the held-out windows grouped by the load their run was recorded at:
+    whether recording beside other work (a loaded 2-core machine) spoils the windows."""
+    ok, load = [], []
+    for c in names:
+        y, p = fit_predict(conds, [n for n in names if n != c], c, how, k, radius, per_class)
+        ok.append(p == y)
+        load.append(conds[c]["load"])
+    ok, load = np.concatenate(ok), np.concatenate(load)
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        sel = (load >= lo) & (load < hi)
+        out.append({"load_from": lo, "load_to": hi, "windows": int(sel.sum()),
+                    "six": float(ok[sel].mean()) if sel.any() else math.nan})
+    return out
 
 
 def fit_predict(conds, train_names, test_name, how, k, radius, per_class):
@@ -252,6 +291,8 @@ def main(argv=None):
                          "fastest burst before the background started (lab only)")
     ap.add_argument("--learner", choices=("knn-dtw", "forest"), default="knn-dtw",
                     help="DTW K-NN (the classifier of record) or a random forest on window summaries (comparison)")
+    ap.add_argument("--by-load", action="store_true",
+                    help="also print LOCO accuracy (first of --reps) by the load each test window was recorded at")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     global LEARNER, BASE
@@ -286,6 +327,16 @@ def main(argv=None):
         m6 = median([r[c]["six"] for c in names])
         mb = median([r[c]["bbr"] for c in names])
         print(f"| {how} | " + " | ".join(cells) + f" | **{100 * m6:.1f} / {100 * mb:.1f}** |")
+    load_rows = None
+    if a.by_load:
+        load_rows = by_load(conds, names, reps[0], a.k, a.radius, a.per_class)
+        print()
+        print(f"LOCO 6-class accuracy ({reps[0]}) by the 1-minute load when the window's run started:")
+        print("| load | windows | 6-class |")
+        print("|---|---|---|")
+        for r in load_rows:
+            hi = "" if r["load_to"] > 1e8 else f"{r['load_to']:g}"
+            print(f"| {r['load_from']:g}–{hi} | {r['windows']} | {100 * r['six']:.1f} % |")
     nested = None
     if a.nested:
         ws = [int(x) for x in a.nested_ws.split(",") if x.strip()] or [a.w]
@@ -321,7 +372,7 @@ def main(argv=None):
             json.dump({"mode": a.mode, "learner": a.learner, "base": a.base, "w": a.w, "k": a.k, "radius": a.radius, "per_class": a.per_class,
                        "conditions": {c: {k: conds[c][k] for k in ("rate", "rtt", "buffer_bytes")} | {"windows": int(len(conds[c]["y"]))}
                                       for c in names},
-                       "loco": table, "nested": nested}, f, indent=1)
+                       "loco": table, "nested": nested, "by_load": load_rows}, f, indent=1)
 
 
 if __name__ == "__main__":
