@@ -3,7 +3,7 @@
 //! * loopback (no privilege): full transfer, offset/append resume, refusal
 //!   of a wrong offset;
 //! * netlab (root): an OPS transfer with many CCA switches over a pipe with
-//!   0.1% random loss delivers a byte-identical file (issue #7 evidence).
+//!   0.1% random loss delivers a byte-identical file.
 //!   The lab's namespaces are removed by netlab's RAII guard; bounded to
 //!   ~60 s (children are killed after 90 s).
 
@@ -107,7 +107,9 @@ fn spawn(prefix: &[&str], args: &[&str]) -> Child {
         c.args(&prefix[1..]).arg(BIN);
         c
     };
+    // The netlab test listens on a non-loopback address: both sides share a key.
     cmd.args(args)
+        .env("OPSEL_KEY", "netlab transfer test key 0123456789")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -199,7 +201,11 @@ fn loopback_transfer_resume_and_refusal() {
         &["send", "--to", &addr, "--file", &s(&src), "--offset", "5"],
     );
     let (ok_tx, out_tx) = wait(tx, Duration::from_secs(30), "send");
-    let _ = wait(rx, Duration::from_secs(30), "recv");
+    // A refused sender does not end the receiver: it waits for the next one.
+    let mut rx = rx;
+    assert!(rx.try_wait().unwrap().is_none(), "recv exited on a refusal");
+    let _ = rx.kill();
+    let _ = rx.wait();
     assert!(!ok_tx);
     assert!(out_tx.contains("--offset 3000000"), "{out_tx}");
     assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&dst).unwrap());
