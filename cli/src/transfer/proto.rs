@@ -502,6 +502,13 @@ pub fn parse_preamble(p: &[u8]) -> Result<([u8; TOKEN_LEN], u16), ProtoError> {
             p[4]
         ));
     }
+    if p[5] != 0 {
+        // Reserved for later versions: a non-zero value is not ours to ignore.
+        return err(format!(
+            "data preamble with reserved byte {:#04x} set",
+            p[5]
+        ));
+    }
     let mut t = [0u8; TOKEN_LEN];
     t.copy_from_slice(&p[8..]);
     Ok((t, u16::from_be_bytes([p[6], p[7]])))
