@@ -608,3 +608,84 @@ fn serve_receives_transfer_after_transfer_and_names_cannot_escape() {
     assert_eq!(names, ["f0.bin", "f1.bin", "f2.bin"], "{log}");
     assert!(!d.0.join("escape.bin").exists() && !Path::new("/tmp/abs.bin").exists());
 }
+
+/// A small tmpfs mounted for one test and unmounted however it ends.
+struct Tmpfs(PathBuf);
+impl Tmpfs {
+    fn mount(p: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(p).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", &s(p)])
+            .status()
+            .map(|st| st.success())
+            .unwrap_or(false);
+        ok.then(|| Tmpfs(p.to_path_buf()))
+    }
+    fn remount_ro(&self) {
+        let st = Command::new("mount")
+            .args(["-o", "remount,ro", &s(&self.0)])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").args(["-l", &s(&self.0)]).status();
+    }
+}
+
+#[test]
+fn a_full_disk_or_a_read_only_directory_keep_the_old_file_and_say_why() {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to mount a small tmpfs");
+        return;
+    }
+    let d = TempDir::new("disk");
+    let Some(fs) = Tmpfs::mount(&d.0.join("mnt"), "2m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here");
+        return;
+    };
+    let dst = fs.0.join("dst.bin");
+    std::fs::write(&dst, b"old contents").unwrap();
+    let big = d.0.join("big.bin");
+    write_file(&big, 3_000_000, 1);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &["--force"], None);
+
+    // More than the free space: refused before any byte moves.
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&big)], None);
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send too big");
+    assert!(!ok && out.contains("bytes free"), "{out}");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old contents");
+
+    // The disk fills up during the transfer: the write fails, the sender is told why.
+    let (mut c, a) = Raw::request(&addr, json!({"size": 1_000_000, "offset": 0}));
+    assert_eq!(a["ok"], true, "{a}");
+    std::fs::write(fs.0.join("filler"), vec![0u8; 1_500_000]).unwrap();
+    let mut d1 = data_conn(&addr, a["token"].as_str().unwrap());
+    let _ = d1.write_all(&vec![5u8; 1_000_000]);
+    drop(d1);
+    let r = c.line().expect("the reason");
+    assert!(
+        r["error"].as_str().unwrap().contains("No space left"),
+        "{r}"
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old contents");
+    std::fs::remove_file(fs.0.join("filler")).unwrap();
+
+    // A read-only directory (even for root): refused, saying so.
+    fs.remount_ro();
+    let small = d.0.join("small.bin");
+    write_file(&small, 1000, 2);
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&small)], None);
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send to a read-only directory");
+    assert!(!ok && out.contains("Read-only file system"), "{out}");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old contents");
+    let log = rx.kill();
+    assert!(
+        log.contains("No space left") && log.contains("Read-only"),
+        "{log}"
+    );
+}
