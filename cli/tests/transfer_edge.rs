@@ -321,6 +321,8 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
     let (mut c, a) = Raw::request(&addr, json!({"size": 1000, "offset": 0}));
     let tok = a["token"].as_str().unwrap().to_string();
     let mut d1 = data_conn(&addr, &tok);
+    // Each connection has its own handler thread: let the first attach first.
+    std::thread::sleep(Duration::from_millis(300));
     let d2 = data_conn(&addr, &tok);
     let mut rc = Raw {
         r: BufReader::new(d2.try_clone().unwrap()),
