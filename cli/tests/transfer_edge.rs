@@ -373,7 +373,7 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
         "more than the 1000 bytes",
         "silent for 1.0 s",
         "without its completion message",
-        "connections are already open",
+        "connections from this host are already open",
         "verified 2000000 bytes",
     ] {
         assert!(

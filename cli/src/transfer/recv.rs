@@ -6,7 +6,8 @@
 //! Robustness (what any peer that reaches the port can do):
 //! * every connection gets its own thread, a deadline for its handshake
 //!   (`Limits::handshake`), reads of at most `proto::MAX_LINE` bytes per line,
-//!   and at most `Limits::max_conns` such connections exist at once;
+//!   and at most `Limits::max_conns` connections exist at once
+//!   (`Limits::max_conns_per_host` from one address);
 //! * a bad peer is logged and dropped; the accept loop never exits because of one;
 //! * one transfer at a time: a second authenticated sender is refused
 //!   ("busy"), the running one is not disturbed;
@@ -14,9 +15,10 @@
 //!   the sender sends more than it announced; its verified prefix stays in
 //!   the `.NAME.opsel-part` file for a resume, the destination is untouched.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -51,8 +53,11 @@ pub struct Limits {
     /// Longest silence on a running transfer (data, then the completion
     /// message). Must exceed the longest silent segment of a probing pattern.
     pub idle: Duration,
-    /// Connections in their handshake at once; more are closed at once.
+    /// Connections open at once (handshakes and the running transfer); more
+    /// are closed at once.
     pub max_conns: usize,
+    /// The same from one host address, so one host cannot take every slot.
+    pub max_conns_per_host: usize,
 }
 
 impl Default for Limits {
@@ -62,6 +67,7 @@ impl Default for Limits {
             handshake: Duration::from_secs(10),
             idle: Duration::from_secs(60),
             max_conns: 32,
+            max_conns_per_host: 8,
         }
     }
 }
@@ -118,15 +124,50 @@ struct Shared {
     busy: AtomicBool,
     pending: Mutex<Option<Pending>>,
     conns: AtomicUsize,
+    per_host: Mutex<HashMap<IpAddr, usize>>,
     on_bytes: Arc<dyn Fn(u64) + Send + Sync>,
     log: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
-/// Decrements the live-connection count however a handler ends.
-struct ConnGuard<'a>(&'a AtomicUsize);
+/// Decrements the live-connection counts however a handler ends.
+struct ConnGuard<'a>(&'a Shared, IpAddr);
 impl Drop for ConnGuard<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.release_conn(self.1);
+    }
+}
+
+impl Shared {
+    /// Count a new connection from `ip`, or say why it must be dropped.
+    fn admit_conn(&self, ip: IpAddr) -> std::result::Result<(), String> {
+        let live = self.conns.fetch_add(1, Ordering::SeqCst);
+        if live >= self.opts.limits.max_conns {
+            self.conns.fetch_sub(1, Ordering::SeqCst);
+            return Err(format!("{live} connections are already open (limit)"));
+        }
+        let mut m = self.per_host.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(ip).or_insert(0);
+        if *n >= self.opts.limits.max_conns_per_host {
+            let n = *n;
+            drop(m);
+            self.conns.fetch_sub(1, Ordering::SeqCst);
+            return Err(format!(
+                "{n} connections from this host are already open (limit)"
+            ));
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    fn release_conn(&self, ip: IpAddr) {
+        self.conns.fetch_sub(1, Ordering::SeqCst);
+        let mut m = self.per_host.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
     }
 }
 
@@ -278,6 +319,7 @@ impl Receiver {
             busy: AtomicBool::new(false),
             pending: Mutex::new(None),
             conns: AtomicUsize::new(0),
+            per_host: Mutex::new(HashMap::new()),
             on_bytes,
             log,
         });
@@ -298,12 +340,8 @@ impl Receiver {
             match self.listener.accept() {
                 Ok((s, peer)) => {
                     last_activity = Instant::now();
-                    let live = shared.conns.fetch_add(1, Ordering::SeqCst);
-                    if live >= shared.opts.limits.max_conns {
-                        shared.conns.fetch_sub(1, Ordering::SeqCst);
-                        (shared.log)(&format!(
-                            "{peer}: dropped: {live} connections are already open (limit)"
-                        ));
+                    if let Err(why) = shared.admit_conn(peer.ip()) {
+                        (shared.log)(&format!("{peer}: dropped: {why}"));
                         continue;
                     }
                     let sh = shared.clone();
@@ -311,7 +349,7 @@ impl Receiver {
                     let spawned = std::thread::Builder::new()
                         .name("opsel-recv-conn".into())
                         .spawn(move || {
-                            let _g = ConnGuard(&sh.conns);
+                            let _g = ConnGuard(&sh, peer.ip());
                             let _ = s.set_nonblocking(false);
                             let _ = s.set_nodelay(true);
                             if let Some(r) = handle_conn(&sh, s, peer) {
@@ -319,7 +357,7 @@ impl Receiver {
                             }
                         });
                     if spawned.is_err() {
-                        shared.conns.fetch_sub(1, Ordering::SeqCst);
+                        shared.release_conn(peer.ip());
                         (shared.log)(&format!("{peer}: dropped: cannot start a thread"));
                     }
                 }
