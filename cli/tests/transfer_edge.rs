@@ -691,3 +691,85 @@ fn a_full_disk_or_a_read_only_directory_keep_the_old_file_and_say_why() {
         "{log}"
     );
 }
+
+fn proc_status(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_connection_flood_costs_bounded_memory_and_threads() {
+    let d = TempDir::new("flood");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &d.0.join("out.bin"), &[], None);
+    let pid = rx.0.as_ref().unwrap().id();
+    let rss0 = proc_status(pid, "VmRSS:");
+    // The most threads seen while the flood lasts.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let st = stop.clone();
+    let sampler = std::thread::spawn(move || {
+        let mut most = 0;
+        while !st.load(std::sync::atomic::Ordering::SeqCst) {
+            most = most.max(proc_status(pid, "Threads:"));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        most
+    });
+    let t0 = Instant::now();
+    // 300 connections: silent, an unterminated line just under the limit, a hello.
+    let mut conns = Vec::new();
+    for i in 0..300 {
+        if let Ok(mut c) = TcpStream::connect(&addr) {
+            let _ = match i % 3 {
+                1 => c.write_all(&[b'{'; 4000]),
+                2 => c.write_all(
+                    b"{\"hello\":\"opsel-transfer\",\"version\":2,\"nonce\":\"00112233445566778899aabbccddeeff\"}\n",
+                ),
+                _ => Ok(()),
+            };
+            conns.push(c);
+        }
+    }
+    let connect_s = t0.elapsed().as_secs_f64();
+    // Handshake timeout 1 s: every one of them is closed soon after.
+    std::thread::sleep(Duration::from_millis(1500));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let threads = sampler.join().unwrap();
+    let hwm = proc_status(pid, "VmHWM:");
+    let threads_after = proc_status(pid, "Threads:");
+    let mut still_open = 0;
+    for c in conns.iter_mut() {
+        let _ = c.set_read_timeout(Some(Duration::from_millis(5)));
+        let mut b = [0u8; 4096];
+        loop {
+            match c.read(&mut b) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) => {
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) {
+                        still_open += 1;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    drop(rx.kill());
+    println!(
+        "300 hostile connections ({} connected in {connect_s:.2} s): RSS {rss0} kB before, peak {hwm} kB; at most {threads} threads, {threads_after} after; {still_open} still open after the handshake timeout",
+        conns.len()
+    );
+    // Main + UDP echo + at most 8 handshakes from one host.
+    assert!((3..=2 + 8).contains(&threads), "{threads} threads");
+    assert_eq!(threads_after, 2);
+    assert!(hwm < rss0 + 8 * 1024, "peak {hwm} kB from {rss0} kB");
+    assert_eq!(still_open, 0);
+}
