@@ -773,3 +773,75 @@ fn a_connection_flood_costs_bounded_memory_and_threads() {
     assert!(hwm < rss0 + 8 * 1024, "peak {hwm} kB from {rss0} kB");
     assert_eq!(still_open, 0);
 }
+
+#[path = "../../fuzz/common.rs"]
+#[allow(dead_code)]
+mod fuzzing;
+
+#[test]
+fn a_receiver_fed_mutated_sessions_keeps_serving() {
+    // Network-level fuzzing: whole sessions of mutated control lines and
+    // preambles against one live receiver, then a real transfer.
+    let d = TempDir::new("sessions");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 100_000, 3);
+    let dst = d.0.join("dst.bin");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &[], None);
+    let hello = json!({"hello": "opsel-transfer", "version": 2, "nonce": "00112233445566778899aabbccddeeff"});
+    let seeds: Vec<Vec<u8>> = [
+        hello.clone(),
+        json!({"size": 1000, "offset": 0, "name": "x", "streams": 1}),
+        json!({"size": 1000}),
+        json!({"end": 10, "sha256": "00", "file_sha256": "11"}),
+    ]
+    .iter()
+    .map(|v| v.to_string().into_bytes())
+    .collect();
+    let mut rng = fuzzing::Rng(0x5eed);
+    let t0 = Instant::now();
+    for i in 0..120 {
+        let Ok(mut c) = TcpStream::connect(&addr) else {
+            continue;
+        };
+        c.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        for step in 0..3 {
+            let mut line = seeds[if step == 0 && i % 2 == 0 {
+                0
+            } else {
+                rng.below(seeds.len())
+            }]
+            .clone();
+            if i % 2 == 1 || step > 0 {
+                fuzzing::mutate_bytes(&mut rng, &seeds, &mut line);
+            }
+            line.push(b'\n');
+            if c.write_all(&line).is_err() {
+                break;
+            }
+            let mut b = [0u8; 4096];
+            let _ = c.read(&mut b);
+        }
+        if i % 4 == 0 {
+            // A mutated data preamble on its own connection.
+            let mut p = Vec::from(*b"OPSD\x02\x00\x00\x00");
+            p.extend((0..16).map(|_| rng.next() as u8));
+            fuzzing::mutate_bytes(&mut rng, &seeds, &mut p);
+            if let Ok(mut dc) = TcpStream::connect(&addr) {
+                let _ = dc.write_all(&p);
+            }
+        }
+    }
+    let fuzz_s = t0.elapsed().as_secs_f64();
+    // Sessions that hold a handshake slot are closed within the 1 s deadline.
+    std::thread::sleep(Duration::from_millis(1200));
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
+    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
+    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(30), "recv");
+    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+    println!(
+        "120 mutated sessions in {fuzz_s:.1} s: {} log lines, then a verified transfer",
+        out_rx.lines().count()
+    );
+}
