@@ -317,6 +317,10 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
         r["error"].as_str().unwrap().contains("no data connection"),
         "{r}"
     );
+    assert!(
+        !d.0.join(".dst.bin.opsel-part").exists(),
+        "an empty part file was left"
+    );
     // 14. A second data connection presenting an already-used token is refused.
     let (mut c, a) = Raw::request(&addr, json!({"size": 1000, "offset": 0}));
     let tok = a["token"].as_str().unwrap().to_string();
