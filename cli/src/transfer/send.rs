@@ -686,8 +686,8 @@ mod tests {
 
     #[test]
     fn passive_ops_60_with_the_shipped_passive_model() {
-        // 000 Table 6.2: passive probing, OPS-60. The shipped default model is
-        // pooled over the condition grid with w = 40 (models/passive/MODEL_CARD.md).
+        // 000 Table 6.2: passive probing, OPS-60; the window is the shipped model's (w = 40, chosen by
+        // nested leave-one-condition-out on the condition grid, docs/results/generalisation.md).
         let c = controller(&opts(None, PASSIVE_MODEL)).unwrap();
         assert_eq!(c.config().mode, ProbeMode::Passive);
         assert_eq!(c.config().steady_ns, 60_000_000_000);
