@@ -41,8 +41,9 @@ bench-ops:
 #                  3 x 360 s per static background, per-window margins logged to
 #                  $(GATED_LIVE_JSON); then `opsel.train gated-live` replays the gate at
 #                  every τ on those probes (~38 min)
-# test-ops         root netns tests: OpsDriver on a live socket, and an OPS
-#                  transfer over a 0.1%-loss pipe delivering a byte-identical file (< 1 min)
+# test-ops         root netns tests: OpsDriver on a live socket, an OPS transfer over
+#                  a 0.1%-loss pipe delivering a byte-identical file, and kill -9 of the
+#                  sender and of the receiver mid-transfer then send --resume (< 1 min)
 # bench-ops-driver decision latency: last RTT sample -> setsockopt on the shipped models,
 #                  median/p90/p99 + breakdown + the run loop + criterion
 #                  (docs/results/ops-latency.md; OPSEL_BENCH_ROUNDS, OPSEL_BENCH_RUN_S)

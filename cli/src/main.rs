@@ -32,8 +32,10 @@ enum Cmd {
     Bwe(bwe::BweArgs),
     /// Send a file with a fixed CCA or with OPS choosing it (000 Ch. 7, iPerfOPS client).
     Send(transfer::args::SendArgs),
-    /// Receive one transfer into a file, confirming every byte (iPerfOPS server).
+    /// Receive one transfer into a file, confirming every byte (iPerfOPS server, one-shot).
     Recv(transfer::args::RecvArgs),
+    /// Receive transfer after transfer into a directory (like `iperf3 -s`).
+    Serve(transfer::args::ServeArgs),
     /// Classify RTT windows with a background-mix model (one window, a file, or labelled traces).
     Classify(classify::ClassifyArgs),
     /// Extend a background-mix model with references recorded in netlab at your path's rate and RTT.
@@ -51,6 +53,7 @@ fn main() {
         Cmd::Bwe(a) => bwe::main(a),
         Cmd::Send(a) => transfer::args::send_main(a),
         Cmd::Recv(a) => transfer::args::recv_main(a),
+        Cmd::Serve(a) => transfer::args::serve_main(a),
         Cmd::Demo(a) => transfer::demo::main(a),
         Cmd::Calibrate(a) => calibrate::main(a),
         Cmd::Classify(a) => classify::main(a),

@@ -2,7 +2,7 @@
 //! iPerfOPS client/server options), with a progress bar.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,23 +14,66 @@ use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::DriverEvent;
 use opsel::{Error, Result};
 
-use super::recv::{Receiver, RecvOpts};
+use super::proto::Key;
+use super::recv::{Limits, Receiver, RecvOpts, Target};
 use super::send::{self, OpsOpts, SendOpts, Strategy, ACTIVE_MODEL, PASSIVE_MODEL};
 
-#[derive(Args)]
-pub struct RecvArgs {
+/// Options `recv` and `serve` share: authentication and limits.
+#[derive(Args, Clone)]
+pub struct ServerArgs {
     /// Address to listen on (TCP for control and data, UDP for RTT echoes).
     #[arg(long)]
     listen: SocketAddr,
-    /// Output file.
+    /// Pre-shared key file: senders must prove they hold the same key
+    /// (HMAC-SHA256 challenge-response). Default: the OPSEL_KEY environment
+    /// variable. Never pass a key on the command line.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Accept senders without a key on a non-loopback address (anyone who can
+    /// reach the port can then write files here).
+    #[arg(long)]
+    no_auth: bool,
+    /// Replace an existing destination file (only ever by a verified transfer).
+    #[arg(long)]
+    force: bool,
+    /// Largest file accepted, bytes (suffixes K, M, G, T: powers of 1024).
+    #[arg(long, default_value = "1T")]
+    max_size: String,
+    /// Seconds a connection may take from connect to an authenticated request
+    /// (and a transfer's data connection to arrive).
+    #[arg(long, default_value_t = 10.0)]
+    handshake_timeout: f64,
+    /// Seconds a running transfer may stay silent before it is dropped (must
+    /// exceed the longest silent segment of the sender's probing pattern).
+    #[arg(long, default_value_t = 60.0)]
+    idle_timeout: f64,
+}
+
+#[derive(Args)]
+pub struct RecvArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Output file. The transfer goes to `.NAME.opsel-part` beside it and is
+    /// renamed into place once verified; an existing file needs --force or --append.
     #[arg(long)]
     out: PathBuf,
-    /// Append to --out (resume); the sender's --offset must equal its size.
+    /// Resume: the existing --out is the first bytes of the sender's file
+    /// (checked against it by SHA-256 before anything is sent).
     #[arg(long)]
     append: bool,
-    /// Give up if no sender connects within this many seconds.
+    /// Give up if no sender connects for this many seconds while idle.
     #[arg(long)]
     timeout: Option<f64>,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Directory that receives the files; each sender names its file
+    /// (`opsel send --name`), one plain name that cannot leave the directory.
+    #[arg(long)]
+    dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -68,9 +111,20 @@ pub struct SendArgs {
     /// Stop after T seconds (fixed-time transfer); resume later with --offset.
     #[arg(long)]
     time: Option<f64>,
-    /// Start at this byte of --file (the receiver appends with --append).
-    #[arg(long, default_value_t = 0)]
-    offset: u64,
+    /// Start at this byte of --file (the receiver must hold exactly the
+    /// first N bytes: a part file of an earlier attempt, or --out with --append).
+    #[arg(long, conflicts_with = "resume")]
+    offset: Option<u64>,
+    /// Continue where the receiver's verified prefix ends (after a failed or
+    /// stopped transfer); the prefix is checked against --file first.
+    #[arg(long)]
+    resume: bool,
+    /// Name of the file at the receiver (`opsel serve`; default: --file's name).
+    #[arg(long)]
+    name: Option<String>,
+    /// Pre-shared key file (default: the OPSEL_KEY environment variable).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
     /// JSON-lines log per interval: FILE[,label].
     #[arg(long)]
     log: Option<String>,
@@ -124,13 +178,121 @@ fn bytes_bar(len: Option<u64>) -> ProgressBar {
     pb
 }
 
-pub fn recv_main(a: RecvArgs) -> Result<()> {
-    let rx = Receiver::bind(RecvOpts {
+/// The pre-shared key from --key-file, else OPSEL_KEY; `None` if neither.
+pub fn load_key(file: Option<&Path>) -> Result<Option<Key>> {
+    if let Some(p) = file {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(p)
+            .map_err(|e| Error::io(format!("read key file {}", p.display()), e))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            eprintln!(
+                "opsel: warning: key file {} is readable by other users; chmod 600 it",
+                p.display()
+            );
+        }
+        let raw =
+            std::fs::read(p).map_err(|e| Error::io(format!("read key file {}", p.display()), e))?;
+        return Key::from_bytes(&raw, &p.display().to_string())
+            .map(Some)
+            .map_err(|e| Error::invalid(e.0));
+    }
+    match std::env::var_os("OPSEL_KEY") {
+        Some(v) => {
+            use std::os::unix::ffi::OsStrExt;
+            Key::from_bytes(v.as_bytes(), "OPSEL_KEY")
+                .map(Some)
+                .map_err(|e| Error::invalid(e.0))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Bytes with an optional K/M/G/T suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => 0,
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .filter(|_| mult > 0)
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "size {s:?}: use a whole number of bytes, optionally with K, M, G or T (e.g. 20G)"
+            ))
+        })
+}
+
+fn secs(v: f64, flag: &str) -> Result<Duration> {
+    if v.is_finite() && v > 0.0 && v < 1e7 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(Error::invalid(format!(
+            "{flag} {v}: use a number of seconds > 0"
+        )))
+    }
+}
+
+fn receiver(
+    a: &ServerArgs,
+    target: Target,
+    keep_serving: bool,
+    timeout: Option<f64>,
+) -> Result<Receiver> {
+    let key = load_key(a.key_file.as_deref())?;
+    if key.is_none() && !a.listen.ip().is_loopback() && !a.no_auth {
+        return Err(Error::invalid(format!(
+            "{} is reachable from other hosts and no pre-shared key is set: pass --key-file FILE or set OPSEL_KEY (the senders need the same key), or --no-auth to let anyone who reaches the port write here",
+            a.listen
+        )));
+    }
+    if key.is_none() {
+        eprintln!(
+            "opsel: warning: no pre-shared key: anyone who can reach {} can send files here",
+            a.listen
+        );
+    }
+    Receiver::bind(RecvOpts {
         listen: a.listen,
-        out: a.out.clone(),
-        append: a.append,
-        accept_timeout: a.timeout.map(Duration::from_secs_f64),
-    })?;
+        target,
+        force: a.force,
+        keep_serving,
+        accept_timeout: timeout.map(|t| secs(t, "--timeout")).transpose()?,
+        limits: Limits {
+            max_size: parse_size(&a.max_size)?,
+            handshake: secs(a.handshake_timeout, "--handshake-timeout")?,
+            idle: secs(a.idle_timeout, "--idle-timeout")?,
+            ..Limits::default()
+        },
+        key,
+    })
+}
+
+fn log_line() -> Arc<dyn Fn(&str) + Send + Sync> {
+    Arc::new(|m: &str| eprintln!("opsel recv: {m}"))
+}
+
+pub fn recv_main(a: RecvArgs) -> Result<()> {
+    let rx = receiver(
+        &a.server,
+        Target::File {
+            path: a.out.clone(),
+            append: a.append,
+        },
+        false,
+        a.timeout,
+    )?;
     eprintln!(
         "opsel recv: listening on {} (TCP control + data, UDP echo), writing {}{}",
         rx.local_addr()?,
@@ -138,24 +300,37 @@ pub fn recv_main(a: RecvArgs) -> Result<()> {
         if a.append { " (append)" } else { "" }
     );
     let pb = bytes_bar(None);
-    let r = rx.serve(&mut |n| pb.inc(n))?;
+    let pb2 = pb.clone();
+    let r = rx.serve(Arc::new(move |n| pb2.inc(n)), log_line())?;
     pb.finish_and_clear();
     println!(
-        "received {} bytes in {:.1} s ({:.2} Mbit/s); sha256 {} {}; {} now {} bytes, sha256 {}",
+        "received {} bytes from {} in {:.1} s ({:.2} Mbit/s); sha256 {} {}; {} now {} bytes, sha256 {}{}",
         r.received,
+        r.peer,
         r.elapsed.as_secs_f64(),
         r.received as f64 * 8.0 / r.elapsed.as_secs_f64().max(1e-9) / 1e6,
         r.sha256,
         if r.verified { "verified" } else { "MISMATCH" },
-        a.out.display(),
+        r.path.display(),
         r.file_size,
-        r.file_sha256
+        r.file_sha256,
+        if r.complete {
+            ""
+        } else {
+            " (a verified prefix: the sender stopped early; resume with `opsel send --resume`)"
+        }
     );
-    if !r.verified {
-        return Err(Error::invalid(
-            "the received bytes do not match the sender's count or SHA-256; resend",
-        ));
-    }
+    Ok(())
+}
+
+pub fn serve_main(a: ServeArgs) -> Result<()> {
+    let rx = receiver(&a.server, Target::Dir(a.dir.clone()), true, None)?;
+    eprintln!(
+        "opsel serve: listening on {} (TCP control + data, UDP echo), receiving into {}",
+        rx.local_addr()?,
+        a.dir.display()
+    );
+    rx.serve(Arc::new(|_| {}), log_line())?;
     Ok(())
 }
 
@@ -211,6 +386,9 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         strategy,
         time_s: a.time,
         offset: a.offset,
+        resume: a.resume,
+        name: a.name.clone(),
+        key: load_key(a.key_file.as_deref())?,
         log,
         interval_s: a.interval,
     };
@@ -226,7 +404,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             std::thread::sleep(Duration::from_millis(50));
         });
     }
-    let pb = bytes_bar(Some(size.saturating_sub(a.offset)));
+    let pb = bytes_bar(Some(size.saturating_sub(a.offset.unwrap_or(0))));
     pb.set_message(match &opts.strategy {
         Strategy::Fixed(c) => c.to_string(),
         Strategy::Ops(o) => o.initial_cca.to_string(),
@@ -295,9 +473,9 @@ pub fn send_main(a: SendArgs) -> Result<()> {
     let next = r.offset + r.driver.bytes_sent;
     if next < size {
         println!(
-            "stopped at byte {next} of {size}; resume with `opsel send --offset {next} ...` and `opsel recv --append ...`"
+            "stopped at byte {next} of {size}; the receiver keeps the verified prefix: resume with `opsel send --resume ...`"
         );
-    } else if r.file_identical {
+    } else if r.complete && r.file_identical {
         println!(
             "the receiver's file is byte-identical to {} ({} bytes)",
             a.file.display(),

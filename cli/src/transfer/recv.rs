@@ -1,36 +1,106 @@
-//! `opsel recv`: accept one transfer, write it to a file (or append), confirm
-//! every byte with its SHA-256, and answer UDP echoes for the sender's RTT
-//! probe meanwhile. See the parent module for the protocol.
+//! `opsel recv` / `opsel serve`: a network server that accepts transfers
+//! (protocol in `proto.rs`), writes each to a temporary file beside its
+//! destination and renames it into place only once the byte count and the
+//! SHA-256 are confirmed, and answers UDP echoes for the sender's RTT probe.
+//!
+//! Robustness (what any peer that reaches the port can do):
+//! * every connection gets its own thread, a deadline for its handshake
+//!   (`Limits::handshake`), reads of at most `proto::MAX_LINE` bytes per line,
+//!   and at most `Limits::max_conns` connections exist at once
+//!   (`Limits::max_conns_per_host` from one address);
+//! * a bad peer is logged and dropped; the accept loop never exits because of one;
+//! * one transfer at a time: a second authenticated sender is refused
+//!   ("busy"), the running one is not disturbed;
+//! * a running transfer is dropped after `Limits::idle` without data and when
+//!   the sender sends more than it announced; its verified prefix stays in
+//!   the `.NAME.opsel-part` file for a resume, the destination is untouched.
 
-use std::fs::OpenOptions;
-use std::io::{BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use opsel::sys::linux::rtt::UdpEchoResponder;
 use opsel::{Error, Result};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{field_str, field_u64, hex, read_msg, sha256_range, write_msg, HELLO, VERSION};
+use super::proto::{self, Key, LineReader, MAX_LINE, PREAMBLE_LEN};
+use super::{random, sha256_range, write_line};
+
+/// Where transfers go.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// One file (`recv --out`); with `append`, an existing file may serve as
+    /// the verified prefix of a resumed transfer.
+    File { path: PathBuf, append: bool },
+    /// A directory (`serve --dir`); each sender names its file (checked by `proto::safe_name`).
+    Dir(PathBuf),
+}
+
+/// Bounds on what a peer may cost the receiver.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest file accepted, bytes.
+    pub max_size: u64,
+    /// From accept to an authenticated request, and for the data connection to arrive.
+    pub handshake: Duration,
+    /// Longest silence on a running transfer (data, then the completion
+    /// message). Must exceed the longest silent segment of a probing pattern.
+    pub idle: Duration,
+    /// Connections open at once (handshakes and the running transfer); more
+    /// are closed at once.
+    pub max_conns: usize,
+    /// The same from one host address, so one host cannot take every slot.
+    pub max_conns_per_host: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_size: 1 << 40,
+            handshake: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            max_conns: 32,
+            max_conns_per_host: 8,
+        }
+    }
+}
 
 /// What to receive and where.
 #[derive(Debug, Clone)]
 pub struct RecvOpts {
     pub listen: SocketAddr,
-    pub out: PathBuf,
-    pub append: bool,
-    /// Give up if no sender connects within this time (`None` = wait forever).
+    pub target: Target,
+    /// Replace an existing destination (only ever by a verified transfer).
+    pub force: bool,
+    /// Keep serving after a transfer (serve mode); otherwise return after the
+    /// first verified transfer.
+    pub keep_serving: bool,
+    /// Give up when no connection arrives for this long while no transfer
+    /// runs (`None` = wait forever).
     pub accept_timeout: Option<Duration>,
+    pub limits: Limits,
+    /// Pre-shared key: senders must prove they hold it (`None` = no authentication).
+    pub key: Option<Key>,
 }
 
 /// Outcome of one received transfer.
 #[derive(Debug, Clone)]
 pub struct RecvReport {
+    pub peer: SocketAddr,
+    pub path: PathBuf,
+    pub offset: u64,
     pub received: u64,
     pub sha256: String,
     pub verified: bool,
+    /// The whole file arrived and was renamed into place.
+    pub complete: bool,
     pub file_size: u64,
     pub file_sha256: String,
     pub elapsed: Duration,
@@ -43,40 +113,161 @@ pub struct Receiver {
     echo: Option<UdpEchoResponder>,
 }
 
-fn accept(l: &TcpListener, timeout: Option<Duration>, what: &str) -> Result<TcpStream> {
-    let start = Instant::now();
-    l.set_nonblocking(true)
-        .map_err(|e| Error::io("set listener non-blocking", e))?;
-    loop {
-        match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)
-                    .map_err(|e| Error::io("set connection blocking", e))?;
-                return Ok(s);
+/// The transfer waiting for its data connection.
+struct Pending {
+    token: [u8; proto::TOKEN_LEN],
+    tx: mpsc::SyncSender<TcpStream>,
+}
+
+struct Shared {
+    opts: RecvOpts,
+    busy: AtomicBool,
+    pending: Mutex<Option<Pending>>,
+    conns: AtomicUsize,
+    per_host: Mutex<HashMap<IpAddr, usize>>,
+    on_bytes: Arc<dyn Fn(u64) + Send + Sync>,
+    log: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+/// Decrements the live-connection counts however a handler ends.
+struct ConnGuard<'a>(&'a Shared, IpAddr);
+impl Drop for ConnGuard<'_> {
+    fn drop(&mut self) {
+        self.0.release_conn(self.1);
+    }
+}
+
+impl Shared {
+    /// Count a new connection from `ip`, or say why it must be dropped.
+    fn admit_conn(&self, ip: IpAddr) -> std::result::Result<(), String> {
+        let live = self.conns.fetch_add(1, Ordering::SeqCst);
+        if live >= self.opts.limits.max_conns {
+            self.conns.fetch_sub(1, Ordering::SeqCst);
+            return Err(format!("{live} connections are already open (limit)"));
+        }
+        let mut m = self.per_host.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(ip).or_insert(0);
+        if *n >= self.opts.limits.max_conns_per_host {
+            let n = *n;
+            drop(m);
+            self.conns.fetch_sub(1, Ordering::SeqCst);
+            return Err(format!(
+                "{n} connections from this host are already open (limit)"
+            ));
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    fn release_conn(&self, ip: IpAddr) {
+        self.conns.fetch_sub(1, Ordering::SeqCst);
+        let mut m = self.per_host.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&ip);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if timeout.is_some_and(|t| start.elapsed() > t) {
-                    return Err(Error::io(
-                        format!("waiting for the {what} connection"),
-                        std::io::Error::new(
-                            std::io::ErrorKind::TimedOut,
-                            format!(
-                                "no sender connected within {:?}",
-                                timeout.unwrap_or_default()
-                            ),
-                        ),
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => return Err(Error::io(format!("accept the {what} connection"), e)),
         }
     }
+}
+
+/// Clears the busy flag however a transfer ends (once).
+struct BusyGuard<'a>(Option<&'a AtomicBool>);
+impl BusyGuard<'_> {
+    /// The transfer is over: the next sender may start (before the
+    /// confirmation goes out, so a sender that starts right after it is not refused).
+    fn release(&mut self) {
+        if let Some(b) = self.0.take() {
+            b.store(false, Ordering::SeqCst);
+        }
+    }
+}
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+fn timed_out(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, what.to_string())
+}
+
+/// Set the read timeout to what is left before `deadline` (error once passed).
+fn until(s: &TcpStream, deadline: Instant) -> std::io::Result<()> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(timed_out("deadline passed"));
+    }
+    s.set_read_timeout(Some(left))
+}
+
+fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> std::io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        until(s, deadline)?;
+        match s.read(&mut buf[got..]) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("closed after {got} bytes"),
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Why a read failed, in words a log reader needs.
+fn why(e: &std::io::Error, limit: Duration) -> String {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            format!("silent for {:.1} s (limit)", limit.as_secs_f64())
+        }
+        std::io::ErrorKind::UnexpectedEof => format!("closed the connection ({e})"),
+        std::io::ErrorKind::ConnectionReset => "reset the connection".into(),
+        _ => e.to_string(),
+    }
+}
+
+fn part_path(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    dest.with_file_name(format!(".{name}.opsel-part"))
+}
+
+/// Free bytes for an unprivileged writer in `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: zeroed statvfs is a valid out-parameter; `c` is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path pointer and out-parameter.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+fn fsync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 impl Receiver {
     /// Bind the listener and start the echo responder.
     pub fn bind(opts: RecvOpts) -> Result<Receiver> {
+        if let Target::Dir(d) = &opts.target {
+            if !d.is_dir() {
+                return Err(Error::invalid(format!(
+                    "--dir {} is not a directory; create it first",
+                    d.display()
+                )));
+            }
+        }
         let listener = TcpListener::bind(opts.listen).map_err(|e| {
             Error::io(
                 format!("listen on {} (is another opsel recv running?)", opts.listen),
@@ -103,131 +294,625 @@ impl Receiver {
             .map_err(|e| Error::io("listener address", e))
     }
 
-    /// Receive one transfer; `on_bytes(n)` is called for every chunk written.
-    pub fn serve(mut self, on_bytes: &mut dyn FnMut(u64)) -> Result<RecvReport> {
-        let r = self.serve_inner(on_bytes);
+    /// Serve transfers: return after the first verified one (one-shot), or
+    /// never (keep serving) unless the accept timeout passes. `on_bytes(n)`
+    /// sees every chunk written; `log` every event worth a line.
+    pub fn serve(
+        mut self,
+        on_bytes: Arc<dyn Fn(u64) + Send + Sync>,
+        log: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Result<RecvReport> {
+        let r = self.serve_inner(on_bytes, log);
         if let Some(e) = self.echo.take() {
             let _ = e.stop();
         }
         r
     }
 
-    fn serve_inner(&mut self, on_bytes: &mut dyn FnMut(u64)) -> Result<RecvReport> {
-        let ctl = accept(&self.listener, self.opts.accept_timeout, "control")?;
-        let start = Instant::now();
-        let mut ctl_w = ctl
-            .try_clone()
-            .map_err(|e| Error::io("clone control socket", e))?;
-        let mut ctl_r = BufReader::new(ctl);
-        let hello = read_msg(&mut ctl_r)?;
-        let refuse = |w: &mut TcpStream, msg: String| -> Error {
-            let _ = write_msg(w, &json!({"ok": false, "error": msg}));
-            Error::invalid(msg)
-        };
-        if hello.get("hello").and_then(|v| v.as_str()) != Some(HELLO)
-            || hello.get("version").and_then(|v| v.as_u64()) != Some(VERSION)
-        {
-            return Err(refuse(
-                &mut ctl_w,
-                format!("not an opsel-transfer version {VERSION} hello: {hello}"),
-            ));
-        }
-        let offset = field_u64(&hello, "offset")?;
-        let out = &self.opts.out;
-        let existing = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
-        if self.opts.append && existing != offset {
-            return Err(refuse(
-                &mut ctl_w,
-                format!(
-                    "{} holds {existing} bytes but the sender starts at offset {offset}; resume with `opsel send --offset {existing}`",
-                    out.display()
-                ),
-            ));
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(self.opts.append)
-            .truncate(!self.opts.append)
-            .open(out)
-            .map_err(|e| Error::io(format!("open output {}", out.display()), e));
-        let file = match file {
-            Ok(f) => f,
-            Err(e) => return Err(refuse(&mut ctl_w, e.to_string())),
-        };
-        let token = {
-            let t = opsel::sys::linux::clock::realtime_ns() ^ (u64::from(std::process::id()) << 32);
-            t | 1
-        };
-        write_msg(
-            &mut ctl_w,
-            &json!({"ok": true, "token": token, "out_size": existing}),
-        )?;
-
-        // The one data connection of the transfer.
-        let mut data = accept(&self.listener, Some(Duration::from_secs(30)), "data")?;
-        let mut tok = [0u8; 8];
-        data.read_exact(&mut tok)
-            .map_err(|e| Error::io("read the data connection's token", e))?;
-        if u64::from_be_bytes(tok) != token {
-            return Err(Error::invalid(
-                "the data connection presented a wrong token (another sender?); retry the transfer",
-            ));
-        }
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        let mut h = Sha256::new();
-        let mut buf = vec![0u8; 1 << 18];
-        let mut received = 0u64;
+    fn serve_inner(
+        &mut self,
+        on_bytes: Arc<dyn Fn(u64) + Send + Sync>,
+        log: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Result<RecvReport> {
+        let shared = Arc::new(Shared {
+            opts: self.opts.clone(),
+            busy: AtomicBool::new(false),
+            pending: Mutex::new(None),
+            conns: AtomicUsize::new(0),
+            per_host: Mutex::new(HashMap::new()),
+            on_bytes,
+            log,
+        });
+        let (done_tx, done_rx) = mpsc::channel::<Result<RecvReport>>();
+        self.listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("set listener non-blocking", e))?;
+        let mut last_activity = Instant::now();
         loop {
-            let n = match data.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    let _ = w.flush();
-                    return Err(Error::io(
-                        format!(
-                            "data connection failed after {received} bytes; resume with `opsel send --offset {}` and `opsel recv --append`",
-                            if self.opts.append { offset } else { 0 } + received
-                        ),
-                        e,
-                    ));
+            while let Ok(r) = done_rx.try_recv() {
+                last_activity = Instant::now();
+                match r {
+                    Ok(rep) if rep.verified && !self.opts.keep_serving => return Ok(rep),
+                    Ok(_) => {}
+                    Err(e) => (shared.log)(&format!("transfer failed: {e}")),
                 }
-            };
-            w.write_all(&buf[..n])
-                .map_err(|e| Error::io(format!("write {}", out.display()), e))?;
-            h.update(&buf[..n]);
-            received += n as u64;
-            on_bytes(n as u64);
+            }
+            match self.listener.accept() {
+                Ok((s, peer)) => {
+                    last_activity = Instant::now();
+                    if let Err(why) = shared.admit_conn(peer.ip()) {
+                        (shared.log)(&format!("{peer}: dropped: {why}"));
+                        continue;
+                    }
+                    let sh = shared.clone();
+                    let tx = done_tx.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("opsel-recv-conn".into())
+                        .spawn(move || {
+                            let _g = ConnGuard(&sh, peer.ip());
+                            let _ = s.set_nonblocking(false);
+                            let _ = s.set_nodelay(true);
+                            if let Some(r) = handle_conn(&sh, s, peer) {
+                                let _ = tx.send(r);
+                            }
+                        });
+                    if spawned.is_err() {
+                        shared.release_conn(peer.ip());
+                        (shared.log)(&format!("{peer}: dropped: cannot start a thread"));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if let Some(t) = self.opts.accept_timeout {
+                        if !shared.busy.load(Ordering::SeqCst) && last_activity.elapsed() > t {
+                            return Err(Error::io(
+                                "waiting for a sender",
+                                std::io::Error::new(
+                                    std::io::ErrorKind::TimedOut,
+                                    format!("no transfer arrived within {t:?}"),
+                                ),
+                            ));
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                // A connection that died before accept, or a full fd table:
+                // back off and keep serving.
+                Err(e) => {
+                    (shared.log)(&format!("accept failed: {e}; retrying"));
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
         }
-        let file = w
-            .into_inner()
-            .map_err(|e| Error::io(format!("flush {}", out.display()), e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| Error::io(format!("fsync {}", out.display()), e))?;
-        let sha = hex(&h.finalize());
-        let end = read_msg(&mut ctl_r).map_err(|e| {
-            Error::invalid(format!(
-                "the sender ended without its completion message after {received} bytes ({e}); resume with `opsel send --offset {}` and `opsel recv --append`",
-                existing * self.opts.append as u64 + received
-            ))
-        })?;
-        let announced = field_u64(&end, "end")?;
-        let their_sha = field_str(&end, "sha256")?;
-        let verified = announced == received && their_sha == sha;
-        let (file_size, file_sha) = sha256_range(out, 0, None)?;
-        write_msg(
-            &mut ctl_w,
-            &json!({"received": received, "sha256": sha, "ok": verified,
-                    "file_size": file_size, "file_sha256": file_sha}),
-        )?;
-        Ok(RecvReport {
-            received,
-            sha256: sha,
-            verified,
-            file_size,
-            file_sha256: file_sha,
-            elapsed: start.elapsed(),
-        })
     }
+}
+
+/// One accepted connection: control, data, or something else.
+/// Returns the outcome of a transfer, if this connection ran one.
+fn handle_conn(sh: &Shared, mut s: TcpStream, peer: SocketAddr) -> Option<Result<RecvReport>> {
+    let log = |m: String| (sh.log)(&format!("{peer}: {m}"));
+    let deadline = Instant::now() + sh.opts.limits.handshake;
+    let mut first = [0u8; 4];
+    if let Err(e) = read_exact_by(&mut s, &mut first, deadline) {
+        log(format!(
+            "dropped before saying anything: {}",
+            why(&e, sh.opts.limits.handshake)
+        ));
+        return None;
+    }
+    if first == proto::DATA_MAGIC {
+        handle_data(sh, s, peer, first, deadline);
+        return None;
+    }
+    if first[0] != b'{' {
+        log(format!(
+            "dropped: not an opsel sender (first bytes {})",
+            proto::excerpt(&first)
+        ));
+        return None;
+    }
+    handle_control(sh, s, peer, first, deadline)
+}
+
+fn handle_data(sh: &Shared, mut s: TcpStream, peer: SocketAddr, first: [u8; 4], deadline: Instant) {
+    let log = |m: String| (sh.log)(&format!("{peer}: {m}"));
+    let mut p = [0u8; PREAMBLE_LEN];
+    p[..4].copy_from_slice(&first);
+    if let Err(e) = read_exact_by(&mut s, &mut p[4..], deadline) {
+        log(format!(
+            "data connection dropped: incomplete preamble: {}",
+            why(&e, sh.opts.limits.handshake)
+        ));
+        return;
+    }
+    let (token, stream) = match proto::parse_preamble(&p) {
+        Ok(x) => x,
+        Err(e) => {
+            log(format!("data connection dropped: {e}"));
+            return;
+        }
+    };
+    let mut pending = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    let matches = pending
+        .as_ref()
+        .is_some_and(|pd| proto::same_token(&pd.token, &token));
+    if !matches || stream != 0 {
+        drop(pending);
+        log(format!(
+            "data connection dropped: {} (stream {stream})",
+            if matches {
+                "only stream 0 exists in protocol version 2"
+            } else {
+                "its token belongs to no transfer waiting for data"
+            }
+        ));
+        return;
+    }
+    // Taken: a second connection with the same token finds nothing.
+    if let Some(pd) = pending.take() {
+        let _ = pd.tx.try_send(s);
+    }
+}
+
+/// Reply with a refusal, log it, and end the connection.
+fn refuse(w: &mut TcpStream, log: &dyn Fn(String), msg: String) {
+    let _ = w.set_write_timeout(Some(Duration::from_secs(2)));
+    let _ = write_line(w, &proto::refusal_msg(&msg));
+    log(format!("refused: {msg}"));
+}
+
+fn handle_control(
+    sh: &Shared,
+    s: TcpStream,
+    peer: SocketAddr,
+    first: [u8; 4],
+    deadline: Instant,
+) -> Option<Result<RecvReport>> {
+    let log = |m: String| (sh.log)(&format!("{peer}: {m}"));
+    let hs = sh.opts.limits.handshake;
+    let mut w = match s.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            log(format!("dropped: cannot clone the socket: {e}"));
+            return None;
+        }
+    };
+    let _ = w.set_write_timeout(Some(hs));
+    let mut r = LineReader::with_prefix(s, &first);
+    let line = |r: &mut LineReader<TcpStream>| -> std::result::Result<Vec<u8>, String> {
+        match r.read_line(MAX_LINE, |s| until(s, deadline)) {
+            Ok(Some(l)) => Ok(l),
+            Ok(None) => Err("closed the connection".into()),
+            Err(e) => Err(why(&e, hs)),
+        }
+    };
+    let hello = match line(&mut r) {
+        Ok(l) => l,
+        Err(e) => {
+            log(format!("dropped during the hello: {e}"));
+            return None;
+        }
+    };
+    let nonce = match proto::parse_hello(&hello) {
+        Ok(n) => n,
+        Err(proto::HelloError::Version(v)) => {
+            refuse(&mut w, &log, proto::version_refusal(v));
+            return None;
+        }
+        Err(proto::HelloError::NotOpsel(e)) => {
+            log(format!("dropped: {e}"));
+            return None;
+        }
+    };
+    let challenge = proto::Challenge {
+        auth: sh.opts.key.is_some(),
+        challenge: random(),
+    };
+    if let Err(e) = write_line(&mut w, &proto::challenge_msg(&challenge)) {
+        log(format!("dropped: cannot send the challenge: {e}"));
+        return None;
+    }
+    let req_line = match line(&mut r) {
+        Ok(l) => l,
+        Err(e) => {
+            log(format!("dropped before its request: {e}"));
+            return None;
+        }
+    };
+    let req = match proto::parse_request(&req_line) {
+        Ok(q) => q,
+        Err(e) => {
+            // Say why only to a peer that may write; anyone else learns nothing.
+            if sh.opts.key.is_none() {
+                refuse(&mut w, &log, e.0);
+            } else {
+                log(format!("dropped: bad request: {e}"));
+            }
+            return None;
+        }
+    };
+    let proof = match &sh.opts.key {
+        Some(k) => {
+            let ok = req
+                .mac
+                .as_ref()
+                .is_some_and(|m| k.check_sender(&challenge.challenge, &nonce, m));
+            if !ok {
+                refuse(
+                    &mut w,
+                    &log,
+                    format!(
+                        "authentication failed ({}): the sender needs the receiver's pre-shared key (--key-file or OPSEL_KEY)",
+                        if req.mac.is_some() { "wrong key" } else { "no key" }
+                    ),
+                );
+                return None;
+            }
+            Some(k.receiver_proof(&nonce, &challenge.challenge))
+        }
+        None => None,
+    };
+    // Authenticated (or no key configured): one transfer at a time.
+    if sh
+        .busy
+        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        refuse(
+            &mut w,
+            &log,
+            "busy: another transfer is running on this receiver; retry when it ends".into(),
+        );
+        return None;
+    }
+    let mut busy = BusyGuard(Some(&sh.busy));
+    let out = run_transfer(sh, &mut w, r, peer, &req, proof, &mut busy);
+    busy.release();
+    match &out {
+        Ok(rep) => log(format!(
+            "{} {} bytes into {} (from offset {}): {}",
+            if rep.verified {
+                "verified"
+            } else {
+                "MISMATCH of"
+            },
+            rep.received,
+            rep.path.display(),
+            rep.offset,
+            if rep.complete {
+                "complete, renamed into place".to_string()
+            } else if rep.verified {
+                format!(
+                    "a verified prefix of {} bytes is kept for a resume (opsel send --resume)",
+                    rep.file_size
+                )
+            } else {
+                "the unverified bytes were dropped".to_string()
+            }
+        )),
+        Err(e) => {
+            let _ = w.set_write_timeout(Some(Duration::from_secs(2)));
+            let _ = write_line(&mut w, &proto::refusal_msg(&e.to_string()));
+            log(format!("transfer dropped: {e}"));
+        }
+    }
+    Some(out)
+}
+
+/// The destination path of a request.
+fn destination(opts: &RecvOpts, req: &proto::Request) -> Result<(PathBuf, bool)> {
+    match &opts.target {
+        Target::File { path, append } => Ok((path.clone(), *append)),
+        Target::Dir(dir) => {
+            let name = req.name.as_deref().ok_or_else(|| {
+                Error::invalid(
+                    "the sender named no file; a serve directory needs a name (opsel send --name)",
+                )
+            })?;
+            let name = proto::safe_name(name).map_err(|e| Error::invalid(e.0))?;
+            Ok((dir.join(name), false))
+        }
+    }
+}
+
+/// Open the part file holding exactly `offset` verified-to-be bytes (a
+/// prefix the sender checks against its own file before sending).
+fn prepare_part(
+    dest: &Path,
+    part: &Path,
+    append: bool,
+    offset_req: Option<u64>,
+    size: u64,
+    force: bool,
+    max_size: u64,
+) -> Result<(File, u64, [u8; 32])> {
+    if size > max_size {
+        return Err(Error::invalid(format!(
+            "the file has {size} bytes, more than this receiver's --max-size {max_size}"
+        )));
+    }
+    let meta = |p: &Path| std::fs::symlink_metadata(p).ok();
+    let dest_meta = meta(dest);
+    if let Some(m) = &dest_meta {
+        if !m.is_file() {
+            return Err(Error::invalid(format!(
+                "{} exists and is not a regular file; choose another destination",
+                dest.display()
+            )));
+        }
+        if !force && !append {
+            return Err(Error::invalid(format!(
+                "{} already exists; the receiver replaces a file only with --force (and only by a verified transfer), or resumes it with --append",
+                dest.display()
+            )));
+        }
+    }
+    let part_meta = meta(part);
+    if part_meta.as_ref().is_some_and(|m| !m.is_file()) {
+        return Err(Error::invalid(format!(
+            "{} exists and is not a regular file; remove it",
+            part.display()
+        )));
+    }
+    // The prefix on hand: an earlier transfer's part file, else (with
+    // --append) the destination itself.
+    let (base_len, from_dest) = match (&part_meta, &dest_meta) {
+        (Some(m), _) => (m.len(), false),
+        (None, Some(m)) if append => (m.len(), true),
+        _ => (0, false),
+    };
+    let offset = offset_req.unwrap_or(base_len.min(size));
+    if offset > 0 {
+        if base_len == 0 {
+            return Err(Error::invalid(format!(
+                "nothing to resume: no earlier bytes of {} are here; start at offset 0",
+                dest.display()
+            )));
+        }
+        if (from_dest && base_len != offset) || base_len < offset {
+            return Err(Error::invalid(format!(
+                "{} holds {base_len} bytes but the sender starts at offset {offset}; resume with `opsel send --offset {base_len}` (or --resume)",
+                if from_dest { dest } else { part }.display()
+            )));
+        }
+    }
+    let need = size - offset + if from_dest { offset } else { 0 };
+    let dir = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let Some(free) = free_bytes(dir) {
+        if need > free {
+            return Err(Error::invalid(format!(
+                "{} has {free} bytes free but the transfer needs {need}; free some space",
+                dir.display()
+            )));
+        }
+    }
+    if from_dest && offset > 0 {
+        // Never write into the user's file: extend a copy, rename when verified.
+        std::fs::copy(dest, part).map_err(|e| {
+            let _ = std::fs::remove_file(part);
+            Error::io(format!("copy {} to {}", dest.display(), part.display()), e)
+        })?;
+    }
+    let mut f = OpenOptions::new()
+        .create(true)
+        .truncate(offset == 0)
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(part)
+        .map_err(|e| Error::io(format!("create {}", part.display()), e))?;
+    f.set_len(offset)
+        .map_err(|e| Error::io(format!("truncate {} to {offset}", part.display()), e))?;
+    let (n, prefix) = sha256_range(part, 0, Some(offset))?;
+    if n != offset {
+        return Err(Error::invalid(format!(
+            "{} holds {n} bytes, not {offset}",
+            part.display()
+        )));
+    }
+    use std::io::Seek;
+    f.seek(std::io::SeekFrom::Start(offset))
+        .map_err(|e| Error::io(format!("seek {}", part.display()), e))?;
+    let prefix = proto::unhex::<32>(&prefix, "sha").map_err(|e| Error::invalid(e.0))?;
+    Ok((f, offset, prefix))
+}
+
+fn run_transfer(
+    sh: &Shared,
+    w: &mut TcpStream,
+    mut r: LineReader<TcpStream>,
+    peer: SocketAddr,
+    req: &proto::Request,
+    proof: Option<[u8; 32]>,
+    busy: &mut BusyGuard,
+) -> Result<RecvReport> {
+    let log = |m: String| (sh.log)(&format!("{peer}: {m}"));
+    let lim = sh.opts.limits;
+    let start = Instant::now();
+    let (dest, append) = destination(&sh.opts, req)?;
+    let part = part_path(&dest);
+    let (file, offset, prefix) = prepare_part(
+        &dest,
+        &part,
+        append,
+        req.offset,
+        req.size,
+        sh.opts.force,
+        lim.max_size,
+    )?;
+    let token: [u8; proto::TOKEN_LEN] = random();
+    let (tx, rx) = mpsc::sync_channel::<TcpStream>(1);
+    *sh.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending { token, tx });
+    let accept = proto::Accept {
+        token,
+        offset,
+        prefix_sha256: prefix,
+        proof,
+    };
+    let clear = || {
+        sh.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+    };
+    if let Err(e) = write_line(w, &proto::accept_msg(&accept)) {
+        clear();
+        return Err(e);
+    }
+    log(format!(
+        "accepted: {} bytes from offset {offset} into {}",
+        req.size - offset,
+        dest.display()
+    ));
+    let data = rx.recv_timeout(lim.handshake);
+    clear();
+    let mut data = data.map_err(|_| {
+        if offset == 0 {
+            // Nothing arrived: leave no empty part file behind.
+            let _ = std::fs::remove_file(&part);
+        }
+        Error::invalid(format!(
+            "no data connection arrived within {:.1} s",
+            lim.handshake.as_secs_f64()
+        ))
+    })?;
+    data.set_read_timeout(Some(lim.idle))
+        .map_err(|e| Error::io("data read timeout", e))?;
+    let expect = req.size - offset;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 18];
+    let mut received = 0u64;
+    let fail = |out: std::io::BufWriter<File>, received: u64, msg: String| -> Error {
+        // Keep what arrived (a later resume checks it against the sender's file).
+        if let Ok(f) = out.into_inner() {
+            let _ = f.sync_all();
+        }
+        Error::invalid(format!(
+            "{msg}; {} bytes of {} are kept in {} and the destination is untouched; resume with `opsel send --resume`",
+            offset + received,
+            req.size,
+            part.display()
+        ))
+    };
+    loop {
+        let n = match data.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(fail(
+                    out,
+                    received,
+                    format!(
+                        "the data connection {} after {received} bytes",
+                        why(&e, lim.idle)
+                    ),
+                ))
+            }
+        };
+        if received + n as u64 > expect {
+            return Err(fail(
+                out,
+                received,
+                format!("the sender sent more than the {expect} bytes it announced"),
+            ));
+        }
+        if let Err(e) = out.write_all(&buf[..n]) {
+            return Err(fail(
+                out,
+                received,
+                format!("write {}: {e}", part.display()),
+            ));
+        }
+        h.update(&buf[..n]);
+        received += n as u64;
+        (sh.on_bytes)(n as u64);
+    }
+    let file = match out.into_inner() {
+        Ok(f) => f,
+        Err(e) => {
+            return Err(Error::invalid(format!(
+                "write {}: {}; the destination is untouched",
+                part.display(),
+                e.error()
+            )))
+        }
+    };
+    file.sync_all()
+        .map_err(|e| Error::io(format!("fsync {}", part.display()), e))?;
+    let sha: [u8; 32] = h.finalize().into();
+    // The completion message, within the idle limit.
+    let end_deadline = Instant::now() + lim.idle;
+    let end = match r.read_line(MAX_LINE, |s| until(s, end_deadline)) {
+        Ok(Some(l)) => proto::parse_end(&l).map_err(|e| Error::invalid(e.0)),
+        Ok(None) => Err(Error::invalid("the sender closed the control connection")),
+        Err(e) => Err(Error::invalid(why(&e, lim.idle))),
+    }
+    .map_err(|e| {
+        Error::invalid(format!(
+            "the sender ended without its completion message after {received} bytes ({e}); {} bytes are kept in {} and the destination is untouched; resume with `opsel send --resume`",
+            offset + received,
+            part.display()
+        ))
+    })?;
+    let (file_size, file_sha) = sha256_range(&part, 0, None)?;
+    let file_sha = proto::unhex::<32>(&file_sha, "sha").map_err(|e| Error::invalid(e.0))?;
+    let verified = end.sent == received
+        && end.sha256 == sha
+        && file_sha == end.file_sha256
+        && file_size == offset + received;
+    let mut complete = verified && file_size == req.size;
+    if !verified {
+        // Only a verified prefix may remain for a resume.
+        let _ = file.set_len(offset);
+        let _ = file.sync_all();
+        if offset == 0 {
+            let _ = std::fs::remove_file(&part);
+        }
+    } else if complete {
+        // The destination may have appeared meanwhile: the same rule as at the start.
+        if std::fs::symlink_metadata(&dest).is_ok() && !sh.opts.force && !append {
+            complete = false;
+            log(format!(
+                "{} appeared during the transfer; the verified file stays in {} (no --force)",
+                dest.display(),
+                part.display()
+            ));
+        } else {
+            std::fs::rename(&part, &dest).map_err(|e| {
+                Error::io(
+                    format!("rename {} to {}", part.display(), dest.display()),
+                    e,
+                )
+            })?;
+            let dir = dest
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let _ = fsync_dir(dir);
+        }
+    }
+    let conf = proto::Confirm {
+        ok: verified,
+        received,
+        sha256: sha,
+        file_size,
+        file_sha256: file_sha,
+        complete,
+    };
+    let _ = w.set_write_timeout(Some(lim.idle));
+    busy.release();
+    write_line(w, &proto::confirm_msg(&conf))?;
+    Ok(RecvReport {
+        peer,
+        path: if complete { dest } else { part },
+        offset,
+        received,
+        sha256: proto::hex(&sha),
+        verified,
+        complete,
+        file_size,
+        file_sha256: proto::hex(&file_sha),
+        elapsed: start.elapsed(),
+    })
 }

@@ -3,7 +3,7 @@
 //! connection (000 Ch. 7, iPerfOPS), then wait until the receiver confirms
 //! every byte and its SHA-256.
 
-use std::io::{BufReader, Seek, Write};
+use std::io::{Seek, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -21,7 +21,8 @@ use opsel::sys::linux::ops_driver::{
 use opsel::{Error, Result};
 use serde_json::{json, Value};
 
-use super::{field_str, field_u64, read_msg, sha256_range, write_msg, HELLO, VERSION};
+use super::proto::{self, Key, LineReader};
+use super::{random, sha256_range, sha256_range_and_prefix, write_line};
 
 /// Shipped models (trained on netlab; owned by the training issue).
 pub const ACTIVE_MODEL: &str = "models/active-s5c5s5b5/model.json";
@@ -73,7 +74,14 @@ pub struct SendOpts {
     pub file: PathBuf,
     pub strategy: Strategy,
     pub time_s: Option<f64>,
-    pub offset: u64,
+    /// First byte to send (`None` = 0, unless `resume`).
+    pub offset: Option<u64>,
+    /// Let the receiver say where to start: after its verified prefix.
+    pub resume: bool,
+    /// File name for the receiver (serve mode; default: the file's own name).
+    pub name: Option<String>,
+    /// Pre-shared key (both sides prove they hold it).
+    pub key: Option<Key>,
     /// JSON-lines log file and run label.
     pub log: Option<(PathBuf, String)>,
     pub interval_s: f64,
@@ -86,6 +94,8 @@ pub struct SendReport {
     pub offset: u64,
     /// The receiver's whole file equals the source's first `file_size` bytes.
     pub file_identical: bool,
+    /// The receiver holds the whole file now, renamed into place.
+    pub complete: bool,
     pub file_size: u64,
     pub sha256: String,
 }
@@ -325,7 +335,8 @@ fn open_log(log: &Option<(PathBuf, String)>, offset: u64) -> Result<Log> {
 
 /// Run one transfer. `on_event` sees every driver event (progress bars,
 /// demo accounting); `stop` ends the sending early (then the transfer is
-/// completed and confirmed up to the bytes sent).
+/// completed and confirmed up to the bytes sent, and the receiver keeps
+/// them as a verified prefix for a resume).
 pub fn run(
     opts: &SendOpts,
     stop: Option<Arc<AtomicBool>>,
@@ -338,15 +349,19 @@ pub fn run(
         .metadata()
         .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
         .len();
-    if opts.offset > size {
+    if let Some(o) = opts.offset.filter(|&o| o > size) {
         return Err(Error::invalid(format!(
-            "--offset {} is past the end of {} ({size} bytes)",
-            opts.offset,
+            "--offset {o} is past the end of {} ({size} bytes)",
             path.display()
         )));
     }
-    file.seek(std::io::SeekFrom::Start(opts.offset))
-        .map_err(|e| Error::io(format!("seek {} to {}", path.display(), opts.offset), e))?;
+    let name = match &opts.name {
+        Some(n) => n.clone(),
+        None => path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
     // Build the controller before connecting, so a bad model fails fast.
     let ctl = match &opts.strategy {
         Strategy::Ops(o) => Some(controller(o)?),
@@ -356,7 +371,7 @@ pub fn run(
         TcpStream::connect_timeout(&opts.to, Duration::from_secs(10)).map_err(|e| {
             Error::io(
                 format!(
-                    "connect the {what} connection to {} (is `opsel recv` listening there?)",
+                    "connect the {what} connection to {} (is `opsel recv` or `opsel serve` listening there?)",
                     opts.to
                 ),
                 e,
@@ -364,35 +379,96 @@ pub fn run(
         })
     };
     let ctl_sock = connect("control")?;
+    // The handshake is bounded: a receiver that says nothing is not waited for.
+    ctl_sock
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| Error::io("control read timeout", e))?;
     let mut ctl_w = ctl_sock
         .try_clone()
         .map_err(|e| Error::io("clone control socket", e))?;
-    let mut ctl_r = BufReader::new(ctl_sock);
-    write_msg(
-        &mut ctl_w,
-        &json!({"hello": HELLO, "version": VERSION, "offset": opts.offset, "size": size - opts.offset}),
-    )?;
-    let reply = read_msg(&mut ctl_r)?;
-    if reply.get("ok").and_then(Value::as_bool) != Some(true) {
+    let mut ctl_r = LineReader::new(ctl_sock);
+    let read = |r: &mut LineReader<TcpStream>, what: &str| -> Result<Vec<u8>> {
+        match r.read_line(proto::MAX_LINE, |_| Ok(())) {
+            Ok(Some(l)) => Ok(l),
+            Ok(None) => Err(Error::invalid(format!(
+                "the receiver closed the control connection before its {what}"
+            ))),
+            Err(e) => Err(Error::io(format!("read the receiver's {what}"), e)),
+        }
+    };
+    let proto_err = |e: proto::ProtoError| Error::invalid(e.0);
+    let nonce: [u8; proto::NONCE_LEN] = random();
+    write_line(&mut ctl_w, &proto::hello_msg(&nonce))?;
+    let ch = proto::parse_challenge(&read(&mut ctl_r, "challenge")?).map_err(|e| {
+        if e.0.contains("version 1") {
+            Error::invalid(format!(
+                "{e}; the receiver runs an older opsel (protocol version 1): upgrade it"
+            ))
+        } else {
+            proto_err(e)
+        }
+    })?;
+    let mac = match (&opts.key, ch.auth) {
+        (Some(k), _) => Some(k.sender_mac(&ch.challenge, &nonce)),
+        (None, true) => {
+            return Err(Error::invalid(
+                "the receiver requires a pre-shared key: pass --key-file FILE or set OPSEL_KEY",
+            ))
+        }
+        (None, false) => None,
+    };
+    let req = proto::Request {
+        mac,
+        size,
+        offset: if opts.resume {
+            None
+        } else {
+            Some(opts.offset.unwrap_or(0))
+        },
+        name: Some(name),
+        streams: 1,
+    };
+    write_line(&mut ctl_w, &proto::request_msg(&req))?;
+    let acc = proto::parse_accept(&read(&mut ctl_r, "answer")?).map_err(proto_err)?;
+    if let Some(k) = &opts.key {
+        // Mutual: the file goes only to a receiver that holds the key too.
+        let ok = acc
+            .proof
+            .as_ref()
+            .is_some_and(|p| k.check_receiver(&nonce, &ch.challenge, p));
+        if !ok {
+            return Err(Error::invalid(
+                "the receiver did not prove it holds the pre-shared key; nothing was sent (is it the receiver you meant, started with the same key?)",
+            ));
+        }
+    }
+    let offset = acc.offset;
+    if offset > size {
         return Err(Error::invalid(format!(
-            "the receiver refused the transfer: {}",
-            reply
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no reason given")
+            "the receiver asks to resume at byte {offset}, past the end of {} ({size} bytes)",
+            path.display()
         )));
     }
-    let token = field_u64(&reply, "token")?;
+    // Resume only onto a prefix identical to ours.
+    let (n, ours) = sha256_range(path, 0, Some(offset))?;
+    if n != offset || ours != proto::hex(&acc.prefix_sha256) {
+        return Err(Error::invalid(format!(
+            "the receiver's first {offset} bytes differ from {}'s; nothing was sent. Start over with --offset 0 (the receiver then replaces its partial file)",
+            path.display()
+        )));
+    }
+    file.seek(std::io::SeekFrom::Start(offset))
+        .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
     let mut data = connect("data")?;
-    data.write_all(&token.to_be_bytes())
-        .map_err(|e| Error::io("send the data connection's token", e))?;
+    data.write_all(&proto::preamble(&acc.token, 0))
+        .map_err(|e| Error::io("send the data connection's preamble", e))?;
 
     let dcfg = DriverConfig {
         interval_ns: (opts.interval_s.max(0.01) * 1e9) as u64,
         time_limit_ns: opts.time_s.map(|t| (t.max(0.0) * 1e9) as u64),
         ..DriverConfig::default()
     };
-    let mut log = open_log(&opts.log, opts.offset)?;
+    let mut log = open_log(&opts.log, offset)?;
     if let Some(c) = &ctl {
         log.classes = c
             .classifier()
@@ -406,7 +482,7 @@ pub fn run(
         on_event(e);
     };
     let mut src = std::io::BufReader::with_capacity(1 << 20, file);
-    let driver = match (ctl, &opts.strategy) {
+    let driven = match (ctl, &opts.strategy) {
         (Some(ctl), Strategy::Ops(o)) => {
             let rtt = if o.icmp {
                 match opts.to.ip() {
@@ -440,14 +516,35 @@ pub fn run(
                     std::thread::sleep(Duration::from_millis(20));
                 });
             }
-            drv.run(&data, &mut src, &mut cb)?
+            drv.run(&data, &mut src, &mut cb)
         }
         (_, Strategy::Fixed(cca)) => {
             let never = AtomicBool::new(false);
             let s: &AtomicBool = stop.as_deref().unwrap_or(&never);
-            send_fixed(&data, &mut src, *cca, &dcfg, s, &mut cb)?
+            send_fixed(&data, &mut src, *cca, &dcfg, s, &mut cb)
         }
         _ => unreachable!("controller built for OPS only"),
+    };
+    let driver = match driven {
+        Ok(d) => d,
+        Err(e) => {
+            // The receiver says why it dropped us (disk full, limit) on the control connection.
+            let _ = ctl_r
+                .get_ref()
+                .set_read_timeout(Some(Duration::from_secs(2)));
+            let reason = ctl_r
+                .read_line(proto::MAX_LINE, |_| Ok(()))
+                .ok()
+                .flatten()
+                .and_then(|l| proto::parse_line(&l).ok())
+                .and_then(|m| proto::refusal(&m));
+            return Err(match reason {
+                Some(r) => Error::invalid(format!("the receiver dropped the transfer: {r}")),
+                None => Error::invalid(format!(
+                    "{e}; the receiver keeps what arrived: resume with `opsel send --resume`"
+                )),
+            });
+        }
     };
     if let Some(w) = log.out.as_mut() {
         let _ = w.flush();
@@ -455,37 +552,35 @@ pub fn run(
     // Last byte written: close our side so the receiver sees EOF after it.
     data.shutdown(Shutdown::Write)
         .map_err(|e| Error::io("shut down the data connection", e))?;
-    let (hashed, sha) = sha256_range(path, opts.offset, Some(driver.bytes_sent))?;
-    if hashed != driver.bytes_sent {
+    let end = offset + driver.bytes_sent;
+    let (hashed, range_sha, file_sha) = sha256_range_and_prefix(path, offset, end)?;
+    if hashed != end {
         return Err(Error::invalid(format!(
-            "{} changed while it was sent: could re-read only {hashed} of {} bytes",
+            "{} changed while it was sent: could re-read only {hashed} of {end} bytes",
             path.display(),
-            driver.bytes_sent
         )));
     }
-    write_msg(
+    write_line(
         &mut ctl_w,
-        &json!({"end": driver.bytes_sent, "sha256": sha}),
+        &proto::end_msg(&proto::End {
+            sent: driver.bytes_sent,
+            sha256: range_sha,
+            file_sha256: file_sha,
+        }),
     )?;
-    // The receiver answers once every byte is on its disk.
+    // The receiver answers once every byte is on its disk and hashed.
     ctl_r
         .get_ref()
         .set_read_timeout(Some(Duration::from_secs(600)))
         .map_err(|e| Error::io("control read timeout", e))?;
-    let conf = read_msg(&mut ctl_r)?;
-    let received = field_u64(&conf, "received")?;
-    let confirmed = conf.get("ok").and_then(Value::as_bool) == Some(true)
-        && received == driver.bytes_sent
-        && field_str(&conf, "sha256")? == sha;
-    let file_size = field_u64(&conf, "file_size")?;
-    let file_identical = confirmed && file_size <= size && {
-        let (n, whole) = sha256_range(path, 0, Some(file_size))?;
-        n == file_size && whole == field_str(&conf, "file_sha256")?
-    };
+    let conf = proto::parse_confirm(&read(&mut ctl_r, "confirmation")?).map_err(proto_err)?;
+    let sha = proto::hex(&range_sha);
+    let confirmed = conf.ok && conf.received == driver.bytes_sent && conf.sha256 == range_sha;
+    let file_identical = confirmed && conf.file_size == end && conf.file_sha256 == file_sha;
     if let Some(w) = log.out.as_mut() {
         let v = json!({"label": log.label, "event": "done", "bytes": driver.bytes_sent,
-            "next_offset": opts.offset + driver.bytes_sent, "confirmed": confirmed,
-            "sha256": sha, "file_identical": file_identical, "file_size": file_size,
+            "next_offset": end, "confirmed": confirmed, "complete": conf.complete,
+            "sha256": sha, "file_identical": file_identical, "file_size": conf.file_size,
             "end": format!("{:?}", driver.end).to_lowercase(),
             "probe_s": driver.stats.probe_ns as f64 / 1e9, "steady_s": driver.stats.steady_ns as f64 / 1e9,
             "decisions": driver.stats.decisions, "early_exits": driver.stats.early_exits,
@@ -495,17 +590,18 @@ pub fn run(
     }
     if !confirmed {
         return Err(Error::invalid(format!(
-            "the receiver did not confirm the transfer: it has {received} of {} bytes, sha256 {} vs ours {sha}; resend with --offset {} and recv --append",
+            "the receiver did not confirm the transfer: it has {} of {} bytes, sha256 {} vs ours {sha}; it kept its verified prefix: resend with --resume",
+            conf.received,
             driver.bytes_sent,
-            conf.get("sha256").and_then(Value::as_str).unwrap_or("?"),
-            opts.offset
+            proto::hex(&conf.sha256),
         )));
     }
     Ok(SendReport {
         driver,
-        offset: opts.offset,
+        offset,
         file_identical,
-        file_size,
+        complete: conf.complete,
+        file_size: conf.file_size,
         sha256: sha,
     })
 }

@@ -45,6 +45,9 @@ pub fn run_reflector(
     let mut arr: Vec<(u32, u64)> = Vec::with_capacity(MAX_REPORT_PACKETS);
     let mut out = Vec::with_capacity(12 + 12 * MAX_REPORT_PACKETS);
     let mut trains = 0;
+    // Peers whose last request brought no packet: ignored for a while, so one
+    // host repeating bogus requests cannot keep the reflector waiting.
+    let mut penalty: Vec<(std::net::IpAddr, Instant)> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let (len, peer) = match ctrl_sock.recv_from(&mut buf) {
             Ok(x) => x,
@@ -61,14 +64,21 @@ pub fn run_reflector(
         let Some((id, n)) = decode_request(&buf[..len]) else {
             continue;
         };
+        let now = Instant::now();
+        penalty.retain(|(_, until)| *until > now);
+        if peer.port() == 0 || penalty.iter().any(|(ip, _)| *ip == peer.ip()) {
+            continue;
+        }
         let n = (n as usize).min(MAX_REPORT_PACKETS);
         // Stale packets of an abandoned train must not count for this one.
         recs.clear();
         while rx.recv_batch(Duration::ZERO, &mut recs)? > 0 {}
         recs.clear();
-        ctrl_sock
-            .send_to(&encode_ready(id), peer)
-            .map_err(|e| Error::io(format!("send ready to {peer}"), e))?;
+        // A peer that cannot be answered (spoofed, gone) is not the
+        // reflector's failure: skip it and keep serving.
+        if ctrl_sock.send_to(&encode_ready(id), peer).is_err() {
+            continue;
+        }
         let deadline = Instant::now() + idle * 20;
         let mut got = 0;
         while got < n && Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
@@ -84,10 +94,16 @@ pub fn run_reflector(
                 .filter(|r| r.train_id == id)
                 .map(|r| (r.seq, r.rx_mono_ns())),
         );
+        if arr.is_empty() && penalty.len() < 4096 {
+            penalty.push((peer.ip(), Instant::now() + idle * 100));
+        }
+        // The report holds only packets of this train that arrived here, so
+        // it is never larger than the data that provoked it (12 bytes per
+        // packet of at least 28): a spoofed request gains no amplification.
         encode_report(id, &arr, &mut out)?;
-        ctrl_sock
-            .send_to(&out, peer)
-            .map_err(|e| Error::io(format!("send report to {peer}"), e))?;
+        if ctrl_sock.send_to(&out, peer).is_err() {
+            continue;
+        }
         trains += 1;
     }
     Ok(trains)

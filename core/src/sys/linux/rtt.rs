@@ -399,6 +399,49 @@ impl EchoProbe for IcmpProber {
     }
 }
 
+/// Length of an opsel UDP echo datagram (magic, seq, padding, send time).
+pub const ECHO_LEN: usize = 16;
+/// Most echoes a [`UdpEchoResponder`] answers per second, all peers together
+/// (a prober sends 10 per second: 000 §3.2 bursts), and its burst allowance.
+pub const ECHO_MAX_PER_S: u64 = 2_000;
+const ECHO_BURST: u64 = 200;
+/// Most delayed echoes a responder holds at once (2 KiB each).
+pub const ECHO_QUEUE_MAX: usize = 1024;
+
+/// An opsel echo request: exactly [`ECHO_LEN`] bytes starting with the magic.
+pub fn is_echo_request(b: &[u8]) -> bool {
+    b.len() == ECHO_LEN && b[..4] == ECHO_MAGIC
+}
+
+/// Token bucket for the responder's replies.
+struct EchoLimiter {
+    tokens: u64,
+    last_ns: u64,
+}
+
+impl EchoLimiter {
+    fn new(now_ns: u64) -> Self {
+        EchoLimiter {
+            tokens: ECHO_BURST,
+            last_ns: now_ns,
+        }
+    }
+
+    fn admit(&mut self, now_ns: u64) -> bool {
+        let per_token_ns = 1_000_000_000 / ECHO_MAX_PER_S;
+        let earned = now_ns.saturating_sub(self.last_ns) / per_token_ns;
+        if earned > 0 {
+            self.tokens = (self.tokens + earned).min(ECHO_BURST);
+            self.last_ns += earned * per_token_ns;
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
 /// UDP echo prober: sends opsel echo datagrams to a [`UdpEchoResponder`].
 pub struct UdpEchoProber {
     fd: OwnedFd,
@@ -429,7 +472,7 @@ impl UdpEchoProber {
 
 impl EchoProbe for UdpEchoProber {
     fn send_echo(&mut self, seq: u16) -> Result<u64> {
-        let mut pkt = [0u8; 16];
+        let mut pkt = [0u8; ECHO_LEN];
         pkt[0..4].copy_from_slice(&ECHO_MAGIC);
         pkt[4..6].copy_from_slice(&seq.to_be_bytes());
         let t = monotonic_ns();
@@ -467,9 +510,13 @@ impl EchoProbe for UdpEchoProber {
     }
 }
 
-/// Echoes every datagram back to its sender from a background thread,
-/// optionally after a fixed `delay` (a user-space delay line for tests on
-/// veth, where the bare RTT is tens of µs). Stops when dropped.
+/// Echoes opsel echo datagrams ([`is_echo_request`]) back to their sender
+/// from a background thread, optionally after a fixed `delay` (a user-space
+/// delay line for tests on veth, where the bare RTT is tens of µs). Stops
+/// when dropped. It faces whatever reaches its port: other datagrams are
+/// dropped, replies are never larger than requests (no amplification), at
+/// most [`ECHO_MAX_PER_S`] per second are answered and at most
+/// [`ECHO_QUEUE_MAX`] delayed replies are held.
 pub struct UdpEchoResponder {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<u64>>>,
@@ -494,6 +541,7 @@ impl UdpEchoResponder {
             let mut queue: VecDeque<(u64, usize, SocketAddr, [u8; 2048])> = VecDeque::new();
             let mut echoed = 0u64;
             let mut buf = [0u8; 2048];
+            let mut limiter = EchoLimiter::new(monotonic_ns());
             while !stop2.load(Ordering::Relaxed) {
                 // Send what is due; then wait for the next packet at most until the next due time.
                 while let Some(&(due, n, from, ref data)) = queue.front() {
@@ -516,10 +564,19 @@ impl UdpEchoResponder {
                 }
                 match sock.recv_from(&mut buf) {
                     Ok((n, from)) => {
+                        // Anyone can reach this port: answer only opsel echoes
+                        // (so a reply is never larger than its request), at a
+                        // bounded rate, with a bounded queue.
+                        if !is_echo_request(&buf[..n])
+                            || from.port() == 0
+                            || !limiter.admit(monotonic_ns())
+                        {
+                            continue;
+                        }
                         if delay_ns == 0 {
                             let _ = sock.send_to(&buf[..n], from);
                             echoed += 1;
-                        } else {
+                        } else if queue.len() < ECHO_QUEUE_MAX {
                             queue.push_back((monotonic_ns() + delay_ns, n, from, buf));
                         }
                     }

@@ -1,0 +1,851 @@
+//! `opsel recv` / `opsel serve` facing hostile or broken peers on loopback:
+//! each bad peer is dropped within its bounds and logged, the receiver keeps
+//! serving, the legitimate sender that follows succeeds, and no existing
+//! file is ever lost. Timeouts are shortened (1 s) so every case is bounded.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_opsel");
+const KEY: &str = "correct horse battery staple 42";
+
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("opsel-edge-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Kills the child on drop so a failing assertion leaves no receiver behind.
+struct Proc(Option<Child>);
+impl Proc {
+    fn finish(mut self, limit: Duration, what: &str) -> (bool, String) {
+        let mut c = self.0.take().unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                let out = c.wait_with_output().unwrap();
+                return (
+                    st.success(),
+                    format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                );
+            }
+            if start.elapsed() > limit {
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                panic!(
+                    "{what} did not finish within {limit:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    /// Stop a server and return what it printed.
+    fn kill(mut self) -> String {
+        let mut c = self.0.take().unwrap();
+        let _ = c.kill();
+        let out = c.wait_with_output().unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+}
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn spawn(args: &[&str], key: Option<&str>) -> Proc {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env_remove("OPSEL_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(k) = key {
+        c.env("OPSEL_KEY", k);
+    }
+    Proc(Some(c.spawn().unwrap()))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn write_file(p: &Path, n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed;
+    let mut v = Vec::with_capacity(n + 8);
+    while v.len() < n {
+        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        v.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    v.truncate(n);
+    std::fs::write(p, &v).unwrap();
+    v
+}
+
+fn wait_listening(addr: &str) {
+    let start = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "receiver never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A hand-rolled protocol-v2 client (no key) to misbehave at any step.
+struct Raw {
+    s: TcpStream,
+    r: BufReader<TcpStream>,
+}
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let r = BufReader::new(s.try_clone().unwrap());
+        Raw { s, r }
+    }
+    fn send(&mut self, v: &Value) {
+        let mut l = v.to_string();
+        l.push('\n');
+        self.s.write_all(l.as_bytes()).unwrap();
+    }
+    fn line(&mut self) -> Option<Value> {
+        let mut l = String::new();
+        match self.r.read_line(&mut l) {
+            Ok(n) if n > 0 => serde_json::from_str(&l).ok(),
+            _ => None,
+        }
+    }
+    fn hello(addr: &str) -> (Raw, Value) {
+        let mut c = Raw::connect(addr);
+        c.send(&json!({"hello": "opsel-transfer", "version": 2, "nonce": "00112233445566778899aabbccddeeff"}));
+        let ch = c.line().expect("a challenge");
+        (c, ch)
+    }
+    /// Hello + request; returns the receiver's answer.
+    fn request(addr: &str, req: Value) -> (Raw, Value) {
+        let (mut c, _) = Raw::hello(addr);
+        c.send(&req);
+        let a = c.line().unwrap_or(Value::Null);
+        (c, a)
+    }
+    /// The peer closed (EOF or reset) within `limit`.
+    fn closed_within(&mut self, limit: Duration) -> bool {
+        self.s.set_read_timeout(Some(limit)).unwrap();
+        let mut b = [0u8; 256];
+        loop {
+            match self.s.read(&mut b) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) => {
+                    return !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    )
+                }
+            }
+        }
+    }
+}
+
+fn data_conn(addr: &str, token_hex: &str) -> TcpStream {
+    let mut d = TcpStream::connect(addr).unwrap();
+    let mut p = Vec::from(*b"OPSD");
+    p.extend_from_slice(&[2, 0, 0, 0]);
+    for i in 0..16 {
+        p.push(u8::from_str_radix(&token_hex[2 * i..2 * i + 2], 16).unwrap());
+    }
+    d.write_all(&p).unwrap();
+    d
+}
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+fn fast_recv(addr: &str, out: &Path, extra: &[&str], key: Option<&str>) -> Proc {
+    let mut args = vec![
+        "recv",
+        "--listen",
+        addr,
+        "--handshake-timeout",
+        "1",
+        "--timeout",
+        "60",
+    ];
+    if !extra.contains(&"--idle-timeout") {
+        args.extend(["--idle-timeout", "1"]);
+    }
+    let out = s(out);
+    args.extend(["--out", out.as_str()]);
+    args.extend(extra);
+    let p = spawn(&args, key);
+    wait_listening(addr);
+    p
+}
+
+#[test]
+fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
+    let d = TempDir::new("hostile");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 2_000_000, 11);
+    let dst = d.0.join("dst.bin");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &["--max-size", "10M"], None);
+    let t0 = Instant::now();
+
+    // 1. A port scanner: connect and close.
+    drop(TcpStream::connect(&addr).unwrap());
+    // 2. An HTTP request.
+    let mut c = Raw::connect(&addr);
+    c.s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert!(
+        c.closed_within(Duration::from_secs(3)),
+        "HTTP peer not dropped"
+    );
+    // 3. Says nothing: dropped at the handshake deadline (1 s), not earlier than asked.
+    let mut c = Raw::connect(&addr);
+    let t = Instant::now();
+    assert!(
+        c.closed_within(Duration::from_secs(4)),
+        "silent peer not dropped"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        t.elapsed()
+    );
+    // 4. Slowloris: one byte every 200 ms never completes a hello in time.
+    let mut c = Raw::connect(&addr);
+    let t = Instant::now();
+    let mut dropped = false;
+    for b in br#"{"hello":"opsel-transfer","version":2,"nonce":"00"#.iter() {
+        if c.s.write_all(&[*b]).is_err() {
+            dropped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        if t.elapsed() > Duration::from_secs(4) {
+            break;
+        }
+    }
+    assert!(
+        dropped || c.closed_within(Duration::from_secs(2)),
+        "slowloris not dropped"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // 5. A line longer than any control message (bounded memory).
+    let mut c = Raw::connect(&addr);
+    let _ = c.s.write_all(&[b'{'; 100_000]);
+    assert!(
+        c.closed_within(Duration::from_secs(3)),
+        "oversized line not dropped"
+    );
+    // 6. Not JSON.
+    let mut c = Raw::connect(&addr);
+    c.s.write_all(b"{this is not json}\n").unwrap();
+    assert!(c.closed_within(Duration::from_secs(3)));
+    // 7. The old protocol: refused with a message naming both versions.
+    let mut c = Raw::connect(&addr);
+    c.send(&json!({"hello": "opsel-transfer", "version": 1, "offset": 0, "size": 5}));
+    let r = c.line().expect("a refusal");
+    assert_eq!(r["ok"], false);
+    let e = r["error"].as_str().unwrap();
+    assert!(e.contains("version 2") && e.contains("version 1"), "{e}");
+    // 8. A valid hello, then gone.
+    let (c, ch) = Raw::hello(&addr);
+    assert_eq!(ch["auth"], "none");
+    drop(c);
+    // 9. A request with a lying type.
+    let (_c, a) = Raw::request(&addr, json!({"size": "huge"}));
+    assert_eq!(a["ok"], false, "{a}");
+    // 10. Bigger than --max-size.
+    let (_c, a) = Raw::request(&addr, json!({"size": 1u64 << 40, "offset": 0}));
+    assert!(a["error"].as_str().unwrap().contains("--max-size"), "{a}");
+    // 11. Several data streams (reserved for a later version).
+    let (_c, a) = Raw::request(&addr, json!({"size": 10, "offset": 0, "streams": 4}));
+    assert!(a["error"].as_str().unwrap().contains("exactly 1"), "{a}");
+    // 12. A data connection nobody asked for (out of order), with a made-up token.
+    let mut dc = data_conn(&addr, "0123456789abcdef0123456789abcdef");
+    let _ = dc.write_all(&[0u8; 1000]);
+    let mut rc = Raw {
+        r: BufReader::new(dc.try_clone().unwrap()),
+        s: dc,
+    };
+    assert!(
+        rc.closed_within(Duration::from_secs(3)),
+        "stray data connection kept"
+    );
+    // 13. Accepted, but the data connection never comes: dropped after 1 s.
+    let (mut c, a) = Raw::request(&addr, json!({"size": 1000, "offset": 0}));
+    assert_eq!(a["ok"], true, "{a}");
+    let r = c.line().expect("the reason");
+    assert!(
+        r["error"].as_str().unwrap().contains("no data connection"),
+        "{r}"
+    );
+    assert!(
+        !d.0.join(".dst.bin.opsel-part").exists(),
+        "an empty part file was left"
+    );
+    // 14. A second data connection presenting an already-used token is refused.
+    let (mut c, a) = Raw::request(&addr, json!({"size": 1000, "offset": 0}));
+    let tok = a["token"].as_str().unwrap().to_string();
+    let mut d1 = data_conn(&addr, &tok);
+    // Each connection has its own handler thread: let the first attach first.
+    std::thread::sleep(Duration::from_millis(300));
+    let d2 = data_conn(&addr, &tok);
+    let mut rc = Raw {
+        r: BufReader::new(d2.try_clone().unwrap()),
+        s: d2,
+    };
+    assert!(rc.closed_within(Duration::from_secs(3)), "token reused");
+    // 15. ... and that transfer lies about its size: 5000 bytes for 1000 announced.
+    let _ = d1.write_all(&[7u8; 5000]);
+    let r = c.line().expect("the reason");
+    assert!(r["error"].as_str().unwrap().contains("more than"), "{r}");
+    // 16. Accepted, some data, then silence: dropped after the idle limit.
+    let (mut c, a) = Raw::request(&addr, json!({"size": 1000, "offset": 0}));
+    let mut d1 = data_conn(&addr, a["token"].as_str().unwrap());
+    d1.write_all(&[1u8; 100]).unwrap();
+    let r = c.line().expect("the reason");
+    assert!(r["error"].as_str().unwrap().contains("silent"), "{r}");
+    // 17. Sends everything, then vanishes without its completion message.
+    let (c, a) = Raw::request(&addr, json!({"size": 1000, "offset": 0}));
+    let mut d1 = data_conn(&addr, a["token"].as_str().unwrap());
+    d1.write_all(&data[..1000]).unwrap();
+    drop(d1);
+    drop(c);
+    // 18. A flood of connections that say nothing: the cap drops the excess at once.
+    let flood: Vec<TcpStream> = (0..40)
+        .filter_map(|_| TcpStream::connect(&addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(flood);
+    assert!(!dst.exists(), "no bad peer may create the destination");
+
+    // The real sender, after all of that.
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
+    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
+    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(30), "recv");
+    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    for want in [
+        "dropped before saying anything",
+        "not an opsel sender",
+        "longer than 4096",
+        "not JSON",
+        "refused: this receiver speaks opsel-transfer protocol version 2",
+        "dropped before its request",
+        "--max-size",
+        "belongs to no transfer",
+        "no data connection arrived",
+        "more than the 1000 bytes",
+        "silent for 1.0 s",
+        "without its completion message",
+        "connections from this host are already open",
+        "verified 2000000 bytes",
+    ] {
+        assert!(
+            out_rx.contains(want),
+            "no log line with {want:?}:\n{out_rx}"
+        );
+    }
+    // The part file of the lying and vanished transfers was replaced by the good one.
+    assert!(!d.0.join(".dst.bin.opsel-part").exists());
+}
+
+#[test]
+fn a_second_sender_is_refused_without_disturbing_the_first() {
+    let d = TempDir::new("busy");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 300_000, 5);
+    let dst = d.0.join("dst.bin");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &["--idle-timeout", "5"], None);
+    // The first transfer is running (accepted, data flowing slowly).
+    let (mut c, a) = Raw::request(&addr, json!({"size": 300_000, "offset": 0}));
+    assert_eq!(a["ok"], true, "{a}");
+    let mut d1 = data_conn(&addr, a["token"].as_str().unwrap());
+    d1.write_all(&data[..100_000]).unwrap();
+    // A second sender comes: refused as busy.
+    let other = d.0.join("other.bin");
+    write_file(&other, 1000, 6);
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&other)], None);
+    let (ok2, out2) = tx.finish(Duration::from_secs(20), "second send");
+    assert!(!ok2 && out2.contains("busy"), "{out2}");
+    // The first one completes and is verified.
+    d1.write_all(&data[100_000..]).unwrap();
+    drop(d1);
+    let sha = |b: &[u8]| {
+        use sha2::Digest;
+        sha2::Sha256::digest(b)
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<String>()
+    };
+    c.send(&json!({"end": 300_000, "sha256": sha(&data), "file_sha256": sha(&data)}));
+    let conf = c.line().expect("a confirmation");
+    assert_eq!(
+        (conf["ok"].clone(), conf["complete"].clone()),
+        (json!(true), json!(true)),
+        "{conf}"
+    );
+    let (ok, out) = rx.finish(Duration::from_secs(10), "recv");
+    assert!(ok, "{out}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+}
+
+#[test]
+fn existing_files_are_kept_unless_a_verified_transfer_replaces_them() {
+    let d = TempDir::new("keep");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 500_000, 8);
+    let dst = d.0.join("dst.bin");
+    std::fs::write(&dst, b"the user's precious file").unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+
+    // Without --force: refused, untouched.
+    let rx = fast_recv(&addr, &dst, &[], None);
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send");
+    assert!(
+        !ok && out.contains("already exists") && out.contains("--force"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), b"the user's precious file");
+
+    // A sender that vanishes mid-transfer (even with --force on the receiver) leaves it too.
+    drop(rx.kill());
+    let rx = fast_recv(&addr, &dst, &["--force"], None);
+    let (c, a) = Raw::request(&addr, json!({"size": 500_000, "offset": 0}));
+    let mut d1 = data_conn(&addr, a["token"].as_str().unwrap());
+    d1.write_all(&data[..200_000]).unwrap();
+    drop(d1);
+    drop(c);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(std::fs::read(&dst).unwrap(), b"the user's precious file");
+    // The verified prefix is kept beside it; a resume completes it and only then replaces.
+    let part = d.0.join(".dst.bin.opsel-part");
+    assert_eq!(std::fs::metadata(&part).unwrap().len(), 200_000);
+    let tx = spawn(
+        &["send", "--to", &addr, "--file", &s(&src), "--resume"],
+        None,
+    );
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send --resume");
+    assert!(ok && out.contains("byte-identical"), "{out}");
+    let (ok, out) = rx.finish(Duration::from_secs(10), "recv");
+    assert!(ok && out.contains("from offset 200000"), "{out}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+    assert!(!part.exists());
+
+    // A resume onto a prefix that differs from the sender's file sends nothing.
+    std::fs::write(&part, vec![0u8; 1000]).unwrap();
+    let rx = fast_recv(&addr, &d.0.join("new.bin"), &[], None);
+    std::fs::rename(&part, d.0.join(".new.bin.opsel-part")).unwrap();
+    let tx = spawn(
+        &["send", "--to", &addr, "--file", &s(&src), "--resume"],
+        None,
+    );
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send --resume");
+    assert!(!ok && out.contains("differ"), "{out}");
+    drop(rx.kill());
+    assert!(!d.0.join("new.bin").exists());
+}
+
+#[test]
+fn authentication_admits_only_key_holders() {
+    let d = TempDir::new("auth");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 200_000, 9);
+    let dst = d.0.join("dst.bin");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &[], Some(KEY));
+
+    // No key: told a key is needed, nothing written.
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send without key");
+    assert!(!ok && out.contains("requires a pre-shared key"), "{out}");
+    // Wrong key: refused.
+    let tx = spawn(
+        &["send", "--to", &addr, "--file", &s(&src)],
+        Some("a wrong key of enough length"),
+    );
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send with a wrong key");
+    assert!(!ok && out.contains("authentication failed"), "{out}");
+    // A raw peer that skips the MAC learns nothing but the refusal.
+    let (_c, a) = Raw::request(&addr, json!({"size": 10, "offset": 0}));
+    assert_eq!(a["ok"], false);
+    assert!(a.get("token").is_none() && a.get("offset").is_none(), "{a}");
+    // The key from a file works; the receiver proves itself back.
+    let kf = d.0.join("key");
+    std::fs::write(&kf, format!("{KEY}\n")).unwrap();
+    let tx = spawn(
+        &[
+            "send",
+            "--to",
+            &addr,
+            "--file",
+            &s(&src),
+            "--key-file",
+            &s(&kf),
+        ],
+        None,
+    );
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send with the key");
+    assert!(ok, "{out}");
+    let (ok, out) = rx.finish(Duration::from_secs(10), "recv");
+    assert!(ok, "{out}");
+    assert!(out.contains("authentication failed (wrong key)"), "{out}");
+    assert!(out.contains("authentication failed (no key)"), "{out}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+
+    // A sender holding a key does not send to a receiver that cannot prove it has it.
+    let rx = fast_recv(&addr, &d.0.join("x.bin"), &[], None);
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], Some(KEY));
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send to an impostor");
+    assert!(!ok && out.contains("did not prove"), "{out}");
+    drop(rx.kill());
+    assert!(!d.0.join("x.bin").exists());
+
+    // A non-loopback receiver without a key refuses to start.
+    let p = spawn(&["recv", "--listen", "0.0.0.0:0", "--out", &s(&dst)], None);
+    let (ok, out) = p.finish(Duration::from_secs(10), "recv on 0.0.0.0");
+    assert!(!ok && out.contains("--no-auth"), "{out}");
+    // A key that is too short is refused with how to make one.
+    let p = spawn(
+        &["recv", "--listen", &addr, "--out", &s(&dst)],
+        Some("short"),
+    );
+    let (ok, out) = p.finish(Duration::from_secs(10), "recv with a short key");
+    assert!(!ok && out.contains("at least 16"), "{out}");
+}
+
+#[test]
+fn serve_receives_transfer_after_transfer_and_names_cannot_escape() {
+    let d = TempDir::new("serve");
+    let dir = d.0.join("inbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let srv = spawn(
+        &[
+            "serve",
+            "--listen",
+            &addr,
+            "--dir",
+            &s(&dir),
+            "--handshake-timeout",
+            "1",
+        ],
+        Some(KEY),
+    );
+    wait_listening(&addr);
+    let mut sent = Vec::new();
+    for i in 0..3u64 {
+        let f = d.0.join(format!("f{i}.bin"));
+        sent.push(write_file(&f, 10_000 + 7919 * i as usize, i));
+        let tx = spawn(&["send", "--to", &addr, "--file", &s(&f)], Some(KEY));
+        let (ok, out) = tx.finish(Duration::from_secs(20), "send");
+        assert!(ok, "{out}");
+    }
+    for name in ["../escape.bin", "/tmp/abs.bin", ".hidden", "a/b", ".."] {
+        let f = d.0.join("f0.bin");
+        let tx = spawn(
+            &["send", "--to", &addr, "--file", &s(&f), "--name", name],
+            Some(KEY),
+        );
+        let (ok, out) = tx.finish(Duration::from_secs(20), "send with a bad name");
+        assert!(!ok && out.contains("name"), "{name}: {out}");
+    }
+    // The same name again: refused (serve never overwrites without --force).
+    let tx = spawn(
+        &["send", "--to", &addr, "--file", &s(&d.0.join("f1.bin"))],
+        Some(KEY),
+    );
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send again");
+    assert!(!ok && out.contains("already exists"), "{out}");
+    let log = srv.kill();
+    for i in 0..3u64 {
+        assert_eq!(
+            std::fs::read(dir.join(format!("f{i}.bin"))).unwrap(),
+            sent[i as usize],
+            "{log}"
+        );
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["f0.bin", "f1.bin", "f2.bin"], "{log}");
+    assert!(!d.0.join("escape.bin").exists() && !Path::new("/tmp/abs.bin").exists());
+}
+
+/// A small tmpfs mounted for one test and unmounted however it ends.
+struct Tmpfs(PathBuf);
+impl Tmpfs {
+    fn mount(p: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(p).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", &s(p)])
+            .status()
+            .map(|st| st.success())
+            .unwrap_or(false);
+        ok.then(|| Tmpfs(p.to_path_buf()))
+    }
+    fn remount_ro(&self) {
+        let st = Command::new("mount")
+            .args(["-o", "remount,ro", &s(&self.0)])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").args(["-l", &s(&self.0)]).status();
+    }
+}
+
+#[test]
+fn a_full_disk_or_a_read_only_directory_keep_the_old_file_and_say_why() {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to mount a small tmpfs");
+        return;
+    }
+    let d = TempDir::new("disk");
+    let Some(fs) = Tmpfs::mount(&d.0.join("mnt"), "2m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here");
+        return;
+    };
+    let dst = fs.0.join("dst.bin");
+    std::fs::write(&dst, b"old contents").unwrap();
+    let big = d.0.join("big.bin");
+    write_file(&big, 3_000_000, 1);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &["--force"], None);
+
+    // More than the free space: refused before any byte moves.
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&big)], None);
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send too big");
+    assert!(!ok && out.contains("bytes free"), "{out}");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old contents");
+
+    // The disk fills up during the transfer: the write fails, the sender is told why.
+    let (mut c, a) = Raw::request(&addr, json!({"size": 1_000_000, "offset": 0}));
+    assert_eq!(a["ok"], true, "{a}");
+    std::fs::write(fs.0.join("filler"), vec![0u8; 1_500_000]).unwrap();
+    let mut d1 = data_conn(&addr, a["token"].as_str().unwrap());
+    let _ = d1.write_all(&vec![5u8; 1_000_000]);
+    drop(d1);
+    let r = c.line().expect("the reason");
+    assert!(
+        r["error"].as_str().unwrap().contains("No space left"),
+        "{r}"
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old contents");
+    std::fs::remove_file(fs.0.join("filler")).unwrap();
+
+    // A read-only directory (even for root): refused, saying so.
+    fs.remount_ro();
+    let small = d.0.join("small.bin");
+    write_file(&small, 1000, 2);
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&small)], None);
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send to a read-only directory");
+    assert!(!ok && out.contains("Read-only file system"), "{out}");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"old contents");
+    let log = rx.kill();
+    assert!(
+        log.contains("No space left") && log.contains("Read-only"),
+        "{log}"
+    );
+}
+
+fn proc_status(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_connection_flood_costs_bounded_memory_and_threads() {
+    let d = TempDir::new("flood");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &d.0.join("out.bin"), &[], None);
+    let pid = rx.0.as_ref().unwrap().id();
+    let rss0 = proc_status(pid, "VmRSS:");
+    // The most threads seen while the flood lasts.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let st = stop.clone();
+    let sampler = std::thread::spawn(move || {
+        let mut most = 0;
+        while !st.load(std::sync::atomic::Ordering::SeqCst) {
+            most = most.max(proc_status(pid, "Threads:"));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        most
+    });
+    let t0 = Instant::now();
+    // 300 connections: silent, an unterminated line just under the limit, a hello.
+    let mut conns = Vec::new();
+    for i in 0..300 {
+        if let Ok(mut c) = TcpStream::connect(&addr) {
+            let _ = match i % 3 {
+                1 => c.write_all(&[b'{'; 4000]),
+                2 => c.write_all(
+                    b"{\"hello\":\"opsel-transfer\",\"version\":2,\"nonce\":\"00112233445566778899aabbccddeeff\"}\n",
+                ),
+                _ => Ok(()),
+            };
+            conns.push(c);
+        }
+    }
+    let connect_s = t0.elapsed().as_secs_f64();
+    // Handshake timeout 1 s: every one of them is closed soon after.
+    std::thread::sleep(Duration::from_millis(1500));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let threads = sampler.join().unwrap();
+    let hwm = proc_status(pid, "VmHWM:");
+    let threads_after = proc_status(pid, "Threads:");
+    let mut still_open = 0;
+    for c in conns.iter_mut() {
+        let _ = c.set_read_timeout(Some(Duration::from_millis(5)));
+        let mut b = [0u8; 4096];
+        loop {
+            match c.read(&mut b) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) => {
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) {
+                        still_open += 1;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    drop(rx.kill());
+    println!(
+        "300 hostile connections ({} connected in {connect_s:.2} s): RSS {rss0} kB before, peak {hwm} kB; at most {threads} threads, {threads_after} after; {still_open} still open after the handshake timeout",
+        conns.len()
+    );
+    // Main + UDP echo + at most 8 handshakes from one host.
+    assert!((3..=2 + 8).contains(&threads), "{threads} threads");
+    assert_eq!(threads_after, 2);
+    assert!(hwm < rss0 + 8 * 1024, "peak {hwm} kB from {rss0} kB");
+    assert_eq!(still_open, 0);
+}
+
+#[path = "../../fuzz/common.rs"]
+#[allow(dead_code)]
+mod fuzzing;
+
+#[test]
+fn a_receiver_fed_mutated_sessions_keeps_serving() {
+    // Network-level fuzzing: whole sessions of mutated control lines and
+    // preambles against one live receiver, then a real transfer.
+    let d = TempDir::new("sessions");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 100_000, 3);
+    let dst = d.0.join("dst.bin");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &[], None);
+    let hello = json!({"hello": "opsel-transfer", "version": 2, "nonce": "00112233445566778899aabbccddeeff"});
+    let seeds: Vec<Vec<u8>> = [
+        hello.clone(),
+        json!({"size": 1000, "offset": 0, "name": "x", "streams": 1}),
+        json!({"size": 1000}),
+        json!({"end": 10, "sha256": "00", "file_sha256": "11"}),
+    ]
+    .iter()
+    .map(|v| v.to_string().into_bytes())
+    .collect();
+    let mut rng = fuzzing::Rng(0x5eed);
+    let t0 = Instant::now();
+    for i in 0..120 {
+        let Ok(mut c) = TcpStream::connect(&addr) else {
+            continue;
+        };
+        c.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        for step in 0..3 {
+            let mut line = seeds[if step == 0 && i % 2 == 0 {
+                0
+            } else {
+                rng.below(seeds.len())
+            }]
+            .clone();
+            if i % 2 == 1 || step > 0 {
+                fuzzing::mutate_bytes(&mut rng, &seeds, &mut line);
+            }
+            line.push(b'\n');
+            if c.write_all(&line).is_err() {
+                break;
+            }
+            let mut b = [0u8; 4096];
+            let _ = c.read(&mut b);
+        }
+        if i % 4 == 0 {
+            // A mutated data preamble on its own connection.
+            let mut p = Vec::from(*b"OPSD\x02\x00\x00\x00");
+            p.extend((0..16).map(|_| rng.next() as u8));
+            fuzzing::mutate_bytes(&mut rng, &seeds, &mut p);
+            if let Ok(mut dc) = TcpStream::connect(&addr) {
+                let _ = dc.write_all(&p);
+            }
+        }
+    }
+    let fuzz_s = t0.elapsed().as_secs_f64();
+    // Sessions that hold a handshake slot are closed within the 1 s deadline.
+    std::thread::sleep(Duration::from_millis(1200));
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
+    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
+    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(30), "recv");
+    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+    println!(
+        "120 mutated sessions in {fuzz_s:.1} s: {} log lines, then a verified transfer",
+        out_rx.lines().count()
+    );
+}
