@@ -178,10 +178,11 @@ export interface ProgressiveOptions {
   step?: number
   minConfidence?: number
   agree?: number
-  /** Prefix lengths that get a prefix model (default every `step` below w). */
-  prefixLens?: Array<number>
 }
-/** Controller options (all optional). */
+/**
+ * Controller options (all optional): the fields of the core's
+ * `ControllerSpec` in camelCase.
+ */
 export interface ControllerOptions {
   /** "passive" (default; Y = 60 s) or "active" (Y = 100 s). */
   mode?: string
@@ -198,6 +199,8 @@ export interface ControllerOptions {
   initialCca?: string
   adaptive?: boolean | AdaptiveOptions
   progressive?: boolean | ProgressiveOptions
+  /** Prefix lengths that get a prefix model (default every `step` below w). */
+  prefixLens?: Array<number>
   /** RTT sample period in seconds (default 1). */
   samplePeriodS?: number
   gracePeriods?: number
@@ -209,6 +212,13 @@ export interface ControllerOptions {
    * n > 1 = min-sum over n back-to-back windows (1..=100).
    */
   cycles?: number
+  /**
+   * Margin-gated probing (needs cycles >= 2): decide after the first
+   * window whose min-sum margin reaches this value.
+   */
+  gateMargin?: number
+  /** Reject a model trained for another probing mode or pattern (default true). */
+  checkModel?: boolean
 }
 /**
  * The classification passed to a policy function. `label` is the

@@ -2,7 +2,7 @@
 //! gaps, multi-pass BASS + ABest, the single-rate decision, the ML multi-rate
 //! estimator and the rate adapter. Gaps are `double` nanoseconds, rates bit/s.
 
-use crate::error::{f64_slice, guard, opsel_status, out_ptr, utf8, Fail};
+use crate::error::{f64_slice, free_handle, guard, opsel_status, out_ptr, utf8, Fail};
 use crate::model::clear_out;
 use opsel::bwe::abest::{AbestConfig, AbestVariant};
 use opsel::bwe::adapter::{EtaParam, RateAdapter, RateAdapterConfig};
@@ -408,10 +408,8 @@ pub unsafe extern "C" fn opsel_bwe_workspace_new(
 /// Release a workspace. NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_bwe_workspace_free(workspace: *mut opsel_bwe_workspace) {
-    if !workspace.is_null() {
-        // SAFETY: the caller promises a handle from opsel_bwe_workspace_new.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(workspace) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(workspace) }
 }
 
 unsafe fn gaps<'a>(
@@ -554,10 +552,8 @@ pub unsafe extern "C" fn opsel_bwe_ml_from_json(
 /// Release an ML estimator. NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_bwe_ml_free(ml: *mut opsel_bwe_ml) {
-    if !ml.is_null() {
-        // SAFETY: the caller promises a handle from opsel_bwe_ml_*.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(ml) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(ml) }
 }
 
 /// ML estimate (bit/s) of one p-stream sent at average rate `r_avg_bps`; `len`
@@ -667,10 +663,8 @@ pub unsafe extern "C" fn opsel_rate_adapter_new(
 /// Release a rate adapter. NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_rate_adapter_free(adapter: *mut opsel_rate_adapter) {
-    if !adapter.is_null() {
-        // SAFETY: the caller promises a handle from opsel_rate_adapter_new.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(adapter) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(adapter) }
 }
 
 /// Current R_avg (bit/s); NaN for a NULL handle.

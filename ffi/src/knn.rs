@@ -2,7 +2,7 @@
 //! batch classification (000 §3.5: k-NN with DTW, majority vote).
 
 use crate::dtw::{cost_from_u32, cost_to_u32, radius_from_usize, radius_to_usize};
-use crate::error::{f64_slice_any, guard, opsel_status, out_ptr, utf8, Fail};
+use crate::error::{f64_slice_any, free_handle, guard, opsel_status, out_ptr, utf8, Fail};
 use crate::model::{clear_out, model_ref, opsel_model};
 use opsel::dtw::DtwParams;
 use opsel::knn::{self, KnnConfig, Prediction};
@@ -241,10 +241,8 @@ pub unsafe extern "C" fn opsel_workspace_new(
 /// Release a workspace. NULL is ignored. It must not be in use.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_workspace_free(workspace: *mut opsel_workspace) {
-    if !workspace.is_null() {
-        // SAFETY: the caller promises a handle from opsel_workspace_new.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(workspace) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(workspace) }
 }
 
 /// Classify one window of `window_len` RTT samples (ms, 1 Hz, as the model

@@ -1,7 +1,7 @@
 //! C wrappers for `opsel::model`: load, parse, save and serialise model files,
 //! and the opaque `opsel_model` handle.
 
-use crate::error::{guard, opsel_status, out_ptr, utf8, Fail};
+use crate::error::{free_handle, guard, opsel_status, out_ptr, utf8, Fail};
 use opsel::model::KnnModelFile;
 use std::ffi::{c_char, CString};
 
@@ -184,10 +184,8 @@ pub unsafe extern "C" fn opsel_string_free(s: *mut c_char) {
 /// from the model stay valid (free them separately).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_model_free(model: *mut opsel_model) {
-    if !model.is_null() {
-        // SAFETY: the caller promises a handle from Box::into_raw in opsel.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(model) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(model) }
 }
 
 /// Window length w (samples per window) the model classifies; 0 for NULL.

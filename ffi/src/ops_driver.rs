@@ -25,7 +25,7 @@
 //! not allowed for this process → `OPSEL_PERMISSION`; an ICMP probe without
 //! the privilege → `OPSEL_PERMISSION`; a failed send or read → `OPSEL_IO`.
 
-use crate::error::{guard, opsel_status, utf8, Fail};
+use crate::error::{free_handle, guard, opsel_status, utf8, Fail};
 use crate::model::{clear_out, opsel_model};
 use crate::ops::{
     build_controller, cca_arr, opsel_ops_config, opsel_ops_policy, opsel_ops_stats, phase_c,
@@ -359,12 +359,8 @@ pub unsafe extern "C" fn opsel_ops_driver_new(
 /// Release a driver (NULL ignored). Not while it runs.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_ops_driver_free(driver: *mut opsel_ops_driver) {
-    if !driver.is_null() {
-        // SAFETY: a handle from opsel_ops_driver_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(driver) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(driver) }
 }
 
 /// Ask a running driver to stop (any thread; also before the run starts, in

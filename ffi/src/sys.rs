@@ -17,7 +17,7 @@
 //!   message names `net.ipv4.tcp_allowed_congestion_control`;
 //! - a descriptor that is not a TCP socket → `OPSEL_INVALID_INPUT`.
 
-use crate::error::{guard, opsel_status, out_ptr, utf8, Fail};
+use crate::error::{free_handle, guard, opsel_status, out_ptr, utf8, Fail};
 use crate::model::clear_out;
 use opsel::sys::linux::{
     self as sys,
@@ -408,12 +408,8 @@ pub unsafe extern "C" fn opsel_tcp_sampler_sample(
 /// Release a sampler (NULL ignored). The socket is not closed.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_tcp_sampler_free(sampler: *mut opsel_tcp_sampler) {
-    if !sampler.is_null() {
-        // SAFETY: a handle from opsel_tcp_sampler_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(sampler) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(sampler) }
 }
 
 /// Smoothed RTT of the live TCP connection `fd` from `TCP_INFO`, ns.
@@ -845,12 +841,8 @@ pub unsafe extern "C" fn opsel_paced_sender_send_train(
 /// Release a sender and close its socket (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_paced_sender_free(sender: *mut opsel_paced_sender) {
-    if !sender.is_null() {
-        // SAFETY: a handle from opsel_paced_sender_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(sender) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(sender) }
 }
 
 // --------------------------------------------------------- receiver ---
@@ -984,12 +976,8 @@ pub unsafe extern "C" fn opsel_probe_receiver_recv_train(
 /// Release a receiver and close its socket (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_probe_receiver_free(receiver: *mut opsel_probe_receiver) {
-    if !receiver.is_null() {
-        // SAFETY: a handle from opsel_probe_receiver_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(receiver) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(receiver) }
 }
 
 // -------------------------------------------------------------- RTT ---
@@ -1135,12 +1123,8 @@ pub unsafe extern "C" fn opsel_rtt_prober_burst(
 /// Release a prober and close its socket (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_rtt_prober_free(prober: *mut opsel_rtt_prober) {
-    if !prober.is_null() {
-        // SAFETY: a handle from opsel_rtt_prober_*.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(prober) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(prober) }
 }
 
 /// A tiny UDP echo responder running on a background thread.
@@ -1213,10 +1197,6 @@ pub unsafe extern "C" fn opsel_udp_echo_responder_stop(
 /// Stop (if running) and release a responder (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_udp_echo_responder_free(responder: *mut opsel_udp_echo_responder) {
-    if !responder.is_null() {
-        // SAFETY: a handle from opsel_udp_echo_responder_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(responder) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { free_handle(responder) }
 }

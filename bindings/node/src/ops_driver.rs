@@ -28,10 +28,7 @@
 //! ends the wait.
 
 use crate::error::{coded_error_value, guard, invalid, to_js, Code};
-use crate::ops::{
-    call_policy, js, output, parts, phase_name, secs, Called, ControllerOptions, OpsStats, Parts,
-    PolicyChoice,
-};
+use crate::ops::{call_policy, js, output, parts, phase_name, secs, Called, OpsStats, Parts};
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
@@ -39,7 +36,7 @@ use napi::threadsafe_function::{
 };
 use napi::{sys, JsBuffer, JsFunction, JsObject, JsUnknown, NapiRaw, NapiValue, Ref};
 use napi_derive::napi;
-use opsel::ops::{Classified, Classifier, Event, Output, Policy, Stump, TablePolicy};
+use opsel::ops::{Classified, Classifier, Event, Output, Policy};
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
     send_fixed as core_send_fixed, DriverConfig, DriverEvent, DriverReport, EndReason,
@@ -47,7 +44,6 @@ use opsel::sys::linux::ops_driver::{
 };
 use opsel::sys::linux::with_raw_fd;
 use std::io::{self, Read};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,27 +52,7 @@ type R<T> = napi::Result<T, Code>;
 
 /// The policies a driver runs: the stump and tables on the worker thread, a
 /// JS function on the JS thread through a threadsafe function.
-enum SendPolicy {
-    Stump(Stump),
-    Table(TablePolicy),
-    Js(ThreadPolicy),
-}
-
-impl Policy for SendPolicy {
-    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
-        match self {
-            SendPolicy::Stump(s) => s.select(c),
-            SendPolicy::Table(t) => t.select(c),
-            SendPolicy::Js(p) => p.select(c),
-        }
-    }
-    fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
-        match self {
-            SendPolicy::Table(t) => t.check_classes(classes),
-            SendPolicy::Stump(_) | SendPolicy::Js(_) => Ok(()),
-        }
-    }
-}
+type SendPolicy = opsel::ops::AnyPolicy<ThreadPolicy>;
 
 /// Default `policyTimeoutS`: a policy is a quick JS function, so an answer
 /// later than this means the JS thread is blocked or swamped.
@@ -198,7 +174,7 @@ impl ThreadPolicy {
         opsel::Error::invalid(message)
     }
 
-    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
+    fn ask(&mut self, c: &Classified) -> opsel::Result<CcaName> {
         let label = self.label(c).to_string();
         let (tx, rx) = mpsc::sync_channel(1);
         let call = PolicyCall {
@@ -252,6 +228,12 @@ impl ThreadPolicy {
                 cause,
             )),
         }
+    }
+}
+
+impl Policy for ThreadPolicy {
+    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
+        self.ask(c)
     }
 }
 
@@ -319,22 +301,11 @@ fn is_thenable(env: &Env, v: &JsUnknown) -> bool {
         .is_ok_and(|t| t == ValueType::Function)
 }
 
-/// A CCA name the live socket will accept: valid, and settable on a fresh
-/// TCP socket of this process (registered or loadable, and allowed), so a
-/// bad answer fails the decision instead of the live socket's setsockopt.
+/// A CCA name the live socket will accept: valid and offered by the kernel,
+/// so a bad answer fails the decision instead of the live socket's setsockopt.
 fn checked_cca(name: &str) -> opsel::Result<CcaName> {
     let cca = CcaName::new(name)?;
-    // SAFETY: plain socket(2); the descriptor is owned and closed below.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(opsel::Error::io(
-            "open a TCP socket to check the policy's CCA",
-            io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: `raw` is a new descriptor nobody else owns.
-    let probe = unsafe { OwnedFd::from_raw_fd(raw) };
-    opsel::sys::linux::set_cca(&probe, name)?;
+    opsel::sys::linux::ops_driver::check_ccas_available(&[cca])?;
     Ok(cca)
 }
 
@@ -822,17 +793,17 @@ impl OpsDriver {
     pub fn new(
         env: Env,
         #[napi(ts_arg_type = "Model | string")] model: JsUnknown,
-        options: Option<ControllerOptions>,
+        #[napi(ts_arg_type = "ControllerOptions | undefined | null")] options: Option<JsObject>,
         driver: DriverOptions,
     ) -> napi::Result<Self, Code> {
         guard(|| {
             let cfg = driver_config(&driver)?;
             let rtt = rtt_source(driver.probe.as_deref())?;
             let Parts {
-                cfg: ccfg,
-                classifier,
+                spec,
+                file,
                 classes,
-                policy,
+                func,
             } = parts(env, model, options)?;
             let timeout_ns = match driver.policy_timeout_s {
                 Some(v) if v > 0.0 => secs(v, "policyTimeoutS")?,
@@ -844,16 +815,15 @@ impl OpsDriver {
                 None => POLICY_TIMEOUT_NS,
             };
             let mut failure = None;
-            let policy = match policy {
-                PolicyChoice::Stump(s) => SendPolicy::Stump(s),
-                PolicyChoice::Table(t) => SendPolicy::Table(t),
-                PolicyChoice::Function(f) => {
+            let callback = match func {
+                Some(f) => {
                     let p = ThreadPolicy::new(env, f, classes.clone(), timeout_ns)?;
                     failure = Some(Arc::clone(&p.failure));
-                    SendPolicy::Js(p)
+                    Some(p)
                 }
+                None => None,
             };
-            let ctl = opsel::ops::Controller::new(ccfg, classifier, policy).map_err(to_js)?;
+            let ctl = spec.build(&file, callback).map_err(to_js)?;
             let drv = Core::new(ctl, rtt, cfg).map_err(to_js)?;
             Ok(Self {
                 stop: drv.stop_handle(),

@@ -10,9 +10,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opsel::model::{KnnModelFile, ProbingMode};
 use opsel::ops::{
-    AdaptiveSteady, Classifier, Config, Controller, Event, KnnClassifier, Progressive, Stump,
+    AdaptiveSpec, AnyPolicy, Classifier, Controller, ControllerSpec, Event, ModeSpec, NoCallback,
+    ProgressiveSpec,
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
@@ -90,104 +90,57 @@ pub struct SendReport {
     pub sha256: String,
 }
 
+/// The CLI's options as the core's controller spec (field for field; the
+/// defaults and checks are the spec's).
+pub fn spec(o: &OpsOpts) -> ControllerSpec {
+    ControllerSpec {
+        mode: if o.pattern.is_some() {
+            ModeSpec::Active
+        } else {
+            ModeSpec::Passive
+        },
+        pattern: o.pattern.as_ref().map(Pattern::to_string),
+        steady_s: Some(o.steady_s),
+        initial_cca: o.initial_cca.to_string(),
+        adaptive: o.adaptive.then(AdaptiveSpec::default),
+        progressive: o.early_exit.then(|| {
+            let mut p = ProgressiveSpec::default();
+            if let Some(c) = o.early_confidence {
+                p.min_confidence = c;
+            }
+            p
+        }),
+        cycles: o.cycles,
+        gate_margin: o.extend_below,
+        steady_jitter: o.jitter,
+        seed: o.seed,
+        model: Some(o.model.clone()),
+        ..ControllerSpec::default()
+    }
+}
+
+/// The OPS controller the CLI runs: the spec of `o` over its model file
+/// (checked against the pattern by the spec).
+pub type CliController = Controller<Box<dyn Classifier + Send>, AnyPolicy<NoCallback>>;
+
 /// Build the OPS controller from a model file (checked against the pattern).
-pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>> {
-    let mf = KnnModelFile::load(&o.model).map_err(|e| {
+pub fn controller(o: &OpsOpts) -> Result<CliController> {
+    let spec = spec(o);
+    let shipped = if o.pattern.is_some() {
+        ACTIVE_MODEL
+    } else {
+        PASSIVE_MODEL
+    };
+    let mf = spec.load_model().map_err(|e| {
         Error::invalid(format!(
-            "{e}; pass --model with a model trained for {} probing (shipped: {})",
+            "{e}; pass --model with a model trained for {} probing (shipped: {shipped})",
             o.pattern
                 .as_ref()
                 .map_or("passive".into(), |p| p.to_string()),
-            if o.pattern.is_some() {
-                ACTIVE_MODEL
-            } else {
-                PASSIVE_MODEL
-            }
         ))
     })?;
-    let probing = &mf.meta.probing;
-    match (&o.pattern, probing.mode) {
-        (Some(p), ProbingMode::Active) => {
-            if let Some(mp) = &probing.pattern {
-                let mp = Pattern::parse(mp)?;
-                if &mp != p {
-                    return Err(Error::invalid(format!(
-                        "model {} was trained with pattern {mp} but --pattern is {p}; use the same pattern or a matching model",
-                        o.model.display()
-                    )));
-                }
-            }
-        }
-        (None, ProbingMode::Passive) => {}
-        (p, m) => {
-            return Err(Error::invalid(format!(
-                "model {} is for {m:?} probing but the run asks for {}; pass a matching --model",
-                o.model.display(),
-                p.as_ref()
-                    .map_or("passive".into(), |p| format!("active {p}"))
-            )))
-        }
-    }
-    let classifier: Box<dyn Classifier> = if o.early_exit {
-        let w = mf.model.window();
-        // 000 §6: cut the probe to 5, 10 or 15 s when confident.
-        let lens: Vec<usize> = [5, 10, 15].into_iter().filter(|&l| l < w).collect();
-        Box::new(KnnClassifier::progressive(mf.model, &lens)?)
-    } else {
-        Box::new(KnnClassifier::new(mf.model)?)
-    };
-    let mut cfg = match &o.pattern {
-        Some(p) => Config::active(p.clone()),
-        None => Config::passive(),
-    };
-    if !(o.steady_s.is_finite() && o.steady_s >= 0.0) {
-        return Err(Error::invalid(format!(
-            "--steady {} must be a number of seconds >= 0 (0 = probe once)",
-            o.steady_s
-        )));
-    }
-    cfg.steady_ns = (o.steady_s * 1e9) as u64;
-    cfg.seed = o.seed;
-    cfg.steady_jitter = o.jitter;
-    cfg.cycles = o.cycles;
-    cfg.initial_cca = o.initial_cca;
-    if o.adaptive {
-        cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
-    }
-    if let Some(tau) = o.extend_below {
-        if o.early_exit {
-            return Err(Error::invalid(
-                "--extend-below and --early-exit both end probes early; use one".to_string(),
-            ));
-        }
-        if o.cycles < 2 {
-            return Err(Error::invalid(format!(
-                "--extend-below {tau} needs --cycles N >= 2 (the most windows a probe may take, e.g. 3)"
-            )));
-        }
-        if !(0.0..=1.0).contains(&tau) {
-            return Err(Error::invalid(format!(
-                "--extend-below {tau} must be a margin in [0, 1] (e.g. 0.1)"
-            )));
-        }
-        // With cycles > 1 the controller checks progressive probing only at
-        // window boundaries, against the running min-sum margin: exactly the
-        // gate (ops::Progressive, "With several cycles per decision").
-        cfg.progressive = Some(Progressive {
-            min_samples: 1,
-            step: 1,
-            min_confidence: tau,
-            agree: 1,
-        });
-    }
-    if o.early_exit {
-        let d = Progressive::default();
-        cfg.progressive = Some(Progressive {
-            min_confidence: o.early_confidence.unwrap_or(d.min_confidence),
-            ..d
-        });
-    }
-    Controller::new(cfg, classifier, Stump::default())
+    spec.build(&mf, None)
+        .map_err(|e| Error::invalid(format!("{e} (model {})", o.model.display())))
 }
 
 /// JSON-lines logger: one line per interval and per OPS event.
@@ -568,7 +521,7 @@ mod tests {
         let mut o = opts(None, PASSIVE_MODEL);
         o.extend_below = Some(0.1);
         let e = controller(&o).err().unwrap().to_string();
-        assert!(e.contains("needs --cycles"), "{e}");
+        assert!(e.contains("needs cycles >= 2"), "{e}");
         o.cycles = 3;
         let c = controller(&o).unwrap();
         assert_eq!(c.config().cycles, 3);
@@ -590,11 +543,17 @@ mod tests {
 
     #[test]
     fn passive_ops_60_with_the_shipped_passive_model() {
-        // 000 Table 6.2: passive probing, w = 20, OPS-60.
-        let c = controller(&opts(None, PASSIVE_MODEL)).unwrap();
+        // 000 Table 6.2: passive probing, OPS-60, at the shipped model's w
+        // (the pooled default has w = 40, the thesis w = 20).
+        let o = opts(None, PASSIVE_MODEL);
+        let c = controller(&o).unwrap();
         assert_eq!(c.config().mode, ProbeMode::Passive);
         assert_eq!(c.config().steady_ns, 60_000_000_000);
-        assert_eq!(c.window_len(), 20);
+        let w = opsel::model::KnnModelFile::load(&o.model)
+            .unwrap()
+            .model
+            .window();
+        assert_eq!(c.window_len(), w);
         assert_eq!(c.config().steady_jitter, 0.0);
         assert!(c.config().adaptive.is_none() && c.config().progressive.is_none());
     }
@@ -626,13 +585,13 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            e.contains("Passive") && e.contains("active S5-C5-S5-B5"),
+            e.contains("passive probing") && e.contains("active S5-C5-S5-B5"),
             "{e}"
         );
         let e = controller(&opts(None, ACTIVE_MODEL))
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("Active") && e.contains("passive"), "{e}");
+        assert!(e.contains("active probing") && e.contains("passive"), "{e}");
     }
 }

@@ -202,7 +202,7 @@ impl Config {
         }
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.sample_period_ns == 0 {
             return Err(Error::invalid(
                 "sample_period_ns is 0; use the RTT sampler's period, e.g. 1e9 (1 s, 000 §3.2)",

@@ -1044,6 +1044,23 @@ impl Drop for LowatGuard<'_> {
     }
 }
 
+/// Check that the kernel offers every CCA in `ccas`
+/// (`net.ipv4.tcp_available_congestion_control`), e.g. those of
+/// [`ControllerSpec::ccas`](crate::ops::ControllerSpec::ccas) before a
+/// transfer, or a policy callback's answer before it reaches the live socket.
+/// Reads the sysctl; opens no socket. A CCA built as a module that is not
+/// loaded yet is reported as missing (load it with `modprobe tcp_<name>`).
+pub fn check_ccas_available(ccas: &[CcaName]) -> Result<()> {
+    let have = super::cca::available_ccas()?;
+    match ccas.iter().find(|c| !have.iter().any(|h| c.as_str() == h)) {
+        None => Ok(()),
+        Some(c) => Err(Error::invalid(format!(
+            "congestion control {c:?} is not available in this kernel (available: {}); load it (modprobe tcp_{c}) or choose another",
+            have.join(" ")
+        ))),
+    }
+}
+
 /// The fixed-CCA baseline of 000 Table 6.3 (FG "fixed CUBIC" / "fixed BBR")
 /// with the same sending loop and [`DriverEvent::Interval`] events as
 /// [`OpsDriver::run`]: set `cca` once, then send from `source` until EOF, the
