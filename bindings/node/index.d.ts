@@ -237,10 +237,12 @@ export interface Classified {
   totalFlows: number
 }
 /**
- * One controller output. `kind` is an action ("setCca", "sendFullSpeed",
- * "silence", "steady") or an event ("phase", "classified", "selected",
- * "decisionFailed", "probeIncomplete", "cycleClassified"); the other fields
- * depend on it.
+ * One controller output: the core's serialized output (the one schema of
+ * the CLI log, Python and Node) with its keys and `kind` in camelCase.
+ * `kind` is an action ("setCca", "sendFullSpeed", "silence", "steady") or
+ * an event ("phase", "classified", "cycleClassified", "selected",
+ * "decisionFailed", "probeIncomplete"); the other fields depend on it.
+ * Declared for the TypeScript types; the object comes from `js_form`.
  */
 export interface OpsOutput {
   kind: string
@@ -250,7 +252,13 @@ export interface OpsOutput {
   atNs?: number
   phase?: string
   cycle?: number
+  /** The class's name in the model ("classified", "cycleClassified"). */
   label?: string
+  /**
+   * The mix the policy decided on, canonical ("bbr:1-cubic:1"): in
+   * passive mode the class minus the transfer's own flow.
+   */
+  mix?: string
   classIndex?: number
   confidence?: number
   distance?: number
@@ -262,12 +270,14 @@ export interface OpsOutput {
   message?: string
   /**
    * "cycleClassified" (cycles > 1): 0-based window index, windows per
-   * decision, the running min-sum class and its margin (`label`,
-   * `classIndex`, `distance`: this window's own nearest class).
+   * decision, the running min-sum class (`leader`, `leaderIndex`) and its
+   * margin (`label`, `classIndex`, `distance`: this window's own nearest
+   * class).
    */
-  window?: number
-  windows?: number
+  index?: number
+  cycles?: number
   leader?: string
+  leaderIndex?: number
   margin?: number
 }
 /** Cumulative counters (ns and bytes as numbers). */
@@ -318,12 +328,14 @@ export interface DriverOptions {
   policyTimeoutS?: number
 }
 /**
- * One driver event. `kind` is "phase", "classified", "selected",
- * "decisionFailed", "probeIncomplete" (controller events, fields as in
- * `OpsOutput`), "ccaSet" (cca, atNs, latencyNs), "decision" (cca,
- * latencyNs, switched), "rtt" (atNs, rttMs: null when every echo was lost,
- * answered) or "interval" (startNs, endNs, bytes, ackedBytes, totalBytes,
- * cca, phase). Times are CLOCK_MONOTONIC ns.
+ * One driver event: the core's serialized `DriverEvent` in its Node form
+ * (keys and `kind` in camelCase, as `OpsOutput`). `kind` is a controller
+ * event ("phase", "classified", "cycleClassified", "selected",
+ * "decisionFailed", "probeIncomplete"; fields as in `OpsOutput`), "ccaSet"
+ * (cca, atNs, latencyNs), "decision" (cca, latencyNs, switched), "rtt"
+ * (atNs, rttMs: null when every echo was lost, answered) or "interval"
+ * (startNs, endNs, bytes, ackedBytes, totalBytes, cca, phase). Times are
+ * CLOCK_MONOTONIC ns. Declared for the TypeScript types.
  */
 export interface DriverEventJs {
   kind: string
@@ -332,6 +344,7 @@ export interface DriverEventJs {
   phase?: string
   cycle?: number
   label?: string
+  mix?: string
   classIndex?: number
   confidence?: number
   distance?: number
@@ -340,6 +353,11 @@ export interface DriverEventJs {
   early?: boolean
   steadyNs?: number
   message?: string
+  index?: number
+  cycles?: number
+  leader?: string
+  leaderIndex?: number
+  margin?: number
   latencyNs?: number
   switched?: boolean
   rttMs?: number

@@ -19,8 +19,7 @@ use napi::{sys, JsFunction, JsObject, JsString, JsUnknown, NapiRaw, NapiValue, R
 use napi_derive::napi;
 use opsel::model::KnnModelFile;
 use opsel::ops::{
-    Action, Classified, Classifier, Controller as Core, ControllerSpec, Event, Output, Phase,
-    Policy,
+    Classified, Classifier, Controller as Core, ControllerSpec, Labeled, Output, Policy,
 };
 use opsel::probe::CcaName;
 use std::cell::{Cell, RefCell};
@@ -226,10 +225,13 @@ pub struct Classified_ {
     pub total_flows: u32,
 }
 
-/// One controller output. `kind` is an action ("setCca", "sendFullSpeed",
-/// "silence", "steady") or an event ("phase", "classified", "selected",
-/// "decisionFailed", "probeIncomplete", "cycleClassified"); the other fields
-/// depend on it.
+/// One controller output: the core's serialized output (the one schema of
+/// the CLI log, Python and Node) with its keys and `kind` in camelCase.
+/// `kind` is an action ("setCca", "sendFullSpeed", "silence", "steady") or
+/// an event ("phase", "classified", "cycleClassified", "selected",
+/// "decisionFailed", "probeIncomplete"); the other fields depend on it.
+/// Declared for the TypeScript types; the object comes from `js_form`.
+#[allow(dead_code)]
 #[napi(object)]
 pub struct OpsOutput {
     pub kind: String,
@@ -239,7 +241,11 @@ pub struct OpsOutput {
     pub at_ns: Option<f64>,
     pub phase: Option<String>,
     pub cycle: Option<f64>,
+    /// The class's name in the model ("classified", "cycleClassified").
     pub label: Option<String>,
+    /// The mix the policy decided on, canonical ("bbr:1-cubic:1"): in
+    /// passive mode the class minus the transfer's own flow.
+    pub mix: Option<String>,
     pub class_index: Option<u32>,
     pub confidence: Option<f64>,
     pub distance: Option<f64>,
@@ -250,140 +256,62 @@ pub struct OpsOutput {
     pub steady_ns: Option<f64>,
     pub message: Option<String>,
     /// "cycleClassified" (cycles > 1): 0-based window index, windows per
-    /// decision, the running min-sum class and its margin (`label`,
-    /// `classIndex`, `distance`: this window's own nearest class).
-    pub window: Option<u32>,
-    pub windows: Option<u32>,
+    /// decision, the running min-sum class (`leader`, `leaderIndex`) and its
+    /// margin (`label`, `classIndex`, `distance`: this window's own nearest
+    /// class).
+    pub index: Option<u32>,
+    pub cycles: Option<u32>,
     pub leader: Option<String>,
+    pub leader_index: Option<u32>,
     pub margin: Option<f64>,
 }
 
-impl OpsOutput {
-    fn new(kind: &str) -> Self {
-        Self {
-            kind: kind.into(),
-            cca: None,
-            until_ns: None,
-            at_ns: None,
-            phase: None,
-            cycle: None,
-            label: None,
-            class_index: None,
-            confidence: None,
-            distance: None,
-            samples: None,
-            needed: None,
-            early: None,
-            steady_ns: None,
-            message: None,
-            window: None,
-            windows: None,
-            leader: None,
-            margin: None,
+/// `until_ns` → `untilNs`.
+fn camel(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut up = false;
+    for c in key.chars() {
+        if c == '_' {
+            up = true;
+        } else if up {
+            out.push(c.to_ascii_uppercase());
+            up = false;
+        } else {
+            out.push(c);
         }
     }
+    out
 }
 
-pub(crate) fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::Idle => "idle",
-        Phase::Probe => "probe",
-        Phase::Classify => "classify",
-        Phase::Select => "select",
-        Phase::Steady => "steady",
+/// A core value in its Node form: its serde JSON (the one schema) with every
+/// key, and the `kind` tag, in camelCase. The core's values serialize
+/// without error (string keys only), so a failure would be a bug: it shows
+/// as `null`, never as a panic.
+pub(crate) fn js_form<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    use serde_json::Value;
+    fn walk(v: Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.into_iter()
+                    .map(|(k, v)| {
+                        let v = match v {
+                            Value::String(s) if k == "kind" => Value::String(camel(&s)),
+                            v => walk(v),
+                        };
+                        (camel(&k), v)
+                    })
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.into_iter().map(walk).collect()),
+            v => v,
+        }
     }
+    walk(serde_json::to_value(v).unwrap_or(Value::Null))
 }
 
-pub(crate) fn output(o: Output, classes: &[String]) -> OpsOutput {
-    match o {
-        Output::Action(Action::SetCca(c)) => OpsOutput {
-            cca: Some(c.as_str().into()),
-            ..OpsOutput::new("setCca")
-        },
-        Output::Action(Action::SendFullSpeed { cca, until_ns }) => OpsOutput {
-            cca: Some(cca.as_str().into()),
-            until_ns: Some(until_ns as f64),
-            ..OpsOutput::new("sendFullSpeed")
-        },
-        Output::Action(Action::Silence { until_ns }) => OpsOutput {
-            until_ns: Some(until_ns as f64),
-            ..OpsOutput::new("silence")
-        },
-        Output::Action(Action::Steady { cca, until_ns }) => OpsOutput {
-            cca: Some(cca.as_str().into()),
-            until_ns: until_ns.map(|v| v as f64),
-            ..OpsOutput::new("steady")
-        },
-        Output::Event(Event::Phase {
-            phase,
-            cycle,
-            at_ns,
-        }) => OpsOutput {
-            phase: Some(phase_name(phase).into()),
-            cycle: Some(cycle as f64),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("phase")
-        },
-        Output::Event(Event::Classified {
-            classified,
-            samples,
-            early,
-            at_ns,
-        }) => OpsOutput {
-            label: classes.get(classified.class_index).cloned(),
-            class_index: Some(classified.class_index as u32),
-            confidence: Some(classified.confidence),
-            distance: Some(classified.distance),
-            samples: Some(samples as u32),
-            early: Some(early),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("classified")
-        },
-        Output::Event(Event::Selected {
-            cca,
-            steady_ns,
-            at_ns,
-        }) => OpsOutput {
-            cca: Some(cca.as_str().into()),
-            steady_ns: steady_ns.map(|v| v as f64),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("selected")
-        },
-        Output::Event(Event::DecisionFailed { message, at_ns }) => OpsOutput {
-            message: Some(message),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("decisionFailed")
-        },
-        Output::Event(Event::ProbeIncomplete {
-            samples,
-            needed,
-            at_ns,
-        }) => OpsOutput {
-            samples: Some(samples as u32),
-            needed: Some(needed as u32),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("probeIncomplete")
-        },
-        Output::Event(Event::CycleClassified {
-            index,
-            cycles,
-            class_index,
-            distance,
-            leader,
-            margin,
-            at_ns,
-        }) => OpsOutput {
-            window: Some(index as u32),
-            windows: Some(cycles as u32),
-            label: classes.get(class_index).cloned(),
-            class_index: Some(class_index as u32),
-            distance: Some(distance),
-            leader: classes.get(leader).cloned(),
-            margin: Some(margin),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("cycleClassified")
-        },
-    }
+/// One controller output with the class names (`label`, `leader`).
+pub(crate) fn output(o: &Output, classes: &[String]) -> serde_json::Value {
+    js_form(&Labeled::new(o, classes))
 }
 
 /// Cumulative counters (ns and bytes as numbers).
@@ -674,18 +602,18 @@ impl Controller {
     }
 
     /// The next output (oldest first), or null.
-    #[napi]
-    pub fn poll(&self) -> napi::Result<Option<OpsOutput>, Code> {
-        Ok(self.core()?.poll().map(|o| output(o, &self.classes)))
+    #[napi(ts_return_type = "OpsOutput | null")]
+    pub fn poll(&self) -> napi::Result<Option<serde_json::Value>, Code> {
+        Ok(self.core()?.poll().map(|o| output(&o, &self.classes)))
     }
 
     /// Every pending output, oldest first.
-    #[napi]
-    pub fn drain(&self) -> napi::Result<Vec<OpsOutput>, Code> {
+    #[napi(ts_return_type = "Array<OpsOutput>")]
+    pub fn drain(&self) -> napi::Result<Vec<serde_json::Value>, Code> {
         let mut core = self.core()?;
         let mut v = Vec::new();
         while let Some(o) = core.poll() {
-            v.push(output(o, &self.classes));
+            v.push(output(&o, &self.classes));
         }
         Ok(v)
     }
@@ -693,7 +621,7 @@ impl Controller {
     /// "idle", "probe", "classify", "select" or "steady".
     #[napi(getter)]
     pub fn phase(&self) -> napi::Result<String, Code> {
-        Ok(phase_name(self.core()?.phase()).into())
+        Ok(self.core()?.phase().name().into())
     }
     /// Current OPS cycle (0-based).
     #[napi(getter)]

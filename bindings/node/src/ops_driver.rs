@@ -28,7 +28,7 @@
 //! ends the wait.
 
 use crate::error::{coded_error_value, guard, invalid, to_js, Code};
-use crate::ops::{call_policy, js, output, parts, phase_name, secs, Called, OpsStats, Parts};
+use crate::ops::{call_policy, js, js_form, parts, secs, Called, OpsStats, Parts};
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
@@ -36,7 +36,7 @@ use napi::threadsafe_function::{
 };
 use napi::{sys, JsBuffer, JsFunction, JsObject, JsUnknown, NapiRaw, NapiValue, Ref};
 use napi_derive::napi;
-use opsel::ops::{Classified, Classifier, Event, Output, Policy};
+use opsel::ops::{Classified, Classifier, Event, Labeled, Policy};
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
     send_fixed as core_send_fixed, DriverConfig, DriverEvent, DriverReport, EndReason,
@@ -376,14 +376,16 @@ fn rtt_source(probe: Option<&str>) -> R<RttSource> {
     probe.parse().map_err(to_js)
 }
 
-/// One driver event. `kind` is "phase", "classified", "selected",
-/// "decisionFailed", "probeIncomplete" (controller events, fields as in
-/// `OpsOutput`), "ccaSet" (cca, atNs, latencyNs), "decision" (cca,
-/// latencyNs, switched), "rtt" (atNs, rttMs: null when every echo was lost,
-/// answered) or "interval" (startNs, endNs, bytes, ackedBytes, totalBytes,
-/// cca, phase). Times are CLOCK_MONOTONIC ns.
+/// One driver event: the core's serialized `DriverEvent` in its Node form
+/// (keys and `kind` in camelCase, as `OpsOutput`). `kind` is a controller
+/// event ("phase", "classified", "cycleClassified", "selected",
+/// "decisionFailed", "probeIncomplete"; fields as in `OpsOutput`), "ccaSet"
+/// (cca, atNs, latencyNs), "decision" (cca, latencyNs, switched), "rtt"
+/// (atNs, rttMs: null when every echo was lost, answered) or "interval"
+/// (startNs, endNs, bytes, ackedBytes, totalBytes, cca, phase). Times are
+/// CLOCK_MONOTONIC ns. Declared for the TypeScript types.
+#[allow(dead_code)]
 #[napi(object)]
-#[derive(Clone)]
 pub struct DriverEventJs {
     pub kind: String,
     pub cca: Option<String>,
@@ -391,6 +393,7 @@ pub struct DriverEventJs {
     pub phase: Option<String>,
     pub cycle: Option<f64>,
     pub label: Option<String>,
+    pub mix: Option<String>,
     pub class_index: Option<u32>,
     pub confidence: Option<f64>,
     pub distance: Option<f64>,
@@ -399,6 +402,11 @@ pub struct DriverEventJs {
     pub early: Option<bool>,
     pub steady_ns: Option<f64>,
     pub message: Option<String>,
+    pub index: Option<u32>,
+    pub cycles: Option<u32>,
+    pub leader: Option<String>,
+    pub leader_index: Option<u32>,
+    pub margin: Option<f64>,
     pub latency_ns: Option<f64>,
     pub switched: Option<bool>,
     pub rtt_ms: Option<f64>,
@@ -410,107 +418,8 @@ pub struct DriverEventJs {
     pub total_bytes: Option<f64>,
 }
 
-impl DriverEventJs {
-    fn new(kind: &str) -> Self {
-        Self {
-            kind: kind.into(),
-            cca: None,
-            at_ns: None,
-            phase: None,
-            cycle: None,
-            label: None,
-            class_index: None,
-            confidence: None,
-            distance: None,
-            samples: None,
-            needed: None,
-            early: None,
-            steady_ns: None,
-            message: None,
-            latency_ns: None,
-            switched: None,
-            rtt_ms: None,
-            answered: None,
-            start_ns: None,
-            end_ns: None,
-            bytes: None,
-            acked_bytes: None,
-            total_bytes: None,
-        }
-    }
-}
-
-fn event_js(e: &DriverEvent, classes: &[String]) -> DriverEventJs {
-    match e {
-        DriverEvent::Ops(ev) => {
-            let o = output(Output::Event(ev.clone()), classes);
-            DriverEventJs {
-                cca: o.cca,
-                at_ns: o.at_ns,
-                phase: o.phase,
-                cycle: o.cycle,
-                label: o.label,
-                class_index: o.class_index,
-                confidence: o.confidence,
-                distance: o.distance,
-                samples: o.samples,
-                needed: o.needed,
-                early: o.early,
-                steady_ns: o.steady_ns,
-                message: o.message,
-                ..DriverEventJs::new(&o.kind)
-            }
-        }
-        DriverEvent::CcaSet {
-            cca,
-            at_ns,
-            latency_ns,
-        } => DriverEventJs {
-            cca: Some(cca.as_str().into()),
-            at_ns: Some(*at_ns as f64),
-            latency_ns: latency_ns.map(|v| v as f64),
-            ..DriverEventJs::new("ccaSet")
-        },
-        DriverEvent::Decision {
-            cca,
-            latency_ns,
-            switched,
-        } => DriverEventJs {
-            cca: Some(cca.as_str().into()),
-            latency_ns: Some(*latency_ns as f64),
-            switched: Some(*switched),
-            ..DriverEventJs::new("decision")
-        },
-        DriverEvent::Rtt {
-            at_ns,
-            rtt_ms,
-            answered,
-        } => DriverEventJs {
-            at_ns: Some(*at_ns as f64),
-            rtt_ms: *rtt_ms,
-            answered: Some(u32::from(*answered)),
-            ..DriverEventJs::new("rtt")
-        },
-        DriverEvent::Interval {
-            start_ns,
-            end_ns,
-            bytes,
-            acked_bytes,
-            total_bytes,
-            cca,
-            phase,
-        } => DriverEventJs {
-            start_ns: Some(*start_ns as f64),
-            end_ns: Some(*end_ns as f64),
-            at_ns: Some(*end_ns as f64),
-            bytes: Some(*bytes as f64),
-            acked_bytes: acked_bytes.map(|v| v as f64),
-            total_bytes: Some(*total_bytes as f64),
-            cca: Some(cca.as_str().into()),
-            phase: Some(phase_name(*phase).into()),
-            ..DriverEventJs::new("interval")
-        },
-    }
+fn event_js(e: &DriverEvent, classes: &[String]) -> serde_json::Value {
+    js_form(&Labeled::new(e, classes))
 }
 
 /// Summary of a run. `bytesSent` is also the offset to resume the data at.
@@ -525,7 +434,8 @@ pub struct DriverReportJs {
     pub lost_samples: f64,
     pub stats: OpsStats,
     /// Every event of the run, in order (empty when `collectEvents` is false).
-    pub events: Vec<DriverEventJs>,
+    #[napi(ts_type = "Array<DriverEventJs>")]
+    pub events: Vec<serde_json::Value>,
 }
 
 /// The data to send, read on the worker thread.
@@ -591,12 +501,12 @@ fn source(data: JsUnknown) -> R<Source> {
     }
 }
 
-type Tsfn = ThreadsafeFunction<DriverEventJs, ErrorStrategy::Fatal>;
+type Tsfn = ThreadsafeFunction<serde_json::Value, ErrorStrategy::Fatal>;
 
 fn listener(on_event: Option<JsFunction>) -> R<Option<Tsfn>> {
     on_event
         .map(|f| {
-            f.create_threadsafe_function(0, |ctx: ThreadSafeCallContext<DriverEventJs>| {
+            f.create_threadsafe_function(0, |ctx: ThreadSafeCallContext<serde_json::Value>| {
                 Ok(vec![ctx.value])
             })
             .map_err(js)
@@ -624,12 +534,12 @@ pub struct DriverRun {
 
 pub struct RunOut {
     report: DriverReport,
-    events: Vec<DriverEventJs>,
+    events: Vec<serde_json::Value>,
     /// The socket's CCA after a policy failure stopped the run.
     socket_cca: Option<String>,
 }
 
-fn report_js(r: DriverReport, events: Vec<DriverEventJs>) -> DriverReportJs {
+fn report_js(r: DriverReport, events: Vec<serde_json::Value>) -> DriverReportJs {
     let s = r.stats;
     DriverReportJs {
         bytes_sent: r.bytes_sent as f64,

@@ -182,7 +182,8 @@ test('cycles: default 1, round-trips, validated, per-window events', () => {
     out.push(...ctl.drain())
   }
   const ev = out.filter((o) => o.kind === 'cycleClassified')
-  assert.deepEqual(ev.map((e) => [e.window, e.windows]), [[0, 2], [1, 2]])
+  assert.deepEqual(ev.map((e) => [e.index, e.cycles]), [[0, 2], [1, 2]])
+  assert.ok(ev.every((e) => ctl.classes[e.leaderIndex] === e.leader && ctl.classes[e.classIndex] === e.label))
   assert.ok(ev.every((e) => ctl.classes.includes(e.label) && e.margin >= 0 && e.margin <= 1))
   const cl = out.filter((o) => o.kind === 'classified')
   assert.equal(cl[0].label, ev[1].leader)

@@ -13,8 +13,7 @@ use crate::errors::{to_py, IntoPy};
 use crate::knn::Model;
 use opsel::model::KnnModelFile;
 use opsel::ops::{
-    Action, Classified, Classifier, Controller as Core, ControllerSpec, Event, Output, Phase,
-    Policy,
+    Classified, Classifier, Controller as Core, ControllerSpec, Labeled, Output, Phase, Policy,
 };
 use opsel::probe::CcaName;
 use pyo3::prelude::*;
@@ -214,113 +213,25 @@ impl Controller {
     }
 }
 
-pub(crate) fn output_dict<'py>(
+/// A core value as Python dicts, lists and numbers, through its serde form:
+/// the one schema of the CLI log, Python and Node (keys as the core names
+/// them, units in the names).
+pub(crate) fn to_dict<'py, T: serde::Serialize>(
     py: Python<'py>,
-    o: Output,
-    classes: &[String],
+    v: &T,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    match o {
-        Output::Action(Action::SetCca(c)) => {
-            d.set_item("kind", "set_cca")?;
-            d.set_item("cca", c.as_str())?;
-        }
-        Output::Action(Action::SendFullSpeed { cca, until_ns }) => {
-            d.set_item("kind", "send_full_speed")?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("until_ns", until_ns)?;
-        }
-        Output::Action(Action::Silence { until_ns }) => {
-            d.set_item("kind", "silence")?;
-            d.set_item("until_ns", until_ns)?;
-        }
-        Output::Action(Action::Steady { cca, until_ns }) => {
-            d.set_item("kind", "steady")?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("until_ns", until_ns)?;
-        }
-        Output::Event(Event::Phase {
-            phase,
-            cycle,
-            at_ns,
-        }) => {
-            d.set_item("kind", "phase")?;
-            d.set_item("phase", phase_name(phase))?;
-            d.set_item("cycle", cycle)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::Classified {
-            classified,
-            samples,
-            early,
-            at_ns,
-        }) => {
-            d.set_item("kind", "classified")?;
-            d.set_item("label", classes.get(classified.class_index))?;
-            d.set_item("class_index", classified.class_index)?;
-            d.set_item("confidence", classified.confidence)?;
-            d.set_item("distance", classified.distance)?;
-            d.set_item("samples", samples)?;
-            d.set_item("early", early)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::Selected {
-            cca,
-            steady_ns,
-            at_ns,
-        }) => {
-            d.set_item("kind", "selected")?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("steady_ns", steady_ns)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::DecisionFailed { message, at_ns }) => {
-            d.set_item("kind", "decision_failed")?;
-            d.set_item("message", message)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::ProbeIncomplete {
-            samples,
-            needed,
-            at_ns,
-        }) => {
-            d.set_item("kind", "probe_incomplete")?;
-            d.set_item("samples", samples)?;
-            d.set_item("needed", needed)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::CycleClassified {
-            index,
-            cycles,
-            class_index,
-            distance,
-            leader,
-            margin,
-            at_ns,
-        }) => {
-            d.set_item("kind", "cycle_classified")?;
-            d.set_item("index", index)?;
-            d.set_item("cycles", cycles)?;
-            d.set_item("label", classes.get(class_index))?;
-            d.set_item("class_index", class_index)?;
-            d.set_item("distance", distance)?;
-            d.set_item("leader", classes.get(leader))?;
-            d.set_item("leader_index", leader)?;
-            d.set_item("margin", margin)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-    }
-    Ok(d)
+    pythonize::pythonize(py, v)?
+        .cast_into::<PyDict>()
+        .map_err(|e| invalid(format!("a core value did not convert to a dict: {e}")))
 }
 
-pub(crate) fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::Idle => "idle",
-        Phase::Probe => "probe",
-        Phase::Classify => "classify",
-        Phase::Select => "select",
-        Phase::Steady => "steady",
-    }
+/// One controller output as a dict, with the class names (`label`, `leader`).
+pub(crate) fn output_dict<'py>(
+    py: Python<'py>,
+    o: &Output,
+    classes: &[String],
+) -> PyResult<Bound<'py, PyDict>> {
+    to_dict(py, &Labeled::new(o, classes))
 }
 
 #[pymethods]
@@ -404,7 +315,7 @@ impl Controller {
     /// `label` and the running min-sum `leader` and `margin`).
     fn poll<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let o = self.lock()?.poll();
-        o.map(|o| output_dict(py, o, &self.classes)).transpose()
+        o.map(|o| output_dict(py, &o, &self.classes)).transpose()
     }
 
     /// Every pending output, oldest first.
@@ -412,7 +323,7 @@ impl Controller {
         let mut v = Vec::new();
         let mut g = self.lock()?;
         while let Some(o) = g.poll() {
-            v.push(output_dict(py, o, &self.classes)?);
+            v.push(output_dict(py, &o, &self.classes)?);
         }
         Ok(v)
     }
@@ -420,7 +331,7 @@ impl Controller {
     /// "idle", "probe", "classify", "select" or "steady".
     #[getter]
     fn phase(&self) -> PyResult<&'static str> {
-        Ok(phase_name(self.lock()?.phase()))
+        Ok(self.lock()?.phase().name())
     }
     /// Current OPS cycle (0-based).
     #[getter]
@@ -463,22 +374,7 @@ impl Controller {
             Some(t) => g.stats_at(t),
             None => g.stats(),
         };
-        let d = PyDict::new(py);
-        macro_rules! put {
-            ($($f:ident),*) => { $( d.set_item(stringify!($f), s.$f)?; )* };
-        }
-        put!(
-            decisions,
-            early_exits,
-            failed_decisions,
-            incomplete_probes,
-            cca_switches,
-            probe_ns,
-            steady_ns,
-            probe_bytes,
-            steady_bytes
-        );
-        Ok(d)
+        to_dict(py, &s)
     }
 }
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opsel::ops::{
-    AdaptiveSpec, AnyPolicy, Classifier, Controller, ControllerSpec, Event, ModeSpec, NoCallback,
-    ProgressiveSpec,
+    AdaptiveSpec, AnyPolicy, Classifier, Controller, ControllerSpec, Event, Labeled, ModeSpec,
+    NoCallback, ProgressiveSpec,
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
@@ -125,6 +125,11 @@ pub type CliController = Controller<Box<dyn Classifier + Send>, AnyPolicy<NoCall
 
 /// Build the OPS controller from a model file (checked against the pattern).
 pub fn controller(o: &OpsOpts) -> Result<CliController> {
+    controller_with_classes(o).map(|(c, _)| c)
+}
+
+/// [`controller`] and the model's class names (the log names classes by them).
+fn controller_with_classes(o: &OpsOpts) -> Result<(CliController, Vec<String>)> {
     let spec = spec(o);
     let shipped = if o.pattern.is_some() {
         ACTIVE_MODEL
@@ -139,118 +144,69 @@ pub fn controller(o: &OpsOpts) -> Result<CliController> {
                 .map_or("passive".into(), |p| p.to_string()),
         ))
     })?;
-    spec.build(&mf, None)
-        .map_err(|e| Error::invalid(format!("{e} (model {})", o.model.display())))
+    let c = spec
+        .build(&mf, None)
+        .map_err(|e| Error::invalid(format!("{e} (model {})", o.model.display())))?;
+    Ok((c, mf.model.classes().to_vec()))
 }
 
-/// JSON-lines logger: one line per interval and per OPS event.
+/// JSON-lines logger: one line per interval and per OPS event, each the
+/// core's serialized `DriverEvent` with the class names (`opsel::ops::Labeled`:
+/// `kind`, units in field names, as Python's dicts and Node's objects), plus
+/// `run` (the log label), `t_s` (seconds since the first CCA was set) and, on
+/// intervals, the file `offset` reached and the last `rtt_ms` sample.
 struct Log {
     out: Option<std::io::BufWriter<std::fs::File>>,
     label: String,
     t0: Option<u64>,
     offset: u64,
     last_rtt: Option<f64>,
-    /// The model's class names (per-window events name their class).
+    /// The model's class names.
     classes: Vec<String>,
 }
 
 impl Log {
-    fn line(&mut self, v: Value) {
-        if let Some(w) = self.out.as_mut() {
-            let _ = writeln!(w, "{v}");
-        }
-    }
-
     fn event(&mut self, e: &DriverEvent) {
-        let t = |ns: u64, t0: Option<u64>| ns.saturating_sub(t0.unwrap_or(ns)) as f64 / 1e9;
-        match e {
-            DriverEvent::CcaSet {
-                cca,
-                at_ns,
-                latency_ns,
-            } => {
+        let at_ns = match e {
+            DriverEvent::CcaSet { at_ns, .. } => {
                 self.t0.get_or_insert(*at_ns);
-                let v = json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "cca",
-                    "cca": cca.as_str(), "decision_latency_us": latency_ns.map(|l| l as f64 / 1e3)});
-                self.line(v)
+                Some(*at_ns)
             }
-            DriverEvent::Rtt { rtt_ms, .. } => self.last_rtt = *rtt_ms,
-            DriverEvent::Decision {
-                cca,
-                latency_ns,
-                switched,
-            } => {
-                let v = json!({"label": self.label, "event": "decision", "cca": cca.as_str(),
-                    "decision_latency_us": *latency_ns as f64 / 1e3, "switched": switched});
-                self.line(v)
+            DriverEvent::Rtt { rtt_ms, .. } => {
+                // Samples come every second; the intervals carry the last one.
+                self.last_rtt = *rtt_ms;
+                return;
             }
-            DriverEvent::Interval {
-                start_ns,
-                end_ns,
-                bytes,
-                acked_bytes,
-                total_bytes,
-                cca,
-                phase,
-            } => {
-                let dt = (end_ns - start_ns) as f64 / 1e9;
-                let v = json!({"label": self.label, "t_s": t(*end_ns, self.t0),
-                    "bytes": bytes, "mbps": *bytes as f64 * 8.0 / dt / 1e6,
-                    "acked_mbps": acked_bytes.map(|a| a as f64 * 8.0 / dt / 1e6),
-                    "offset": self.offset + total_bytes, "cca": cca.as_str(),
-                    "phase": format!("{phase:?}").to_lowercase(), "rtt_ms": self.last_rtt});
-                self.line(v)
-            }
-            DriverEvent::Ops(ev) => {
-                let v = match ev {
-                    Event::Phase {
-                        phase,
-                        cycle,
-                        at_ns,
-                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "phase",
-                        "phase": format!("{phase:?}").to_lowercase(), "cycle": cycle}),
-                    Event::Classified {
-                        classified,
-                        samples,
-                        early,
-                        at_ns,
-                    } => {
-                        json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "classified",
-                        "mix": classified.mix.to_string(), "confidence": classified.confidence,
-                        "distance": classified.distance, "samples": samples, "early": early})
-                    }
-                    Event::Selected {
-                        cca,
-                        steady_ns,
-                        at_ns,
-                    } => {
-                        json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "selected",
-                        "cca": cca.as_str(), "steady_s": steady_ns.map(|s| s as f64 / 1e9)})
-                    }
-                    Event::DecisionFailed { message, at_ns } => json!({"label": self.label,
-                        "t_s": t(*at_ns, self.t0), "event": "decision_failed", "message": message}),
-                    Event::ProbeIncomplete {
-                        samples,
-                        needed,
-                        at_ns,
-                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0),
-                        "event": "probe_incomplete", "samples": samples, "needed": needed}),
-                    Event::CycleClassified {
-                        index,
-                        cycles,
-                        class_index,
-                        distance,
-                        leader,
-                        margin,
-                        at_ns,
-                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0),
-                        "event": "cycle_classified", "window": index, "windows": cycles,
-                        "mix": self.classes.get(*class_index), "distance": distance,
-                        "leader": self.classes.get(*leader), "margin": margin}),
-                };
-                self.line(v)
-            }
+            DriverEvent::Decision { .. } => None,
+            DriverEvent::Interval { end_ns, .. } => Some(*end_ns),
+            DriverEvent::Ops(ev) => ev_at_ns(ev),
+        };
+        let Some(w) = self.out.as_mut() else { return };
+        let Ok(Value::Object(mut m)) = serde_json::to_value(Labeled::new(e, &self.classes)) else {
+            return;
+        };
+        m.insert("run".into(), self.label.clone().into());
+        if let Some(t) = at_ns {
+            let t_s = t.saturating_sub(self.t0.unwrap_or(t)) as f64 / 1e9;
+            m.insert("t_s".into(), t_s.into());
         }
+        if let DriverEvent::Interval { total_bytes, .. } = e {
+            m.insert("offset".into(), (self.offset + total_bytes).into());
+            m.insert("rtt_ms".into(), self.last_rtt.into());
+        }
+        let _ = writeln!(w, "{}", Value::Object(m));
+    }
+}
+
+/// When a controller event happened.
+fn ev_at_ns(e: &Event) -> Option<u64> {
+    match e {
+        Event::Phase { at_ns, .. }
+        | Event::Classified { at_ns, .. }
+        | Event::CycleClassified { at_ns, .. }
+        | Event::Selected { at_ns, .. }
+        | Event::DecisionFailed { at_ns, .. }
+        | Event::ProbeIncomplete { at_ns, .. } => Some(*at_ns),
     }
 }
 
@@ -302,7 +258,7 @@ pub fn run(
         .map_err(|e| Error::io(format!("seek {} to {}", path.display(), opts.offset), e))?;
     // Build the controller before connecting, so a bad model fails fast.
     let ctl = match &opts.strategy {
-        Strategy::Ops(o) => Some(controller(o)?),
+        Strategy::Ops(o) => Some(controller_with_classes(o)?),
         Strategy::Fixed(_) => None,
     };
     let connect = |what: &str| {
@@ -346,14 +302,10 @@ pub fn run(
         ..DriverConfig::default()
     };
     let mut log = open_log(&opts.log, opts.offset)?;
-    if let Some(c) = &ctl {
-        log.classes = c
-            .classifier()
-            .classes()
-            .iter()
-            .map(|m| m.to_string())
-            .collect();
-    }
+    let ctl = ctl.map(|(c, classes)| {
+        log.classes = classes;
+        c
+    });
     let mut cb = |e: &DriverEvent| {
         log.event(e);
         on_event(e);
@@ -436,13 +388,10 @@ pub fn run(
         n == file_size && whole == field_str(&conf, "file_sha256")?
     };
     if let Some(w) = log.out.as_mut() {
-        let v = json!({"label": log.label, "event": "done", "bytes": driver.bytes_sent,
+        let v = json!({"run": log.label, "kind": "done", "bytes": driver.bytes_sent,
             "next_offset": opts.offset + driver.bytes_sent, "confirmed": confirmed,
             "sha256": sha, "file_identical": file_identical, "file_size": file_size,
-            "end": format!("{:?}", driver.end).to_lowercase(),
-            "probe_s": driver.stats.probe_ns as f64 / 1e9, "steady_s": driver.stats.steady_ns as f64 / 1e9,
-            "decisions": driver.stats.decisions, "early_exits": driver.stats.early_exits,
-            "cca_switches": driver.stats.cca_switches});
+            "end": driver.end, "stats": driver.stats});
         let _ = writeln!(w, "{v}");
         let _ = w.flush();
     }

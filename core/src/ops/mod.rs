@@ -49,6 +49,7 @@ mod controller;
 pub mod doubles;
 mod knn_classifier;
 mod policy;
+mod schema;
 pub mod sim;
 mod spec;
 
@@ -60,6 +61,7 @@ pub use controller::{
 };
 pub use knn_classifier::KnnClassifier;
 pub use policy::{FnPolicy, Policy, Stump, TablePolicy};
+pub use schema::{ClassRefs, Labeled};
 pub use spec::{
     default_prefix_lens, AdaptiveSpec, AnyPolicy, ControllerSpec, ModeSpec, NoCallback, PolicySpec,
     ProgressiveSpec, StabilityKeySpec,
