@@ -100,19 +100,6 @@ fn clear_last_error() {
     });
 }
 
-/// Release a handle made by `Box::into_raw` (NULL ignored): the one place
-/// every `opsel_*_free` goes through, so a panic in a destructor is caught
-/// here and never unwinds into C.
-///
-/// # Safety
-/// `p` is NULL or a pointer from `Box::into_raw` that was not freed before.
-pub(crate) unsafe fn free_handle<T>(p: *mut T) {
-    if !p.is_null() {
-        // SAFETY: the caller's promise; AssertUnwindSafe: nothing is used after.
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(p) })));
-    }
-}
-
 /// Run an entry point's body: catch panics, store the message of a failure,
 /// clear it on success, and turn the outcome into a status.
 pub(crate) fn guard(body: impl FnOnce() -> Result<(), Fail>) -> opsel_status {

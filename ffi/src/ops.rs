@@ -16,8 +16,9 @@
 //! }
 //! ```
 
-use crate::error::{f64_slice, free_handle, guard, opsel_status, out_ptr, utf8, Fail};
-use crate::model::{clear_out, model_ref, opsel_model};
+use crate::error::{f64_slice, guard, opsel_status, out_ptr, utf8, Fail};
+use crate::handle::Handle;
+use crate::model::{clear_out, opsel_model};
 use opsel::ops::{
     Action, AdaptiveSpec, AnyPolicy, Classified, Classifier, Config, Controller, ControllerSpec,
     Event, ModeSpec, Output, Phase, Policy, Progressive, ProgressiveSpec, StabilityKeySpec, Stump,
@@ -308,7 +309,7 @@ fn new_policy(
 ) -> Result<(), Fail> {
     let o = clear_out(out)?;
     let kind = build()?;
-    *o = Box::into_raw(Box::new(opsel_ops_policy { kind }));
+    Handle::into_out(opsel_ops_policy { kind }, o);
     Ok(())
 }
 
@@ -381,7 +382,7 @@ pub unsafe extern "C" fn opsel_ops_policy_callback(
 #[no_mangle]
 pub unsafe extern "C" fn opsel_ops_policy_free(policy: *mut opsel_ops_policy) {
     // SAFETY: the caller promises NULL or a handle of this type not freed before.
-    unsafe { free_handle(policy) }
+    unsafe { Handle::free(policy) }
 }
 
 /// An OPS controller. Opaque: `opsel_ops_controller_new()` /
@@ -413,11 +414,14 @@ pub unsafe extern "C" fn opsel_ops_controller_new(
     guard(|| {
         let out = clear_out(out_controller)?;
         let (inner, names) = unsafe { build_controller(model, policy, config) }?;
-        *out = Box::into_raw(Box::new(opsel_ops_controller {
-            inner,
-            names,
-            message: CString::default(),
-        }));
+        Handle::into_out(
+            opsel_ops_controller {
+                inner,
+                names,
+                message: CString::default(),
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -434,7 +438,7 @@ pub(crate) unsafe fn build_controller(
     policy: *const opsel_ops_policy,
     config: *const opsel_ops_config,
 ) -> Result<(CtlCore, Vec<CString>), Fail> {
-    let m = unsafe { model_ref(model) }?;
+    let m = unsafe { Handle::borrow(model) }?;
     let spec = match unsafe { config.as_ref() } {
         None => ControllerSpec::default(),
         Some(c) => unsafe { spec_from_c(c) }?,
@@ -454,11 +458,7 @@ pub(crate) unsafe fn build_controller(
 #[no_mangle]
 pub unsafe extern "C" fn opsel_ops_controller_free(controller: *mut opsel_ops_controller) {
     // SAFETY: the caller promises NULL or a handle of this type not freed before.
-    unsafe { free_handle(controller) }
-}
-
-fn ctl<'a>(c: *mut opsel_ops_controller) -> Result<&'a mut opsel_ops_controller, Fail> {
-    out_ptr(c, "controller")
+    unsafe { Handle::free(controller) }
 }
 
 /// Begin the first probe at `now_ns`.
@@ -468,7 +468,11 @@ pub unsafe extern "C" fn opsel_ops_controller_start(
     controller: *mut opsel_ops_controller,
     now_ns: u64,
 ) -> opsel_status {
-    guard(|| Ok(ctl(controller)?.inner.start(now_ns)?))
+    guard(|| {
+        Ok(unsafe { Handle::borrow_mut(controller) }?
+            .inner
+            .start(now_ns)?)
+    })
 }
 
 /// Feed one aggregated RTT sample (mean `rtt_ms` over the period ending at
@@ -481,7 +485,11 @@ pub unsafe extern "C" fn opsel_ops_controller_handle_sample(
     now_ns: u64,
     rtt_ms: f64,
 ) -> opsel_status {
-    guard(|| Ok(ctl(controller)?.inner.handle_sample(now_ns, rtt_ms)?))
+    guard(|| {
+        Ok(unsafe { Handle::borrow_mut(controller) }?
+            .inner
+            .handle_sample(now_ns, rtt_ms)?)
+    })
 }
 
 /// Let time pass: runs pattern segment changes, probe deadlines and the end
@@ -491,7 +499,11 @@ pub unsafe extern "C" fn opsel_ops_controller_handle_timeout(
     controller: *mut opsel_ops_controller,
     now_ns: u64,
 ) -> opsel_status {
-    guard(|| Ok(ctl(controller)?.inner.handle_timeout(now_ns)?))
+    guard(|| {
+        Ok(unsafe { Handle::borrow_mut(controller) }?
+            .inner
+            .handle_timeout(now_ns)?)
+    })
 }
 
 /// Account `bytes` sent (e.g. per 1 s interval) to the current phase.
@@ -501,7 +513,11 @@ pub unsafe extern "C" fn opsel_ops_controller_handle_bytes(
     now_ns: u64,
     bytes: u64,
 ) -> opsel_status {
-    guard(|| Ok(ctl(controller)?.inner.handle_bytes(now_ns, bytes)?))
+    guard(|| {
+        Ok(unsafe { Handle::borrow_mut(controller) }?
+            .inner
+            .handle_bytes(now_ns, bytes)?)
+    })
 }
 
 /// When `opsel_ops_controller_handle_timeout()` should next be called:
@@ -513,7 +529,7 @@ pub unsafe extern "C" fn opsel_ops_controller_poll_timeout(
     out_has: *mut bool,
 ) -> opsel_status {
     guard(|| {
-        let c = unsafe { controller.as_ref() }.ok_or_else(|| Fail::null("controller"))?;
+        let c = unsafe { Handle::borrow(controller) }?;
         let t = out_ptr(out_timeout_ns, "out_timeout_ns")?;
         let h = out_ptr(out_has, "out_has")?;
         let pt = c.inner.poll_timeout();
@@ -618,7 +634,7 @@ pub unsafe extern "C" fn opsel_ops_controller_poll(
     out_has: *mut bool,
 ) -> opsel_status {
     guard(|| {
-        let c = ctl(controller)?;
+        let c = unsafe { Handle::borrow_mut(controller) }?;
         let o = out_ptr(out_output, "out_output")?;
         let has = out_ptr(out_has, "out_has")?;
         *has = false;
@@ -768,7 +784,7 @@ pub unsafe extern "C" fn opsel_ops_controller_stats(
     out_stats: *mut opsel_ops_stats,
 ) -> opsel_status {
     guard(|| {
-        let c = unsafe { controller.as_ref() }.ok_or_else(|| Fail::null("controller"))?;
+        let c = unsafe { Handle::borrow(controller) }?;
         let o = out_ptr(out_stats, "out_stats")?;
         *o = stats_c(&c.inner, c.inner.stats_at(now_ns));
         Ok(())

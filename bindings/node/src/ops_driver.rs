@@ -27,14 +27,14 @@
 //! synchronous child process), it cannot run the policy; only the timeout
 //! ends the wait.
 
-use crate::error::{coded_error_value, guard, invalid, to_js, Code};
+use crate::error::{coded_error_object, coded_error_value, guard, invalid, to_js, Code};
 use crate::ops::{call_policy, js, js_form, parts, secs, Called, OpsStats, Parts};
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
     ErrorStrategy, ThreadSafeCallContext, ThreadsafeFunction, ThreadsafeFunctionCallMode,
 };
-use napi::{sys, JsBuffer, JsFunction, JsObject, JsUnknown, NapiRaw, NapiValue, Ref};
+use napi::{sys, JsBuffer, JsFunction, JsObject, JsUnknown, Ref};
 use napi_derive::napi;
 use opsel::ops::{Classified, Classifier, Event, Labeled, Policy};
 use opsel::probe::CcaName;
@@ -259,7 +259,7 @@ fn answer(env: &Env, held: &FuncRef, classes: &[String], c: &Classified) -> Answ
                 .and_then(|s| s.into_utf8())
                 .and_then(|s| s.into_owned())
                 .map_or_else(|e| Answer::Threw(e.reason, None), Answer::Name),
-            Ok(t) => Answer::NotString(describe(env, v, t)),
+            Ok(t) => Answer::NotString(describe(v, t)),
             Err(e) => Answer::Threw(e.reason, None),
         },
         Called::Threw(text, exc) => {
@@ -270,11 +270,11 @@ fn answer(env: &Env, held: &FuncRef, classes: &[String], c: &Classified) -> Answ
 }
 
 /// What a policy returned instead of a string, for the error message.
-fn describe(env: &Env, v: JsUnknown, t: ValueType) -> String {
+fn describe(v: JsUnknown, t: ValueType) -> String {
     let what = match t {
         ValueType::Undefined => return "undefined (no return value)".into(),
         ValueType::Null => return "null".into(),
-        ValueType::Object if is_thenable(env, &v) => {
+        ValueType::Object if is_promise(&v) => {
             return "a Promise (an async function? the policy must return the CCA name synchronously)".into()
         }
         ValueType::Boolean => "a boolean",
@@ -292,13 +292,9 @@ fn describe(env: &Env, v: JsUnknown, t: ValueType) -> String {
     format!("{what} ({text})")
 }
 
-/// True for an object with a callable `then` (a Promise or thenable).
-fn is_thenable(env: &Env, v: &JsUnknown) -> bool {
-    // SAFETY: checked to be an object by the caller; a live value of `env`.
-    let o: JsObject = unsafe { JsObject::from_raw_unchecked(env.raw(), v.raw()) };
-    o.get_named_property::<JsUnknown>("then")
-        .and_then(|t| t.get_type())
-        .is_ok_and(|t| t == ValueType::Function)
+/// True for a Promise (what an async function returns).
+fn is_promise(v: &JsUnknown) -> bool {
+    v.is_promise().unwrap_or(false)
 }
 
 /// A CCA name the live socket will accept: valid and offered by the kernel,
@@ -489,8 +485,7 @@ fn source(data: JsUnknown) -> R<Source> {
             Ok(Source::Fd(v as i32))
         }
         ValueType::Object if data.is_buffer().map_err(js)? => {
-            // SAFETY: checked to be a Buffer.
-            let b: JsBuffer = unsafe { data.cast() };
+            let b = JsBuffer::try_from(data).map_err(js)?;
             Ok(Source::Bytes(io::Cursor::new(
                 b.into_value().map_err(js)?.to_vec(),
             )))
@@ -567,10 +562,7 @@ fn policy_error(
     report: Option<DriverReportJs>,
     cause: Option<Ref<()>>,
 ) -> napi::Result<napi::Error> {
-    // SAFETY: `env` is the live env of the resolve callback; `raw` is the
-    // error object just created in it.
-    let raw = unsafe { JsError::from(invalid(message)).into_value(env.raw()) };
-    let mut obj = unsafe { JsObject::from_raw_unchecked(env.raw(), raw) };
+    let mut obj = coded_error_object(env, invalid(message))?;
     if let Some(rep) = report {
         obj.set("bytesSent", rep.bytes_sent)?;
         obj.set("report", rep)?;
@@ -580,10 +572,8 @@ fn policy_error(
         c.unref(env)?;
         obj.set("cause", v?)?;
     }
-    // SAFETY: as above; napi keeps the object as the rejection value.
-    Ok(napi::Error::from(unsafe {
-        JsUnknown::from_raw_unchecked(env.raw(), obj.raw())
-    }))
+    // napi keeps the object as the rejection value.
+    Ok(napi::Error::from(obj.into_unknown()))
 }
 
 impl Task for DriverRun {
