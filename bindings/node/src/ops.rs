@@ -20,6 +20,7 @@ use napi_derive::napi;
 use opsel::model::KnnModelFile;
 use opsel::ops::{
     Classified, Classifier, Controller as Core, ControllerSpec, Labeled, Output, Policy,
+    PolicyInput,
 };
 use opsel::probe::CcaName;
 use std::cell::{Cell, RefCell};
@@ -40,24 +41,15 @@ struct JsPolicy {
 
 type AnyPolicy = opsel::ops::AnyPolicy<JsPolicy>;
 
-/// The argument of a policy function: one shape for `Controller` and
-/// `OpsDriver` (the TypeScript `Classified`).
+/// The argument of a policy function, the core's `PolicyInput` in its Node
+/// form: one shape for `Controller` and `OpsDriver` (the TypeScript
+/// `Classified`).
 pub(crate) fn classified_object(
     env: &Env,
     classes: &[String],
     c: &Classified,
-) -> napi::Result<JsObject> {
-    let mut o = env.create_object()?;
-    let label = classes.get(c.class_index).cloned().unwrap_or_default();
-    o.set("label", label)?;
-    o.set("classIndex", c.class_index as u32)?;
-    o.set("confidence", c.confidence)?;
-    o.set("distance", c.distance)?;
-    o.set("bbrPresent", c.mix.bbr_present())?;
-    o.set("heterogeneous", c.mix.heterogeneous())?;
-    o.set("bbrFlows", c.mix.count("bbr"))?;
-    o.set("totalFlows", c.mix.total())?;
-    Ok(o)
+) -> napi::Result<JsUnknown> {
+    env.to_js_value(&js_form(&PolicyInput::new(c, classes)))
 }
 
 /// What calling a policy function gave: its return value, or what it threw.

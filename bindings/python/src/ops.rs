@@ -14,6 +14,7 @@ use crate::knn::Model;
 use opsel::model::KnnModelFile;
 use opsel::ops::{
     Classified, Classifier, Controller as Core, ControllerSpec, Labeled, Output, Phase, Policy,
+    PolicyInput,
 };
 use opsel::probe::CcaName;
 use pyo3::prelude::*;
@@ -34,15 +35,7 @@ impl Policy for PyPolicy {
         let p = self;
         let label = p.classes.get(c.class_index).cloned().unwrap_or_default();
         let r = Python::attach(|py| -> PyResult<String> {
-            let d = PyDict::new(py);
-            d.set_item("label", &label)?;
-            d.set_item("class_index", c.class_index)?;
-            d.set_item("confidence", c.confidence)?;
-            d.set_item("distance", c.distance)?;
-            d.set_item("bbr_present", c.mix.bbr_present())?;
-            d.set_item("heterogeneous", c.mix.heterogeneous())?;
-            d.set_item("bbr_flows", c.mix.count("bbr"))?;
-            d.set_item("total_flows", c.mix.total())?;
+            let d = to_dict(py, &PolicyInput::new(c, &p.classes))?;
             p.func.bind(py).call1((d,))?.extract::<String>()
         });
         match r {

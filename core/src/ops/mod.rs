@@ -61,7 +61,7 @@ pub use controller::{
 };
 pub use knn_classifier::KnnClassifier;
 pub use policy::{FnPolicy, Policy, Stump, TablePolicy};
-pub use schema::{ClassRefs, Labeled};
+pub use schema::{ClassRefs, Labeled, PolicyInput};
 pub use spec::{
     default_prefix_lens, AdaptiveSpec, AnyPolicy, ControllerSpec, ModeSpec, NoCallback, PolicySpec,
     ProgressiveSpec, StabilityKeySpec,

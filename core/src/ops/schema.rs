@@ -5,7 +5,7 @@
 //! and Node's objects are this one form, so a field is named once, here and
 //! in the types' docs.
 
-use super::{Event, Output};
+use super::{Classified, Event, Output};
 use serde::Serialize;
 
 /// Values that point at the model's classes by index: the class of the
@@ -64,6 +64,37 @@ impl<'a, T: ClassRefs> Labeled<'a, T> {
     }
 }
 
+/// What a front end's policy function is given (a Python dict, a JS
+/// object): the classification with its class name and the views of the
+/// background mix the thesis's decision uses (000 §4.1). In passive mode the
+/// mix is the class minus the transfer's own flow, `label` the class.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyInput<'a> {
+    pub label: &'a str,
+    pub class_index: usize,
+    pub confidence: f64,
+    pub distance: f64,
+    pub bbr_present: bool,
+    pub heterogeneous: bool,
+    pub bbr_flows: u32,
+    pub total_flows: u32,
+}
+
+impl<'a> PolicyInput<'a> {
+    pub fn new(c: &Classified, classes: &'a [String]) -> Self {
+        Self {
+            label: classes.get(c.class_index).map_or("", String::as_str),
+            class_index: c.class_index,
+            confidence: c.confidence,
+            distance: c.distance,
+            bbr_present: c.mix.bbr_present(),
+            heterogeneous: c.mix.heterogeneous(),
+            bbr_flows: c.mix.count("bbr"),
+            total_flows: c.mix.total(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +127,22 @@ mod tests {
         assert_eq!(
             json_of(&e),
             json!({"kind": "phase", "phase": "probe", "cycle": 1, "at_ns": 5})
+        );
+    }
+
+    #[test]
+    fn a_policy_sees_the_class_name_and_the_background() {
+        let classes = ["B1-C1".to_string()];
+        let c = Classified {
+            mix: Mix::parse("B1-C0").unwrap(),
+            class_index: 0,
+            confidence: 0.9,
+            distance: 1.0,
+        };
+        assert_eq!(
+            serde_json::to_value(PolicyInput::new(&c, &classes)).unwrap(),
+            json!({"label": "B1-C1", "class_index": 0, "confidence": 0.9, "distance": 1.0,
+                   "bbr_present": true, "heterogeneous": false, "bbr_flows": 1, "total_flows": 1})
         );
     }
 
