@@ -178,10 +178,11 @@ export interface ProgressiveOptions {
   step?: number
   minConfidence?: number
   agree?: number
-  /** Prefix lengths that get a prefix model (default every `step` below w). */
-  prefixLens?: Array<number>
 }
-/** Controller options (all optional). */
+/**
+ * Controller options (all optional): the fields of the core's
+ * `ControllerSpec` in camelCase.
+ */
 export interface ControllerOptions {
   /** "passive" (default; Y = 60 s) or "active" (Y = 100 s). */
   mode?: string
@@ -198,6 +199,8 @@ export interface ControllerOptions {
   initialCca?: string
   adaptive?: boolean | AdaptiveOptions
   progressive?: boolean | ProgressiveOptions
+  /** Prefix lengths that get a prefix model (default every `step` below w). */
+  prefixLens?: Array<number>
   /** RTT sample period in seconds (default 1). */
   samplePeriodS?: number
   gracePeriods?: number
@@ -209,6 +212,13 @@ export interface ControllerOptions {
    * n > 1 = min-sum over n back-to-back windows (1..=100).
    */
   cycles?: number
+  /**
+   * Margin-gated probing (needs cycles >= 2): decide after the first
+   * window whose min-sum margin reaches this value.
+   */
+  gateMargin?: number
+  /** Reject a model trained for another probing mode or pattern (default true). */
+  checkModel?: boolean
 }
 /**
  * The classification passed to a policy function. `label` is the
@@ -227,10 +237,12 @@ export interface Classified {
   totalFlows: number
 }
 /**
- * One controller output. `kind` is an action ("setCca", "sendFullSpeed",
- * "silence", "steady") or an event ("phase", "classified", "selected",
- * "decisionFailed", "probeIncomplete", "cycleClassified"); the other fields
- * depend on it.
+ * One controller output: the core's serialized output (the one schema of
+ * the CLI log, Python and Node) with its keys and `kind` in camelCase.
+ * `kind` is an action ("setCca", "sendFullSpeed", "silence", "steady") or
+ * an event ("phase", "classified", "cycleClassified", "selected",
+ * "decisionFailed", "probeIncomplete"); the other fields depend on it.
+ * Declared for the TypeScript types; the object comes from `js_form`.
  */
 export interface OpsOutput {
   kind: string
@@ -240,7 +252,13 @@ export interface OpsOutput {
   atNs?: number
   phase?: string
   cycle?: number
+  /** The class's name in the model ("classified", "cycleClassified"). */
   label?: string
+  /**
+   * The mix the policy decided on, canonical ("bbr:1-cubic:1"): in
+   * passive mode the class minus the transfer's own flow.
+   */
+  mix?: string
   classIndex?: number
   confidence?: number
   distance?: number
@@ -252,12 +270,14 @@ export interface OpsOutput {
   message?: string
   /**
    * "cycleClassified" (cycles > 1): 0-based window index, windows per
-   * decision, the running min-sum class and its margin (`label`,
-   * `classIndex`, `distance`: this window's own nearest class).
+   * decision, the running min-sum class (`leader`, `leaderIndex`) and its
+   * margin (`label`, `classIndex`, `distance`: this window's own nearest
+   * class).
    */
-  window?: number
-  windows?: number
+  index?: number
+  cycles?: number
   leader?: string
+  leaderIndex?: number
   margin?: number
 }
 /** Cumulative counters (ns and bytes as numbers). */
@@ -308,12 +328,14 @@ export interface DriverOptions {
   policyTimeoutS?: number
 }
 /**
- * One driver event. `kind` is "phase", "classified", "selected",
- * "decisionFailed", "probeIncomplete" (controller events, fields as in
- * `OpsOutput`), "ccaSet" (cca, atNs, latencyNs), "decision" (cca,
- * latencyNs, switched), "rtt" (atNs, rttMs: null when every echo was lost,
- * answered) or "interval" (startNs, endNs, bytes, ackedBytes, totalBytes,
- * cca, phase). Times are CLOCK_MONOTONIC ns.
+ * One driver event: the core's serialized `DriverEvent` in its Node form
+ * (keys and `kind` in camelCase, as `OpsOutput`). `kind` is a controller
+ * event ("phase", "classified", "cycleClassified", "selected",
+ * "decisionFailed", "probeIncomplete"; fields as in `OpsOutput`), "ccaSet"
+ * (cca, atNs, latencyNs), "decision" (cca, latencyNs, switched), "rtt"
+ * (atNs, rttMs: null when every echo was lost, answered) or "interval"
+ * (startNs, endNs, bytes, ackedBytes, totalBytes, cca, phase). Times are
+ * CLOCK_MONOTONIC ns. Declared for the TypeScript types.
  */
 export interface DriverEventJs {
   kind: string
@@ -322,6 +344,7 @@ export interface DriverEventJs {
   phase?: string
   cycle?: number
   label?: string
+  mix?: string
   classIndex?: number
   confidence?: number
   distance?: number
@@ -330,6 +353,11 @@ export interface DriverEventJs {
   early?: boolean
   steadyNs?: number
   message?: string
+  index?: number
+  cycles?: number
+  leader?: string
+  leaderIndex?: number
+  margin?: number
   latencyNs?: number
   switched?: boolean
   rttMs?: number

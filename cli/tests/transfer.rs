@@ -175,11 +175,11 @@ fn loopback_transfer_resume_and_refusal() {
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["event"] == "done")
+        .find(|v| v["kind"] == "done")
         .expect("a done line");
     assert_eq!(done["bytes"], 2_000_000);
     assert_eq!(done["next_offset"], 3_000_000);
-    assert_eq!(done["label"], "lo-test");
+    assert_eq!(done["run"], "lo-test");
 
     // Appending from the wrong offset is refused with the offset to use.
     let rx = spawn(
@@ -314,7 +314,7 @@ fn ops_transfer_with_switches_and_loss_is_byte_identical() {
         .collect();
     let ccas: Vec<&str> = lines
         .iter()
-        .filter(|v| v["event"] == "cca")
+        .filter(|v| v["kind"] == "cca_set")
         .filter_map(|v| v["cca"].as_str())
         .collect();
     assert!(ccas.len() >= 5, "switches: {ccas:?}");

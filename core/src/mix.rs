@@ -120,6 +120,13 @@ impl fmt::Display for Mix {
     }
 }
 
+/// A mix serializes as its canonical form (`"bbr:1-cubic:1"`, `"none"`).
+impl serde::Serialize for Mix {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.canonical())
+    }
+}
+
 impl std::str::FromStr for Mix {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {

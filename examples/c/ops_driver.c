@@ -135,6 +135,9 @@ int main(int argc, char **argv) {
     opsel_ops_config oc = opsel_ops_config_active();
     oc.pattern = pattern;
     oc.steady_ns = 2000000000ull;
+    /* The tiny model was probed with cubic:1-silence:1-bbr:1: the
+       model/pattern check holds only when bbr can be used. */
+    oc.check_model = bbr;
     opsel_ops_driver_config dc = opsel_ops_driver_config_default();
     dc.probe_peer = peer;
     dc.time_limit_ns = 5000000000ull;

@@ -113,6 +113,8 @@ static void test_golden(const mj_value *g, const opsel_model *model) {
         if (mj_get(cfgj, "pattern")) cfg.pattern = mj_get(cfgj, "pattern")->string;
         cfg.steady_ns = (uint64_t)mj_get(cfgj, "steady_s")->number * 1000000000ull;
         cfg.adaptive = adaptive && adaptive->number != 0;
+        /* The golden model is passive; a scenario that drives the active state machine on it turns the check off. */
+        cfg.check_model = !(mj_get(cfgj, "check_model") && mj_get(cfgj, "check_model")->number == 0);
         if (progressive && progressive->number != 0) {
             const mj_value *pl = mj_get(cfgj, "prefix_lens");
             cfg.progressive = true;

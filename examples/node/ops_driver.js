@@ -66,7 +66,9 @@ async function main () {
   }
   const drv = new opsel.OpsDriver(
     modelPath,
-    { mode: 'active', pattern, steadyS: 2, policy },
+    // The tiny model was probed with cubic:1-silence:1-bbr:1: the model/pattern
+    // check holds only when bbr can be used.
+    { mode: 'active', pattern, steadyS: 2, policy, checkModel: x === 'bbr' },
     // A policy that does not answer within policyTimeoutS stops the driver.
     { probe: `127.0.0.1:${echo.port}`, timeLimitS: 5, policyTimeoutS: 2 }
   )

@@ -793,6 +793,11 @@ typedef struct {
    * (`OPSEL_INVALID_INPUT`).
    */
   size_t cycles;
+  /**
+   * Reject a model trained for another probing mode or pattern (true in
+   * both presets).
+   */
+  bool check_model;
 } opsel_ops_config;
 
 /**

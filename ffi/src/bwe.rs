@@ -3,6 +3,7 @@
 //! estimator and the rate adapter. Gaps are `double` nanoseconds, rates bit/s.
 
 use crate::error::{f64_slice, guard, opsel_status, out_ptr, utf8, Fail};
+use crate::handle::Handle;
 use crate::model::clear_out;
 use opsel::bwe::abest::{AbestConfig, AbestVariant};
 use opsel::bwe::adapter::{EtaParam, RateAdapter, RateAdapterConfig};
@@ -396,11 +397,14 @@ pub unsafe extern "C" fn opsel_bwe_workspace_new(
                 opsel::bwe::pstream::MAX_PACKETS
             )));
         }
-        *out = Box::into_raw(Box::new(opsel_bwe_workspace {
-            ws: EstimatorWorkspace::new(max_packets),
-            imr: ImrWorkspace::new(max_packets),
-            max_packets,
-        }));
+        Handle::into_out(
+            opsel_bwe_workspace {
+                ws: EstimatorWorkspace::new(max_packets),
+                imr: ImrWorkspace::new(max_packets),
+                max_packets,
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -408,10 +412,8 @@ pub unsafe extern "C" fn opsel_bwe_workspace_new(
 /// Release a workspace. NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_bwe_workspace_free(workspace: *mut opsel_bwe_workspace) {
-    if !workspace.is_null() {
-        // SAFETY: the caller promises a handle from opsel_bwe_workspace_new.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(workspace) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(workspace) }
 }
 
 unsafe fn gaps<'a>(
@@ -453,7 +455,7 @@ pub unsafe extern "C" fn opsel_bwe_estimate(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_abest, "out_abest")?;
-        let ws = out_ptr(workspace, "workspace")?;
+        let ws = unsafe { Handle::borrow_mut(workspace) }?;
         let (gs, gr) = unsafe { gaps(send_gaps_ns, recv_gaps_ns, len, ws) }?;
         let s = spec_from_c(unsafe { spec.as_ref() }.ok_or_else(|| Fail::null("spec"))?)?;
         let b = match unsafe { bass.as_ref() } {
@@ -488,7 +490,7 @@ pub unsafe extern "C" fn opsel_bwe_decide_single_rate(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_exceeds, "out_exceeds")?;
-        let ws = out_ptr(workspace, "workspace")?;
+        let ws = unsafe { Handle::borrow_mut(workspace) }?;
         let (gs, gr) = unsafe { gaps(send_gaps_ns, recv_gaps_ns, len, ws) }?;
         let b = match unsafe { bass.as_ref() } {
             Some(c) => bass_from_c(c)?,
@@ -523,7 +525,7 @@ pub unsafe extern "C" fn opsel_bwe_ml_load(
         let p = unsafe { utf8(path, "path") }?;
         let model = opsel::trees::Ensemble::load(std::path::Path::new(p))?;
         let ml = MlEstimator::for_model(model, n_packets)?;
-        *out = Box::into_raw(Box::new(opsel_bwe_ml { ml }));
+        Handle::into_out(opsel_bwe_ml { ml }, out);
         Ok(())
     })
 }
@@ -546,7 +548,7 @@ pub unsafe extern "C" fn opsel_bwe_ml_from_json(
         let text = std::str::from_utf8(bytes)
             .map_err(|e| Fail::invalid(format!("model JSON is not UTF-8: {e}")))?;
         let ml = MlEstimator::for_json(text, n_packets)?;
-        *out = Box::into_raw(Box::new(opsel_bwe_ml { ml }));
+        Handle::into_out(opsel_bwe_ml { ml }, out);
         Ok(())
     })
 }
@@ -554,10 +556,8 @@ pub unsafe extern "C" fn opsel_bwe_ml_from_json(
 /// Release an ML estimator. NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_bwe_ml_free(ml: *mut opsel_bwe_ml) {
-    if !ml.is_null() {
-        // SAFETY: the caller promises a handle from opsel_bwe_ml_*.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(ml) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(ml) }
 }
 
 /// ML estimate (bit/s) of one p-stream sent at average rate `r_avg_bps`; `len`
@@ -576,7 +576,7 @@ pub unsafe extern "C" fn opsel_bwe_ml_estimate(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_bps, "out_bps")?;
-        let m = out_ptr(ml, "ml")?;
+        let m = unsafe { Handle::borrow_mut(ml) }?;
         let gs = unsafe { f64_slice(send_gaps_ns, len, "send_gaps_ns") }?;
         let gr = unsafe { f64_slice(recv_gaps_ns, len, "recv_gaps_ns") }?;
         *out = m.ml.estimate(gs, gr, r_avg_bps)?;
@@ -657,9 +657,12 @@ pub unsafe extern "C" fn opsel_rate_adapter_new(
             },
             None => RateAdapterConfig::default(),
         };
-        *out = Box::into_raw(Box::new(opsel_rate_adapter {
-            a: RateAdapter::new(c)?,
-        }));
+        Handle::into_out(
+            opsel_rate_adapter {
+                a: RateAdapter::new(c)?,
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -667,18 +670,14 @@ pub unsafe extern "C" fn opsel_rate_adapter_new(
 /// Release a rate adapter. NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_rate_adapter_free(adapter: *mut opsel_rate_adapter) {
-    if !adapter.is_null() {
-        // SAFETY: the caller promises a handle from opsel_rate_adapter_new.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(adapter) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(adapter) }
 }
 
 /// Current R_avg (bit/s); NaN for a NULL handle.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_rate_adapter_r_avg(adapter: *const opsel_rate_adapter) -> f64 {
-    unsafe { adapter.as_ref() }
-        .map(|a| a.a.r_avg_bps())
-        .unwrap_or(f64::NAN)
+    unsafe { Handle::borrow(adapter) }.map_or(f64::NAN, |a| a.a.r_avg_bps())
 }
 
 /// Feed one loss-free p-stream's estimate (`abest_bps`) and its duration (ns).
@@ -695,7 +694,7 @@ pub unsafe extern "C" fn opsel_rate_adapter_on_estimate(
     out_r_avg: *mut f64,
 ) -> opsel_status {
     guard(|| {
-        let a = out_ptr(adapter, "adapter")?;
+        let a = unsafe { Handle::borrow_mut(adapter) }?;
         let up = a.a.on_estimate(abest_bps, duration_ns)?;
         if let Some(o) = unsafe { out_updated.as_mut() } {
             *o = up.is_some();
@@ -717,7 +716,7 @@ pub unsafe extern "C" fn opsel_rate_adapter_on_loss(
     out_r_avg: *mut f64,
 ) -> opsel_status {
     guard(|| {
-        let a = out_ptr(adapter, "adapter")?;
+        let a = unsafe { Handle::borrow_mut(adapter) }?;
         let r = a.a.on_loss_recovery();
         if let Some(o) = unsafe { out_r_avg.as_mut() } {
             *o = r;
@@ -797,7 +796,7 @@ pub unsafe extern "C" fn opsel_bwe_baseline(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_trend, "out_trend")?;
-        let ws = out_ptr(workspace, "workspace")?;
+        let ws = unsafe { Handle::borrow_mut(workspace) }?;
         let (gs, gr) = unsafe { gaps(send_gaps_ns, recv_gaps_ns, len, ws) }?;
         let t = match baseline {
             OPSEL_BASELINE_PATHLOAD => pathload::pathload(gs, gr, &mut ws.imr)?,

@@ -3,7 +3,8 @@
 
 use crate::dtw::{cost_from_u32, cost_to_u32, radius_from_usize, radius_to_usize};
 use crate::error::{f64_slice_any, guard, opsel_status, out_ptr, utf8, Fail};
-use crate::model::{clear_out, model_ref, opsel_model};
+use crate::handle::Handle;
+use crate::model::{clear_out, opsel_model};
 use opsel::dtw::DtwParams;
 use opsel::knn::{self, KnnConfig, Prediction};
 use opsel::model::{KnnModelFile, Metadata};
@@ -126,7 +127,7 @@ pub unsafe extern "C" fn opsel_model_config(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_config, "out_config")?;
-        let m = unsafe { model_ref(model) }?;
+        let m = unsafe { Handle::borrow(model) }?;
         *out = m.file.model.config().into();
         Ok(())
     })
@@ -202,7 +203,7 @@ pub unsafe extern "C" fn opsel_model_fit(
             model,
             meta: Metadata::default(),
         })?;
-        *out = Box::into_raw(m);
+        Handle::into_out(m, out);
         Ok(())
     })
 }
@@ -230,10 +231,13 @@ pub unsafe extern "C" fn opsel_workspace_new(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_workspace)?;
-        let m = unsafe { model_ref(model) }?;
-        *out = Box::into_raw(Box::new(opsel_workspace {
-            ws: m.file.model.workspace(),
-        }));
+        let m = unsafe { Handle::borrow(model) }?;
+        Handle::into_out(
+            opsel_workspace {
+                ws: m.file.model.workspace(),
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -241,10 +245,8 @@ pub unsafe extern "C" fn opsel_workspace_new(
 /// Release a workspace. NULL is ignored. It must not be in use.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_workspace_free(workspace: *mut opsel_workspace) {
-    if !workspace.is_null() {
-        // SAFETY: the caller promises a handle from opsel_workspace_new.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(workspace) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(workspace) }
 }
 
 /// Classify one window of `window_len` RTT samples (ms, 1 Hz, as the model
@@ -268,8 +270,8 @@ pub unsafe extern "C" fn opsel_model_classify(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_prediction, "out_prediction")?;
-        let m = unsafe { model_ref(model) }?;
-        let ws = out_ptr(workspace, "workspace")?;
+        let m = unsafe { Handle::borrow(model) }?;
+        let ws = unsafe { Handle::borrow_mut(workspace) }?;
         let w = unsafe { f64_slice_any(window, window_len, "window") }?;
         *out = m.file.model.classify(w, &mut ws.ws)?.into();
         Ok(())
@@ -294,8 +296,8 @@ pub unsafe extern "C" fn opsel_model_class_probabilities(
     out_prediction: *mut opsel_prediction,
 ) -> opsel_status {
     guard(|| {
-        let m = unsafe { model_ref(model) }?;
-        let ws = out_ptr(workspace, "workspace")?;
+        let m = unsafe { Handle::borrow(model) }?;
+        let ws = unsafe { Handle::borrow_mut(workspace) }?;
         let w = unsafe { f64_slice_any(window, window_len, "window") }?;
         if out_probabilities.is_null() {
             return Err(Fail::null("out_probabilities"));
@@ -337,7 +339,7 @@ pub unsafe extern "C" fn opsel_model_classify_batch(
     predictions_len: usize,
 ) -> opsel_status {
     guard(|| {
-        let m = unsafe { model_ref(model) }?;
+        let m = unsafe { Handle::borrow(model) }?;
         let x = unsafe { f64_slice_any(windows, windows_len, "windows") }?;
         let w = m.file.model.window();
         if windows_len % w != 0 {

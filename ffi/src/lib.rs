@@ -21,6 +21,7 @@
 pub mod bwe;
 pub mod dtw;
 pub mod error;
+mod handle;
 pub mod knn;
 pub mod model;
 #[cfg(target_os = "linux")]

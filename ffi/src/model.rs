@@ -2,6 +2,7 @@
 //! and the opaque `opsel_model` handle.
 
 use crate::error::{guard, opsel_status, out_ptr, utf8, Fail};
+use crate::handle::Handle;
 use opsel::model::KnnModelFile;
 use std::ffi::{c_char, CString};
 
@@ -19,7 +20,7 @@ pub struct opsel_model {
 }
 
 impl opsel_model {
-    pub(crate) fn new(file: KnnModelFile) -> Result<Box<Self>, Fail> {
+    pub(crate) fn new(file: KnnModelFile) -> Result<Self, Fail> {
         let names = file
             .model
             .classes()
@@ -33,14 +34,8 @@ impl opsel_model {
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Box::new(Self { file, names }))
+        Ok(Self { file, names })
     }
-}
-
-/// Borrow a model handle, rejecting NULL.
-pub(crate) unsafe fn model_ref<'a>(model: *const opsel_model) -> Result<&'a opsel_model, Fail> {
-    // SAFETY: the caller promises a live handle from opsel_model_* or NULL.
-    unsafe { model.as_ref() }.ok_or_else(|| Fail::null("model"))
 }
 
 /// Set `*out` to NULL first, so a failed create never leaves a stale pointer.
@@ -71,7 +66,7 @@ pub unsafe extern "C" fn opsel_model_load(
         let out = clear_out(out_model)?;
         let path = unsafe { utf8(path, "path") }?;
         let m = opsel_model::new(KnnModelFile::load(path)?)?;
-        *out = Box::into_raw(m);
+        Handle::into_out(m, out);
         Ok(())
     })
 }
@@ -110,7 +105,7 @@ pub unsafe extern "C" fn opsel_model_from_json(
             ))
         })?;
         let m = opsel_model::new(KnnModelFile::from_json(text)?)?;
-        *out = Box::into_raw(m);
+        Handle::into_out(m, out);
         Ok(())
     })
 }
@@ -129,7 +124,7 @@ pub unsafe extern "C" fn opsel_model_save(
     path: *const c_char,
 ) -> opsel_status {
     guard(|| {
-        let m = unsafe { model_ref(model) }?;
+        let m = unsafe { Handle::borrow(model) }?;
         let path = unsafe { utf8(path, "path") }?;
         m.file.save(path)?;
         Ok(())
@@ -151,7 +146,7 @@ pub unsafe extern "C" fn opsel_model_to_json(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_json)?;
-        let m = unsafe { model_ref(model) }?;
+        let m = unsafe { Handle::borrow(model) }?;
         let text = m.file.to_json()?;
         let len = text.len();
         // serde_json escapes control characters, so the JSON holds no NUL.
@@ -172,7 +167,7 @@ pub unsafe extern "C" fn opsel_model_to_json(
 pub unsafe extern "C" fn opsel_string_free(s: *mut c_char) {
     if !s.is_null() {
         // SAFETY: the caller promises `s` came from CString::into_raw in opsel.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { CString::from_raw(s) }));
+        crate::handle::release(|| drop(unsafe { CString::from_raw(s) }));
     }
 }
 
@@ -184,31 +179,29 @@ pub unsafe extern "C" fn opsel_string_free(s: *mut c_char) {
 /// from the model stay valid (free them separately).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_model_free(model: *mut opsel_model) {
-    if !model.is_null() {
-        // SAFETY: the caller promises a handle from Box::into_raw in opsel.
-        let _ = std::panic::catch_unwind(|| drop(unsafe { Box::from_raw(model) }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(model) }
 }
 
 /// Window length w (samples per window) the model classifies; 0 for NULL.
 /// Thread-safety: any thread, concurrently.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_model_window(model: *const opsel_model) -> usize {
-    unsafe { model.as_ref() }.map_or(0, |m| m.file.model.window())
+    unsafe { Handle::borrow(model) }.map_or(0, |m| m.file.model.window())
 }
 
 /// Number of classes; 0 for NULL. Class indices run from 0 to this − 1.
 /// Thread-safety: any thread, concurrently.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_model_class_count(model: *const opsel_model) -> usize {
-    unsafe { model.as_ref() }.map_or(0, |m| m.names.len())
+    unsafe { Handle::borrow(model) }.map_or(0, |m| m.names.len())
 }
 
 /// Number of reference windows; 0 for NULL.
 /// Thread-safety: any thread, concurrently.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_model_reference_count(model: *const opsel_model) -> usize {
-    unsafe { model.as_ref() }.map_or(0, |m| m.file.model.len())
+    unsafe { Handle::borrow(model) }.map_or(0, |m| m.file.model.len())
 }
 
 /// Store a pointer to the NUL-terminated UTF-8 name of class `class_index`
@@ -228,7 +221,7 @@ pub unsafe extern "C" fn opsel_model_class_name(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_name, "out_name")?;
-        let m = unsafe { model_ref(model) }?;
+        let m = unsafe { Handle::borrow(model) }?;
         let name = m.names.get(class_index).ok_or_else(|| {
             Fail::invalid(format!(
                 "class index {class_index} is out of range; the model has {} classes",

@@ -17,10 +17,12 @@
 //! ```
 
 use crate::error::{f64_slice, guard, opsel_status, out_ptr, utf8, Fail};
-use crate::model::{clear_out, model_ref, opsel_model};
+use crate::handle::Handle;
+use crate::model::{clear_out, opsel_model};
 use opsel::ops::{
-    Action, AdaptiveSteady, Classified, Classifier, Config, Controller, Event, KnnClassifier,
-    Output, Phase, Policy, Progressive, StabilityKey, Stump, TablePolicy,
+    Action, AdaptiveSpec, AnyPolicy, Classified, Classifier, Config, Controller, ControllerSpec,
+    Event, ModeSpec, Output, Phase, Policy, Progressive, ProgressiveSpec, StabilityKeySpec, Stump,
+    TablePolicy,
 };
 use opsel::probe::{CcaName, Pattern};
 use std::ffi::{c_char, c_void, CString};
@@ -85,6 +87,9 @@ pub struct opsel_ops_config {
     /// checks after each window). 0 or more than 100 is rejected
     /// (`OPSEL_INVALID_INPUT`).
     pub cycles: usize,
+    /// Reject a model trained for another probing mode or pattern (true in
+    /// both presets).
+    pub check_model: bool,
 }
 
 fn config_c(cfg: &Config, mode: u32, pattern: *const c_char) -> opsel_ops_config {
@@ -112,6 +117,7 @@ fn config_c(cfg: &Config, mode: u32, pattern: *const c_char) -> opsel_ops_config
         steady_jitter: cfg.steady_jitter,
         seed: cfg.seed,
         cycles: cfg.cycles,
+        check_model: ControllerSpec::default().check_model,
     }
 }
 
@@ -128,53 +134,61 @@ pub extern "C" fn opsel_ops_config_active() -> opsel_ops_config {
     config_c(&cfg, OPSEL_OPS_ACTIVE, c"S5-C5-S5-B5".as_ptr())
 }
 
-/// Core config and the prefix lengths for progressive probing.
-unsafe fn config_from_c(c: &opsel_ops_config) -> Result<(Config, Vec<usize>), Fail> {
-    let mut cfg = match c.mode {
-        OPSEL_OPS_PASSIVE => Config::passive(),
-        OPSEL_OPS_ACTIVE => {
-            let p = unsafe { utf8(c.pattern, "config.pattern") }?;
-            Config::active(Pattern::parse(p)?)
-        }
+/// The C config as the core's controller spec, field for field (zero and
+/// NULL stand for "the spec's default" where the header says so).
+unsafe fn spec_from_c(c: &opsel_ops_config) -> Result<ControllerSpec, Fail> {
+    let s_of = |ns: u64| ns as f64 / 1e9;
+    let mode = match c.mode {
+        OPSEL_OPS_PASSIVE => ModeSpec::Passive,
+        OPSEL_OPS_ACTIVE => ModeSpec::Active,
         m => {
             return Err(Fail::invalid(format!(
                 "config.mode {m} is unknown; use OPSEL_OPS_PASSIVE (0) or OPSEL_OPS_ACTIVE (1)"
             )))
         }
     };
-    cfg.sample_period_ns = c.sample_period_ns;
-    cfg.steady_ns = c.steady_ns;
+    let pattern = match mode {
+        ModeSpec::Active if !c.pattern.is_null() => {
+            Some(unsafe { utf8(c.pattern, "config.pattern") }?.to_string())
+        }
+        _ => None,
+    };
+    let mut spec = ControllerSpec {
+        mode,
+        pattern,
+        steady_s: Some(s_of(c.steady_ns)),
+        sample_period_s: s_of(c.sample_period_ns),
+        grace_periods: c.grace_periods,
+        steady_jitter: c.steady_jitter,
+        seed: c.seed,
+        cycles: c.cycles,
+        check_model: c.check_model,
+        ..ControllerSpec::default()
+    };
     if !c.initial_cca.is_null() {
-        cfg.initial_cca = CcaName::new(unsafe { utf8(c.initial_cca, "config.initial_cca") }?)?;
+        spec.initial_cca = unsafe { utf8(c.initial_cca, "config.initial_cca") }?.to_string();
     }
-    cfg.grace_periods = c.grace_periods;
-    cfg.steady_jitter = c.steady_jitter;
-    cfg.seed = c.seed;
-    cfg.cycles = c.cycles;
     if c.adaptive {
-        let mut a = AdaptiveSteady::around(c.steady_ns);
-        if c.adaptive_min_ns != 0 || c.adaptive_max_ns != 0 {
-            a.min_ns = c.adaptive_min_ns;
-            a.max_ns = c.adaptive_max_ns;
-        }
-        if c.adaptive_grow != 0.0 || c.adaptive_shrink != 0.0 {
-            a.grow = c.adaptive_grow;
-            a.shrink = c.adaptive_shrink;
-        }
-        a.key = match c.adaptive_key {
-            OPSEL_OPS_KEY_DECISION => StabilityKey::Decision,
-            OPSEL_OPS_KEY_CLASS => StabilityKey::Class,
-            k => {
-                return Err(Fail::invalid(format!(
-                    "config.adaptive_key {k} is unknown; use OPSEL_OPS_KEY_DECISION (0) or OPSEL_OPS_KEY_CLASS (1)"
-                )))
-            }
-        };
-        cfg.adaptive = Some(a);
+        let bounds = c.adaptive_min_ns != 0 || c.adaptive_max_ns != 0;
+        let factors = c.adaptive_grow != 0.0 || c.adaptive_shrink != 0.0;
+        spec.adaptive = Some(AdaptiveSpec {
+            min_s: bounds.then(|| s_of(c.adaptive_min_ns)),
+            max_s: bounds.then(|| s_of(c.adaptive_max_ns)),
+            grow: factors.then_some(c.adaptive_grow),
+            shrink: factors.then_some(c.adaptive_shrink),
+            key: match c.adaptive_key {
+                OPSEL_OPS_KEY_DECISION => StabilityKeySpec::Decision,
+                OPSEL_OPS_KEY_CLASS => StabilityKeySpec::Class,
+                k => {
+                    return Err(Fail::invalid(format!(
+                        "config.adaptive_key {k} is unknown; use OPSEL_OPS_KEY_DECISION (0) or OPSEL_OPS_KEY_CLASS (1)"
+                    )))
+                }
+            },
+        });
     }
-    let mut lens = Vec::new();
     if c.progressive {
-        cfg.progressive = Some(Progressive {
+        spec.progressive = Some(ProgressiveSpec {
             min_samples: c.progressive_min_samples,
             step: c.progressive_step,
             min_confidence: c.progressive_min_confidence,
@@ -187,10 +201,11 @@ unsafe fn config_from_c(c: &opsel_ops_config) -> Result<(Config, Vec<usize>), Fa
                 ));
             }
             // SAFETY: non-null, aligned; the caller promises prefix_lens_len values.
-            lens = unsafe { std::slice::from_raw_parts(c.prefix_lens, c.prefix_lens_len) }.to_vec();
+            let lens = unsafe { std::slice::from_raw_parts(c.prefix_lens, c.prefix_lens_len) };
+            spec.prefix_lens = Some(lens.to_vec());
         }
     }
-    Ok((cfg, lens))
+    Ok(spec)
 }
 
 /// The classification handed to a callback policy.
@@ -231,67 +246,51 @@ pub type opsel_ops_policy_fn = Option<
     ) -> i32,
 >;
 
+/// A C function pointer policy (see `opsel_ops_policy_fn`).
 #[derive(Clone)]
-pub(crate) enum PolicyKind {
-    Stump(Stump),
-    Table(TablePolicy),
-    Callback {
-        f: unsafe extern "C" fn(*mut c_void, *const opsel_ops_classified, *mut c_char) -> i32,
-        user_data: *mut c_void,
-        names: Vec<CString>,
-    },
+pub(crate) struct CallbackPolicy {
+    f: unsafe extern "C" fn(*mut c_void, *const opsel_ops_classified, *mut c_char) -> i32,
+    user_data: *mut c_void,
+    names: Vec<CString>,
 }
 
 // SAFETY: the user data pointer is only passed back to the user's callback;
 // the header documents that the callback runs on the feeding thread.
-unsafe impl Send for PolicyKind {}
+unsafe impl Send for CallbackPolicy {}
 
-impl Policy for PolicyKind {
+pub(crate) type PolicyKind = AnyPolicy<CallbackPolicy>;
+
+impl Policy for CallbackPolicy {
     fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
-        match self {
-            PolicyKind::Stump(s) => s.select(c),
-            PolicyKind::Table(t) => t.select(c),
-            PolicyKind::Callback {
-                f,
-                user_data,
-                names,
-            } => {
-                let label = names
-                    .get(c.class_index)
-                    .map_or(c"?".as_ptr(), |n| n.as_ptr());
-                let arg = opsel_ops_classified {
-                    label,
-                    class_index: c.class_index,
-                    confidence: c.confidence,
-                    distance: c.distance,
-                    bbr_flows: c.mix.count("bbr"),
-                    total_flows: c.mix.total(),
-                    bbr_present: c.mix.bbr_present(),
-                };
-                let mut buf = [0 as c_char; 16];
-                // SAFETY: the user's callback with the contract documented on opsel_ops_policy_fn.
-                let rc = unsafe { f(*user_data, &arg, buf.as_mut_ptr()) };
-                if rc != 0 {
-                    return Err(opsel::Error::invalid(format!(
-                        "policy callback returned {rc} for class {}; return 0 and write a CCA name",
-                        c.mix
-                    )));
-                }
-                buf[15] = 0;
-                // SAFETY: NUL-terminated within the buffer (forced above).
-                let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
-                let s = s.to_str().map_err(|_| {
-                    opsel::Error::invalid("policy callback wrote a CCA name that is not UTF-8")
-                })?;
-                CcaName::new(s)
-            }
+        let label = self
+            .names
+            .get(c.class_index)
+            .map_or(c"?".as_ptr(), |n| n.as_ptr());
+        let arg = opsel_ops_classified {
+            label,
+            class_index: c.class_index,
+            confidence: c.confidence,
+            distance: c.distance,
+            bbr_flows: c.mix.count("bbr"),
+            total_flows: c.mix.total(),
+            bbr_present: c.mix.bbr_present(),
+        };
+        let mut buf = [0 as c_char; 16];
+        // SAFETY: the user's callback with the contract documented on opsel_ops_policy_fn.
+        let rc = unsafe { (self.f)(self.user_data, &arg, buf.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(opsel::Error::invalid(format!(
+                "policy callback returned {rc} for class {}; return 0 and write a CCA name",
+                c.mix
+            )));
         }
-    }
-    fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
-        match self {
-            PolicyKind::Table(t) => t.check_classes(classes),
-            _ => Ok(()),
-        }
+        buf[15] = 0;
+        // SAFETY: NUL-terminated within the buffer (forced above).
+        let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+        let s = s.to_str().map_err(|_| {
+            opsel::Error::invalid("policy callback wrote a CCA name that is not UTF-8")
+        })?;
+        CcaName::new(s)
     }
 }
 
@@ -310,7 +309,7 @@ fn new_policy(
 ) -> Result<(), Fail> {
     let o = clear_out(out)?;
     let kind = build()?;
-    *o = Box::into_raw(Box::new(opsel_ops_policy { kind }));
+    Handle::into_out(opsel_ops_policy { kind }, o);
     Ok(())
 }
 
@@ -370,11 +369,11 @@ pub unsafe extern "C" fn opsel_ops_policy_callback(
 ) -> opsel_status {
     guard(|| {
         new_policy(out_policy, || {
-            Ok(PolicyKind::Callback {
+            Ok(PolicyKind::Callback(CallbackPolicy {
                 f: callback.ok_or_else(|| Fail::null("callback"))?,
                 user_data,
                 names: Vec::new(),
-            })
+            }))
         })
     })
 }
@@ -382,12 +381,8 @@ pub unsafe extern "C" fn opsel_ops_policy_callback(
 /// Release a policy (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_ops_policy_free(policy: *mut opsel_ops_policy) {
-    if !policy.is_null() {
-        // SAFETY: a handle from opsel_ops_policy_*.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(policy) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(policy) }
 }
 
 /// An OPS controller. Opaque: `opsel_ops_controller_new()` /
@@ -419,11 +414,14 @@ pub unsafe extern "C" fn opsel_ops_controller_new(
     guard(|| {
         let out = clear_out(out_controller)?;
         let (inner, names) = unsafe { build_controller(model, policy, config) }?;
-        *out = Box::into_raw(Box::new(opsel_ops_controller {
-            inner,
-            names,
-            message: CString::default(),
-        }));
+        Handle::into_out(
+            opsel_ops_controller {
+                inner,
+                names,
+                message: CString::default(),
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -440,48 +438,27 @@ pub(crate) unsafe fn build_controller(
     policy: *const opsel_ops_policy,
     config: *const opsel_ops_config,
 ) -> Result<(CtlCore, Vec<CString>), Fail> {
-    let m = unsafe { model_ref(model) }?;
-    let (cfg, mut lens) = match unsafe { config.as_ref() } {
-        None => (Config::passive(), Vec::new()),
-        Some(c) => unsafe { config_from_c(c) }?,
-    };
-    let model = m.file.model.clone();
-    let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
-        Some(p) => {
-            if lens.is_empty() {
-                let step = p.step.max(1);
-                lens = (p.min_samples.max(1)..model.window())
-                    .step_by(step)
-                    .collect();
-            }
-            Box::new(KnnClassifier::progressive(model, &lens)?)
-        }
-        None => Box::new(KnnClassifier::new(model)?),
+    let m = unsafe { Handle::borrow(model) }?;
+    let spec = match unsafe { config.as_ref() } {
+        None => ControllerSpec::default(),
+        Some(c) => unsafe { spec_from_c(c) }?,
     };
     let mut kind = match unsafe { policy.as_ref() } {
         None => PolicyKind::Stump(Stump::default()),
         Some(p) => p.kind.clone(),
     };
-    if let PolicyKind::Callback { names, .. } = &mut kind {
+    if let PolicyKind::Callback(CallbackPolicy { names, .. }) = &mut kind {
         names.clone_from(&m.names);
     }
-    let inner = Controller::new(cfg, classifier, kind)?;
+    let inner = spec.build_with_policy(&m.file, kind)?;
     Ok((inner, m.names.clone()))
 }
 
 /// Release a controller (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_ops_controller_free(controller: *mut opsel_ops_controller) {
-    if !controller.is_null() {
-        // SAFETY: a handle from opsel_ops_controller_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(controller) })
-        }));
-    }
-}
-
-fn ctl<'a>(c: *mut opsel_ops_controller) -> Result<&'a mut opsel_ops_controller, Fail> {
-    out_ptr(c, "controller")
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(controller) }
 }
 
 /// Begin the first probe at `now_ns`.
@@ -491,7 +468,11 @@ pub unsafe extern "C" fn opsel_ops_controller_start(
     controller: *mut opsel_ops_controller,
     now_ns: u64,
 ) -> opsel_status {
-    guard(|| Ok(ctl(controller)?.inner.start(now_ns)?))
+    guard(|| {
+        Ok(unsafe { Handle::borrow_mut(controller) }?
+            .inner
+            .start(now_ns)?)
+    })
 }
 
 /// Feed one aggregated RTT sample (mean `rtt_ms` over the period ending at
@@ -504,7 +485,11 @@ pub unsafe extern "C" fn opsel_ops_controller_handle_sample(
     now_ns: u64,
     rtt_ms: f64,
 ) -> opsel_status {
-    guard(|| Ok(ctl(controller)?.inner.handle_sample(now_ns, rtt_ms)?))
+    guard(|| {
+        Ok(unsafe { Handle::borrow_mut(controller) }?
+            .inner
+            .handle_sample(now_ns, rtt_ms)?)
+    })
 }
 
 /// Let time pass: runs pattern segment changes, probe deadlines and the end
@@ -514,7 +499,11 @@ pub unsafe extern "C" fn opsel_ops_controller_handle_timeout(
     controller: *mut opsel_ops_controller,
     now_ns: u64,
 ) -> opsel_status {
-    guard(|| Ok(ctl(controller)?.inner.handle_timeout(now_ns)?))
+    guard(|| {
+        Ok(unsafe { Handle::borrow_mut(controller) }?
+            .inner
+            .handle_timeout(now_ns)?)
+    })
 }
 
 /// Account `bytes` sent (e.g. per 1 s interval) to the current phase.
@@ -524,7 +513,11 @@ pub unsafe extern "C" fn opsel_ops_controller_handle_bytes(
     now_ns: u64,
     bytes: u64,
 ) -> opsel_status {
-    guard(|| Ok(ctl(controller)?.inner.handle_bytes(now_ns, bytes)?))
+    guard(|| {
+        Ok(unsafe { Handle::borrow_mut(controller) }?
+            .inner
+            .handle_bytes(now_ns, bytes)?)
+    })
 }
 
 /// When `opsel_ops_controller_handle_timeout()` should next be called:
@@ -536,7 +529,7 @@ pub unsafe extern "C" fn opsel_ops_controller_poll_timeout(
     out_has: *mut bool,
 ) -> opsel_status {
     guard(|| {
-        let c = unsafe { controller.as_ref() }.ok_or_else(|| Fail::null("controller"))?;
+        let c = unsafe { Handle::borrow(controller) }?;
         let t = out_ptr(out_timeout_ns, "out_timeout_ns")?;
         let h = out_ptr(out_has, "out_has")?;
         let pt = c.inner.poll_timeout();
@@ -641,7 +634,7 @@ pub unsafe extern "C" fn opsel_ops_controller_poll(
     out_has: *mut bool,
 ) -> opsel_status {
     guard(|| {
-        let c = ctl(controller)?;
+        let c = unsafe { Handle::borrow_mut(controller) }?;
         let o = out_ptr(out_output, "out_output")?;
         let has = out_ptr(out_has, "out_has")?;
         *has = false;
@@ -791,7 +784,7 @@ pub unsafe extern "C" fn opsel_ops_controller_stats(
     out_stats: *mut opsel_ops_stats,
 ) -> opsel_status {
     guard(|| {
-        let c = unsafe { controller.as_ref() }.ok_or_else(|| Fail::null("controller"))?;
+        let c = unsafe { Handle::borrow(controller) }?;
         let o = out_ptr(out_stats, "out_stats")?;
         *o = stats_c(&c.inner, c.inner.stats_at(now_ns));
         Ok(())

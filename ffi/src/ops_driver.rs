@@ -26,6 +26,7 @@
 //! the privilege → `OPSEL_PERMISSION`; a failed send or read → `OPSEL_IO`.
 
 use crate::error::{guard, opsel_status, utf8, Fail};
+use crate::handle::Handle;
 use crate::model::{clear_out, opsel_model};
 use crate::ops::{
     build_controller, cca_arr, opsel_ops_config, opsel_ops_policy, opsel_ops_stats, phase_c,
@@ -347,11 +348,14 @@ pub unsafe extern "C" fn opsel_ops_driver_new(
         let (ctl, names): (CtlCore, _) = unsafe { build_controller(model, policy, ops_config) }?;
         let drv = OpsDriver::new(ctl, rtt, driver_config_from_c(&dc))?;
         let stop = drv.stop_handle();
-        *out = Box::into_raw(Box::new(opsel_ops_driver {
-            inner: Mutex::new(drv),
-            stop,
-            names,
-        }));
+        Handle::into_out(
+            opsel_ops_driver {
+                inner: Mutex::new(drv),
+                stop,
+                names,
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -359,12 +363,8 @@ pub unsafe extern "C" fn opsel_ops_driver_new(
 /// Release a driver (NULL ignored). Not while it runs.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_ops_driver_free(driver: *mut opsel_ops_driver) {
-    if !driver.is_null() {
-        // SAFETY: a handle from opsel_ops_driver_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(driver) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(driver) }
 }
 
 /// Ask a running driver to stop (any thread; also before the run starts, in
@@ -374,7 +374,7 @@ pub unsafe extern "C" fn opsel_ops_driver_free(driver: *mut opsel_ops_driver) {
 #[no_mangle]
 pub unsafe extern "C" fn opsel_ops_driver_stop(driver: *const opsel_ops_driver) -> opsel_status {
     guard(|| {
-        let d = unsafe { driver.as_ref() }.ok_or_else(|| Fail::null("driver"))?;
+        let d = unsafe { Handle::borrow(driver) }?;
         d.stop.store(true, Ordering::Relaxed);
         Ok(())
     })
@@ -563,7 +563,7 @@ fn run_driver(
     event_user: *mut c_void,
     out_report: *mut opsel_ops_driver_report,
 ) -> Result<(), Fail> {
-    let d = unsafe { driver.as_ref() }.ok_or_else(|| Fail::null("driver"))?;
+    let d = unsafe { Handle::borrow(driver) }?;
     if fd < 0 {
         return Err(Fail::invalid(format!(
             "socket descriptor {fd} is negative; pass the connected TCP socket's descriptor"

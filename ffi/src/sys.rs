@@ -18,6 +18,7 @@
 //! - a descriptor that is not a TCP socket → `OPSEL_INVALID_INPUT`.
 
 use crate::error::{guard, opsel_status, out_ptr, utf8, Fail};
+use crate::handle::Handle;
 use crate::model::clear_out;
 use opsel::sys::linux::{
     self as sys,
@@ -375,7 +376,7 @@ pub unsafe extern "C" fn opsel_tcp_sampler_new(
             )));
         }
         let inner = TcpInfoSampler::new(Fd(fd))?;
-        *out = Box::into_raw(Box::new(opsel_tcp_sampler { inner }));
+        Handle::into_out(opsel_tcp_sampler { inner }, out);
         Ok(())
     })
 }
@@ -393,7 +394,7 @@ pub unsafe extern "C" fn opsel_tcp_sampler_sample(
     out_has_interval: *mut bool,
 ) -> opsel_status {
     guard(|| {
-        let s = out_ptr(sampler, "sampler")?;
+        let s = unsafe { Handle::borrow_mut(sampler) }?;
         let out = out_ptr(out_interval, "out_interval")?;
         let has = out_ptr(out_has_interval, "out_has_interval")?;
         *has = false;
@@ -408,12 +409,8 @@ pub unsafe extern "C" fn opsel_tcp_sampler_sample(
 /// Release a sampler (NULL ignored). The socket is not closed.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_tcp_sampler_free(sampler: *mut opsel_tcp_sampler) {
-    if !sampler.is_null() {
-        // SAFETY: a handle from opsel_tcp_sampler_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(sampler) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(sampler) }
 }
 
 /// Smoothed RTT of the live TCP connection `fd` from `TCP_INFO`, ns.
@@ -670,10 +667,13 @@ pub unsafe extern "C" fn opsel_paced_sender_new(
         };
         let sock = bind_udp(bind, Some(dst.ip()), "bind")?;
         let inner = PacedSender::new(sock, dst, payload_max, cfg)?;
-        *out = Box::into_raw(Box::new(opsel_paced_sender {
-            inner,
-            report: TrainReport::default(),
-        }));
+        Handle::into_out(
+            opsel_paced_sender {
+                inner,
+                report: TrainReport::default(),
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -687,7 +687,7 @@ pub unsafe extern "C" fn opsel_paced_sender_info(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_info, "out_info")?;
-        let s = unsafe { sender.as_ref() }.ok_or_else(|| Fail::null("sender"))?;
+        let s = unsafe { Handle::borrow(sender) }?;
         let (backend, clockid) = match s.inner.backend() {
             Backend::TxTime { clockid } => (OPSEL_BACKEND_TXTIME, clockid),
             Backend::UserSpace => (OPSEL_BACKEND_USERSPACE, -1),
@@ -782,7 +782,7 @@ pub unsafe extern "C" fn opsel_paced_sender_send_train(
     out_summary: *mut opsel_train_summary,
 ) -> opsel_status {
     guard(|| {
-        let s = out_ptr(sender, "sender")?;
+        let s = unsafe { Handle::borrow_mut(sender) }?;
         if schedule_ns.is_null() {
             return Err(Fail::null("schedule_ns"));
         }
@@ -845,12 +845,8 @@ pub unsafe extern "C" fn opsel_paced_sender_send_train(
 /// Release a sender and close its socket (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_paced_sender_free(sender: *mut opsel_paced_sender) {
-    if !sender.is_null() {
-        // SAFETY: a handle from opsel_paced_sender_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(sender) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(sender) }
 }
 
 // --------------------------------------------------------- receiver ---
@@ -914,10 +910,13 @@ pub unsafe extern "C" fn opsel_probe_receiver_new(
         }
         let sock = bind_udp(bind, None, "bind")?;
         let inner = ProbeReceiver::new(sock, buf_len)?;
-        *out = Box::into_raw(Box::new(opsel_probe_receiver {
-            inner,
-            records: Vec::new(),
-        }));
+        Handle::into_out(
+            opsel_probe_receiver {
+                inner,
+                records: Vec::new(),
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -930,7 +929,7 @@ pub unsafe extern "C" fn opsel_probe_receiver_port(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_port, "out_port")?;
-        let r = unsafe { receiver.as_ref() }.ok_or_else(|| Fail::null("receiver"))?;
+        let r = unsafe { Handle::borrow(receiver) }?;
         *out = r
             .inner
             .socket()
@@ -958,7 +957,7 @@ pub unsafe extern "C" fn opsel_probe_receiver_recv_train(
     out_count: *mut usize,
 ) -> opsel_status {
     guard(|| {
-        let r = out_ptr(receiver, "receiver")?;
+        let r = unsafe { Handle::borrow_mut(receiver) }?;
         let count = out_ptr(out_count, "out_count")?;
         *count = 0;
         if out_records.is_null() {
@@ -984,12 +983,8 @@ pub unsafe extern "C" fn opsel_probe_receiver_recv_train(
 /// Release a receiver and close its socket (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_probe_receiver_free(receiver: *mut opsel_probe_receiver) {
-    if !receiver.is_null() {
-        // SAFETY: a handle from opsel_probe_receiver_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(receiver) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(receiver) }
 }
 
 // -------------------------------------------------------------- RTT ---
@@ -1041,10 +1036,13 @@ pub unsafe extern "C" fn opsel_rtt_prober_icmp(
             ))
         })?;
         let p = IcmpProber::new(ip)?;
-        *out = Box::into_raw(Box::new(opsel_rtt_prober {
-            inner: Prober::Icmp(p),
-            next_seq: 0,
-        }));
+        Handle::into_out(
+            opsel_rtt_prober {
+                inner: Prober::Icmp(p),
+                next_seq: 0,
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -1062,10 +1060,13 @@ pub unsafe extern "C" fn opsel_rtt_prober_udp(
         let dst = sock_addr(dst, "dst")?;
         let sock = bind_udp(std::ptr::null(), Some(dst.ip()), "bind")?;
         let p = UdpEchoProber::new(sock, dst)?;
-        *out = Box::into_raw(Box::new(opsel_rtt_prober {
-            inner: Prober::Udp(p),
-            next_seq: 0,
-        }));
+        Handle::into_out(
+            opsel_rtt_prober {
+                inner: Prober::Udp(p),
+                next_seq: 0,
+            },
+            out,
+        );
         Ok(())
     })
 }
@@ -1092,7 +1093,7 @@ pub unsafe extern "C" fn opsel_rtt_prober_burst(
     out_mean_rtt_ms: *mut f64,
 ) -> opsel_status {
     guard(|| {
-        let p = out_ptr(prober, "prober")?;
+        let p = unsafe { Handle::borrow_mut(prober) }?;
         let mean = out_ptr(out_mean_rtt_ms, "out_mean_rtt_ms")?;
         let d = BurstConfig::default();
         let cfg = BurstConfig {
@@ -1135,12 +1136,8 @@ pub unsafe extern "C" fn opsel_rtt_prober_burst(
 /// Release a prober and close its socket (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_rtt_prober_free(prober: *mut opsel_rtt_prober) {
-    if !prober.is_null() {
-        // SAFETY: a handle from opsel_rtt_prober_*.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(prober) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(prober) }
 }
 
 /// A tiny UDP echo responder running on a background thread.
@@ -1166,7 +1163,7 @@ pub unsafe extern "C" fn opsel_udp_echo_responder_new(
         }
         let sock = bind_udp(bind, None, "bind")?;
         let r = UdpEchoResponder::spawn(sock, Duration::from_nanos(delay_ns))?;
-        *out = Box::into_raw(Box::new(opsel_udp_echo_responder { inner: Some(r) }));
+        Handle::into_out(opsel_udp_echo_responder { inner: Some(r) }, out);
         Ok(())
     })
 }
@@ -1179,7 +1176,7 @@ pub unsafe extern "C" fn opsel_udp_echo_responder_port(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_port, "out_port")?;
-        let r = unsafe { responder.as_ref() }.ok_or_else(|| Fail::null("responder"))?;
+        let r = unsafe { Handle::borrow(responder) }?;
         let inner = r
             .inner
             .as_ref()
@@ -1197,7 +1194,7 @@ pub unsafe extern "C" fn opsel_udp_echo_responder_stop(
     out_echoed: *mut u64,
 ) -> opsel_status {
     guard(|| {
-        let r = out_ptr(responder, "responder")?;
+        let r = unsafe { Handle::borrow_mut(responder) }?;
         let inner = r
             .inner
             .take()
@@ -1213,10 +1210,6 @@ pub unsafe extern "C" fn opsel_udp_echo_responder_stop(
 /// Stop (if running) and release a responder (NULL ignored).
 #[no_mangle]
 pub unsafe extern "C" fn opsel_udp_echo_responder_free(responder: *mut opsel_udp_echo_responder) {
-    if !responder.is_null() {
-        // SAFETY: a handle from opsel_udp_echo_responder_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(unsafe { Box::from_raw(responder) })
-        }));
-    }
+    // SAFETY: the caller promises NULL or a handle of this type not freed before.
+    unsafe { Handle::free(responder) }
 }

@@ -104,6 +104,7 @@ fn c_abi_controller_matches_the_fixture() {
         }
         cfg.steady_ns = c["steady_s"].as_u64().unwrap() * 1_000_000_000;
         cfg.adaptive = c["adaptive"].as_bool() == Some(true);
+        cfg.check_model = c["check_model"].as_bool() != Some(false);
         let lens: Vec<usize> = c["prefix_lens"]
             .as_array()
             .map(|a| a.iter().map(|v| v.as_u64().unwrap() as usize).collect())

@@ -47,9 +47,19 @@ pub fn guard<T>(body: impl FnOnce() -> napi::Result<T, Code>) -> napi::Result<T,
 /// build the coded JS error object here and hand it over by reference, so the
 /// promise rejects with exactly this object (napi keeps referenced errors).
 pub fn coded_error_value(env: Env, e: napi::Error<Code>) -> napi::Error {
-    // SAFETY: env is the live environment of the resolve callback.
+    match coded_error_object(env, e) {
+        Ok(o) => napi::Error::from(o.into_unknown()),
+        Err(e) => e,
+    }
+}
+
+/// The JS `Error` object of a coded error (`code`, `message`), to add
+/// properties to: the one place the Node binding builds an error value by hand.
+pub fn coded_error_object(env: Env, e: napi::Error<Code>) -> napi::Result<napi::JsObject> {
+    // SAFETY: `env` is the live environment of the calling callback; `raw`
+    // is the error object just created in it.
     unsafe {
         let raw = JsError::from(e).into_value(env.raw());
-        napi::Error::from(napi::JsUnknown::from_raw_unchecked(env.raw(), raw))
+        Ok(napi::JsObject::from_raw_unchecked(env.raw(), raw))
     }
 }

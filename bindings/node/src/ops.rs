@@ -15,19 +15,20 @@ use crate::error::{guard, invalid, to_js, Code};
 use crate::knn::Model;
 use crate::sys::ns;
 use napi::bindgen_prelude::*;
-use napi::{sys, JsFunction, JsObject, JsUnknown, NapiRaw, NapiValue, Ref};
+use napi::{sys, JsFunction, JsObject, JsString, JsUnknown, NapiRaw, NapiValue, Ref};
 use napi_derive::napi;
 use opsel::model::KnnModelFile;
 use opsel::ops::{
-    Action, AdaptiveSteady, Classified, Classifier, Config, Controller as Core, Event,
-    KnnClassifier, Output, Phase, Policy, Progressive, StabilityKey, Stump, TablePolicy,
+    Classified, Classifier, Controller as Core, ControllerSpec, Labeled, Output, Policy,
+    PolicyInput,
 };
-use opsel::probe::{CcaName, Pattern};
+use opsel::probe::CcaName;
 use std::cell::{Cell, RefCell};
 
 /// The controller core borrowed for one call.
 type CoreRef<'a> = std::cell::RefMut<'a, Core<Box<dyn Classifier + Send>, AnyPolicy>>;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// The JS function behind a user policy. `env` is set only while a
 /// controller method runs on the JS thread (the only time `select` is called).
@@ -38,30 +39,17 @@ struct JsPolicy {
     thrown: Rc<RefCell<Option<String>>>,
 }
 
-enum AnyPolicy {
-    Stump(Stump),
-    Table(TablePolicy),
-    Js(JsPolicy),
-}
+type AnyPolicy = opsel::ops::AnyPolicy<JsPolicy>;
 
-/// The argument of a policy function: one shape for `Controller` and
-/// `OpsDriver` (the TypeScript `Classified`).
+/// The argument of a policy function, the core's `PolicyInput` in its Node
+/// form: one shape for `Controller` and `OpsDriver` (the TypeScript
+/// `Classified`).
 pub(crate) fn classified_object(
     env: &Env,
     classes: &[String],
     c: &Classified,
-) -> napi::Result<JsObject> {
-    let mut o = env.create_object()?;
-    let label = classes.get(c.class_index).cloned().unwrap_or_default();
-    o.set("label", label)?;
-    o.set("classIndex", c.class_index as u32)?;
-    o.set("confidence", c.confidence)?;
-    o.set("distance", c.distance)?;
-    o.set("bbrPresent", c.mix.bbr_present())?;
-    o.set("heterogeneous", c.mix.heterogeneous())?;
-    o.set("bbrFlows", c.mix.count("bbr"))?;
-    o.set("totalFlows", c.mix.total())?;
-    Ok(o)
+) -> napi::Result<JsUnknown> {
+    env.to_js_value(&js_form(&PolicyInput::new(c, classes)))
 }
 
 /// What calling a policy function gave: its return value, or what it threw.
@@ -132,29 +120,22 @@ impl JsPolicy {
     }
 }
 
-impl Policy for AnyPolicy {
+impl Policy for JsPolicy {
     fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
-        match self {
-            AnyPolicy::Stump(s) => s.select(c),
-            AnyPolicy::Table(t) => t.select(c),
-            AnyPolicy::Js(p) => match p.call(c) {
-                Ok(name) => CcaName::new(&name),
-                Err(text) => Err(opsel::Error::invalid(format!(
-                    "policy function threw {text} for class {}",
-                    p.classes.get(c.class_index).map_or("?", String::as_str)
-                ))),
-            },
-        }
-    }
-    fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
-        match self {
-            AnyPolicy::Table(t) => t.check_classes(classes),
-            _ => Ok(()),
+        match self.call(c) {
+            Ok(name) => CcaName::new(&name),
+            Err(text) => Err(opsel::Error::invalid(format!(
+                "policy function threw {text} for class {}",
+                self.classes.get(c.class_index).map_or("?", String::as_str)
+            ))),
         }
     }
 }
 
-// Declared for the TypeScript types of ControllerOptions (read field by field).
+// The option types below are declared for the TypeScript types only: the
+// options object is read with serde into `opsel::ops::ControllerSpec`
+// (camelCase keys become the spec's snake_case fields), which holds the
+// defaults and the checks.
 /// Adaptive steady time (000 §6 future work): grow Y while the decision is
 /// stable, shrink it when it changes. All optional; defaults [Y/2, 8·Y], ×2, ×0.5.
 #[allow(dead_code)]
@@ -178,11 +159,11 @@ pub struct ProgressiveOptions {
     pub step: Option<u32>,
     pub min_confidence: Option<f64>,
     pub agree: Option<u32>,
-    /// Prefix lengths that get a prefix model (default every `step` below w).
-    pub prefix_lens: Option<Vec<u32>>,
 }
 
-/// Controller options (all optional).
+/// Controller options (all optional): the fields of the core's
+/// `ControllerSpec` in camelCase.
+#[allow(dead_code)]
 #[napi(object)]
 pub struct ControllerOptions {
     /// "passive" (default; Y = 60 s) or "active" (Y = 100 s).
@@ -201,6 +182,8 @@ pub struct ControllerOptions {
     pub adaptive: Option<JsUnknown>,
     #[napi(ts_type = "boolean | ProgressiveOptions")]
     pub progressive: Option<JsUnknown>,
+    /// Prefix lengths that get a prefix model (default every `step` below w).
+    pub prefix_lens: Option<Vec<u32>>,
     /// RTT sample period in seconds (default 1).
     pub sample_period_s: Option<f64>,
     pub grace_periods: Option<u32>,
@@ -210,6 +193,11 @@ pub struct ControllerOptions {
     /// Windows (pattern cycles) per decision: 1 (default) = one window;
     /// n > 1 = min-sum over n back-to-back windows (1..=100).
     pub cycles: Option<u32>,
+    /// Margin-gated probing (needs cycles >= 2): decide after the first
+    /// window whose min-sum margin reaches this value.
+    pub gate_margin: Option<f64>,
+    /// Reject a model trained for another probing mode or pattern (default true).
+    pub check_model: Option<bool>,
 }
 
 /// The classification passed to a policy function. `label` is the
@@ -229,10 +217,13 @@ pub struct Classified_ {
     pub total_flows: u32,
 }
 
-/// One controller output. `kind` is an action ("setCca", "sendFullSpeed",
-/// "silence", "steady") or an event ("phase", "classified", "selected",
-/// "decisionFailed", "probeIncomplete", "cycleClassified"); the other fields
-/// depend on it.
+/// One controller output: the core's serialized output (the one schema of
+/// the CLI log, Python and Node) with its keys and `kind` in camelCase.
+/// `kind` is an action ("setCca", "sendFullSpeed", "silence", "steady") or
+/// an event ("phase", "classified", "cycleClassified", "selected",
+/// "decisionFailed", "probeIncomplete"); the other fields depend on it.
+/// Declared for the TypeScript types; the object comes from `js_form`.
+#[allow(dead_code)]
 #[napi(object)]
 pub struct OpsOutput {
     pub kind: String,
@@ -242,7 +233,11 @@ pub struct OpsOutput {
     pub at_ns: Option<f64>,
     pub phase: Option<String>,
     pub cycle: Option<f64>,
+    /// The class's name in the model ("classified", "cycleClassified").
     pub label: Option<String>,
+    /// The mix the policy decided on, canonical ("bbr:1-cubic:1"): in
+    /// passive mode the class minus the transfer's own flow.
+    pub mix: Option<String>,
     pub class_index: Option<u32>,
     pub confidence: Option<f64>,
     pub distance: Option<f64>,
@@ -253,140 +248,62 @@ pub struct OpsOutput {
     pub steady_ns: Option<f64>,
     pub message: Option<String>,
     /// "cycleClassified" (cycles > 1): 0-based window index, windows per
-    /// decision, the running min-sum class and its margin (`label`,
-    /// `classIndex`, `distance`: this window's own nearest class).
-    pub window: Option<u32>,
-    pub windows: Option<u32>,
+    /// decision, the running min-sum class (`leader`, `leaderIndex`) and its
+    /// margin (`label`, `classIndex`, `distance`: this window's own nearest
+    /// class).
+    pub index: Option<u32>,
+    pub cycles: Option<u32>,
     pub leader: Option<String>,
+    pub leader_index: Option<u32>,
     pub margin: Option<f64>,
 }
 
-impl OpsOutput {
-    fn new(kind: &str) -> Self {
-        Self {
-            kind: kind.into(),
-            cca: None,
-            until_ns: None,
-            at_ns: None,
-            phase: None,
-            cycle: None,
-            label: None,
-            class_index: None,
-            confidence: None,
-            distance: None,
-            samples: None,
-            needed: None,
-            early: None,
-            steady_ns: None,
-            message: None,
-            window: None,
-            windows: None,
-            leader: None,
-            margin: None,
+/// `until_ns` → `untilNs`.
+fn camel(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut up = false;
+    for c in key.chars() {
+        if c == '_' {
+            up = true;
+        } else if up {
+            out.push(c.to_ascii_uppercase());
+            up = false;
+        } else {
+            out.push(c);
         }
     }
+    out
 }
 
-pub(crate) fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::Idle => "idle",
-        Phase::Probe => "probe",
-        Phase::Classify => "classify",
-        Phase::Select => "select",
-        Phase::Steady => "steady",
+/// A core value in its Node form: its serde JSON (the one schema) with every
+/// key, and the `kind` tag, in camelCase. The core's values serialize
+/// without error (string keys only), so a failure would be a bug: it shows
+/// as `null`, never as a panic.
+pub(crate) fn js_form<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    use serde_json::Value;
+    fn walk(v: Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.into_iter()
+                    .map(|(k, v)| {
+                        let v = match v {
+                            Value::String(s) if k == "kind" => Value::String(camel(&s)),
+                            v => walk(v),
+                        };
+                        (camel(&k), v)
+                    })
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.into_iter().map(walk).collect()),
+            v => v,
+        }
     }
+    walk(serde_json::to_value(v).unwrap_or(Value::Null))
 }
 
-pub(crate) fn output(o: Output, classes: &[String]) -> OpsOutput {
-    match o {
-        Output::Action(Action::SetCca(c)) => OpsOutput {
-            cca: Some(c.as_str().into()),
-            ..OpsOutput::new("setCca")
-        },
-        Output::Action(Action::SendFullSpeed { cca, until_ns }) => OpsOutput {
-            cca: Some(cca.as_str().into()),
-            until_ns: Some(until_ns as f64),
-            ..OpsOutput::new("sendFullSpeed")
-        },
-        Output::Action(Action::Silence { until_ns }) => OpsOutput {
-            until_ns: Some(until_ns as f64),
-            ..OpsOutput::new("silence")
-        },
-        Output::Action(Action::Steady { cca, until_ns }) => OpsOutput {
-            cca: Some(cca.as_str().into()),
-            until_ns: until_ns.map(|v| v as f64),
-            ..OpsOutput::new("steady")
-        },
-        Output::Event(Event::Phase {
-            phase,
-            cycle,
-            at_ns,
-        }) => OpsOutput {
-            phase: Some(phase_name(phase).into()),
-            cycle: Some(cycle as f64),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("phase")
-        },
-        Output::Event(Event::Classified {
-            classified,
-            samples,
-            early,
-            at_ns,
-        }) => OpsOutput {
-            label: classes.get(classified.class_index).cloned(),
-            class_index: Some(classified.class_index as u32),
-            confidence: Some(classified.confidence),
-            distance: Some(classified.distance),
-            samples: Some(samples as u32),
-            early: Some(early),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("classified")
-        },
-        Output::Event(Event::Selected {
-            cca,
-            steady_ns,
-            at_ns,
-        }) => OpsOutput {
-            cca: Some(cca.as_str().into()),
-            steady_ns: steady_ns.map(|v| v as f64),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("selected")
-        },
-        Output::Event(Event::DecisionFailed { message, at_ns }) => OpsOutput {
-            message: Some(message),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("decisionFailed")
-        },
-        Output::Event(Event::ProbeIncomplete {
-            samples,
-            needed,
-            at_ns,
-        }) => OpsOutput {
-            samples: Some(samples as u32),
-            needed: Some(needed as u32),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("probeIncomplete")
-        },
-        Output::Event(Event::CycleClassified {
-            index,
-            cycles,
-            class_index,
-            distance,
-            leader,
-            margin,
-            at_ns,
-        }) => OpsOutput {
-            window: Some(index as u32),
-            windows: Some(cycles as u32),
-            label: classes.get(class_index).cloned(),
-            class_index: Some(class_index as u32),
-            distance: Some(distance),
-            leader: classes.get(leader).cloned(),
-            margin: Some(margin),
-            at_ns: Some(at_ns as f64),
-            ..OpsOutput::new("cycleClassified")
-        },
-    }
+/// One controller output with the class names (`label`, `leader`).
+pub(crate) fn output(o: &Output, classes: &[String]) -> serde_json::Value {
+    js_form(&Labeled::new(o, classes))
 }
 
 /// Cumulative counters (ns and bytes as numbers).
@@ -457,43 +374,55 @@ impl ObjectFinalize for Controller {
     }
 }
 
-fn get_opt<T: FromNapiValue>(o: &JsObject, key: &str) -> napi::Result<Option<T>> {
-    o.get::<_, T>(key)
-}
-
 pub(crate) fn js(e: napi::Error) -> napi::Error<Code> {
     invalid(e.reason)
 }
 
-/// A policy option as parsed, before it is bound to a controller or driver.
-pub(crate) enum PolicyChoice {
-    Stump(Stump),
-    Table(TablePolicy),
-    Function(JsFunction),
-}
-
-/// What `ControllerOptions` and the model give: the one place that maps the
-/// JS options to the core (shared by `Controller` and `OpsDriver`).
+/// What the model and the options give: the spec (defaults and checks are
+/// the core's), the model file, and a policy function if one was passed.
 pub(crate) struct Parts {
-    pub cfg: Config,
-    pub classifier: Box<dyn Classifier + Send>,
+    pub spec: ControllerSpec,
+    pub file: Arc<KnnModelFile>,
     pub classes: Vec<String>,
-    pub policy: PolicyChoice,
+    pub func: Option<JsFunction>,
 }
 
-pub(crate) fn parts(
-    env: Env,
-    model: JsUnknown,
-    options: Option<ControllerOptions>,
-) -> napi::Result<Parts, Code> {
-    let knn = match model.get_type().map_err(js)? {
+/// `fooBarS` → `foo_bar_s`.
+fn snake(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A JSON value with every object key in snake_case.
+fn snake_keys(v: serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => serde_json::Value::Object(
+            m.into_iter()
+                .map(|(k, v)| (snake(&k), snake_keys(v)))
+                .collect(),
+        ),
+        v => v,
+    }
+}
+
+/// A `Model` or a model-file path.
+fn model_file(env: Env, model: JsUnknown) -> napi::Result<Arc<KnnModelFile>, Code> {
+    match model.get_type().map_err(js)? {
         ValueType::String => {
             let p = model
                 .coerce_to_string()
                 .and_then(|s| s.into_utf8())
                 .and_then(|s| s.into_owned())
                 .map_err(js)?;
-            KnnModelFile::load(&p).map_err(to_js)?.model
+            KnnModelFile::load(&p).map(Arc::new).map_err(to_js)
         }
         ValueType::Object => {
             // SAFETY: a live value of this env; unwrap checks it is a Model.
@@ -501,169 +430,54 @@ pub(crate) fn parts(
                 .map_err(|_| {
                 invalid("model must be a Model (from loadModel()) or a model-file path")
             })?;
-            m.file.model.clone()
+            Ok(Arc::clone(&m.file))
         }
-        t => {
-            return Err(invalid(format!(
-                "model must be a Model or a model-file path, got {t:?}"
-            )))
-        }
-    };
-    let o = options.unwrap_or(ControllerOptions {
-        mode: None,
-        pattern: None,
-        steady_s: None,
-        policy: None,
-        initial_cca: None,
-        adaptive: None,
-        progressive: None,
-        sample_period_s: None,
-        grace_periods: None,
-        steady_jitter: None,
-        seed: None,
-        cycles: None,
-    });
-    let classes = knn.classes().to_vec();
-    let mut cfg = match o.mode.as_deref().unwrap_or("passive") {
-        "passive" => {
-            if o.pattern.is_some() {
-                return Err(invalid("pattern is only used with mode \"active\""));
-            }
-            Config::passive()
-        }
-        "active" => Config::active(
-            Pattern::parse(o.pattern.as_deref().unwrap_or(Pattern::S5_C5_S5_B5)).map_err(to_js)?,
-        ),
-        m => {
-            return Err(invalid(format!(
-                "mode {m:?} is unknown; use \"passive\" or \"active\""
-            )))
-        }
-    };
-    if let Some(s) = o.steady_s {
-        cfg.steady_ns = secs(s, "steadyS")?;
+        t => Err(invalid(format!(
+            "model must be a Model or a model-file path, got {t:?}"
+        ))),
     }
-    if let Some(s) = o.sample_period_s {
-        cfg.sample_period_ns = secs(s, "samplePeriodS")?;
-    }
-    if let Some(c) = &o.initial_cca {
-        cfg.initial_cca = CcaName::new(c).map_err(to_js)?;
-    }
-    cfg.grace_periods = o.grace_periods.unwrap_or(cfg.grace_periods);
-    cfg.steady_jitter = o.steady_jitter.unwrap_or(cfg.steady_jitter);
-    cfg.seed = o.seed.map_or(cfg.seed, u64::from);
-    // The core rejects 0 and > 100 with a message naming the value.
-    cfg.cycles = o.cycles.map_or(cfg.cycles, |c| c as usize);
-    if let Some(a) = o.adaptive {
-        let mut s = AdaptiveSteady::around(cfg.steady_ns);
-        match a.get_type().map_err(js)? {
-            ValueType::Boolean => {
-                if a.coerce_to_bool().and_then(|b| b.get_value()).map_err(js)? {
-                    cfg.adaptive = Some(s);
+}
+
+pub(crate) fn parts(
+    env: Env,
+    model: JsUnknown,
+    options: Option<JsObject>,
+) -> napi::Result<Parts, Code> {
+    let file = model_file(env, model)?;
+    let classes = file.model.classes().to_vec();
+    let mut fields = serde_json::Map::new();
+    let mut func = None;
+    if let Some(o) = options {
+        let names = o.get_property_names().map_err(js)?;
+        for i in 0..names.get_array_length().map_err(js)? {
+            let key: String = names
+                .get_element::<JsString>(i)
+                .and_then(|k| k.into_utf8())
+                .and_then(|k| k.into_owned())
+                .map_err(js)?;
+            let v: JsUnknown = o.get_named_property(&key).map_err(js)?;
+            match v.get_type().map_err(js)? {
+                ValueType::Undefined => continue,
+                // A function policy is the spec's "callback".
+                ValueType::Function if key == "policy" => {
+                    func = Some(JsFunction::try_from(v).map_err(js)?);
+                    fields.insert(key, "callback".into());
                 }
-            }
-            ValueType::Object => {
-                let obj: JsObject = unsafe { a.cast() };
-                if let Some(v) = get_opt::<f64>(&obj, "minS").map_err(js)? {
-                    s.min_ns = secs(v, "adaptive.minS")?;
+                _ => {
+                    let v: serde_json::Value = env
+                        .from_js_value(v)
+                        .map_err(|e| invalid(format!("option {key}: {}", e.reason)))?;
+                    fields.insert(snake(&key), snake_keys(v));
                 }
-                if let Some(v) = get_opt::<f64>(&obj, "maxS").map_err(js)? {
-                    s.max_ns = secs(v, "adaptive.maxS")?;
-                }
-                s.grow = get_opt(&obj, "grow").map_err(js)?.unwrap_or(s.grow);
-                s.shrink = get_opt(&obj, "shrink").map_err(js)?.unwrap_or(s.shrink);
-                s.key = match get_opt::<String>(&obj, "key").map_err(js)?.as_deref() {
-                    None | Some("decision") => StabilityKey::Decision,
-                    Some("class") => StabilityKey::Class,
-                    Some(k) => {
-                        return Err(invalid(format!(
-                            "adaptive.key {k:?} is unknown; use \"decision\" or \"class\""
-                        )))
-                    }
-                };
-                cfg.adaptive = Some(s);
-            }
-            t => {
-                return Err(invalid(format!(
-                    "adaptive must be a boolean or an object, got {t:?}"
-                )))
             }
         }
     }
-    let mut lens: Option<Vec<usize>> = None;
-    if let Some(p) = o.progressive {
-        let mut g = Progressive::default();
-        match p.get_type().map_err(js)? {
-            ValueType::Boolean => {
-                if p.coerce_to_bool().and_then(|b| b.get_value()).map_err(js)? {
-                    cfg.progressive = Some(g);
-                }
-            }
-            ValueType::Object => {
-                let obj: JsObject = unsafe { p.cast() };
-                g.min_samples = get_opt::<u32>(&obj, "minSamples")
-                    .map_err(js)?
-                    .map_or(g.min_samples, |v| v as usize);
-                g.step = get_opt::<u32>(&obj, "step")
-                    .map_err(js)?
-                    .map_or(g.step, |v| v as usize);
-                g.min_confidence = get_opt(&obj, "minConfidence")
-                    .map_err(js)?
-                    .unwrap_or(g.min_confidence);
-                g.agree = get_opt::<u32>(&obj, "agree")
-                    .map_err(js)?
-                    .map_or(g.agree, |v| v as usize);
-                lens = get_opt::<Vec<u32>>(&obj, "prefixLens")
-                    .map_err(js)?
-                    .map(|v| v.into_iter().map(|x| x as usize).collect());
-                cfg.progressive = Some(g);
-            }
-            t => {
-                return Err(invalid(format!(
-                    "progressive must be a boolean or an object, got {t:?}"
-                )))
-            }
-        }
-    }
-    let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
-        Some(g) => {
-            let lens = lens.unwrap_or_else(|| {
-                (g.min_samples.max(1)..knn.window())
-                    .step_by(g.step.max(1))
-                    .collect()
-            });
-            Box::new(KnnClassifier::progressive(knn, &lens).map_err(to_js)?)
-        }
-        None => Box::new(KnnClassifier::new(knn).map_err(to_js)?),
-    };
-    let policy = match o.policy {
-        None => PolicyChoice::Stump(Stump::default()),
-        Some(p) => match p.get_type().map_err(js)? {
-            ValueType::Function => PolicyChoice::Function(unsafe { p.cast() }),
-            ValueType::String => {
-                let s = p
-                    .coerce_to_string()
-                    .and_then(|s| s.into_utf8())
-                    .and_then(|s| s.into_owned())
-                    .map_err(js)?;
-                if s == "stump" {
-                    PolicyChoice::Stump(Stump::default())
-                } else {
-                    PolicyChoice::Table(TablePolicy::parse(&s).map_err(to_js)?)
-                }
-            }
-            t => {
-                return Err(invalid(format!(
-                    "policy must be \"stump\", a table spec or a function, got {t:?}"
-                )))
-            }
-        },
-    };
+    let spec = ControllerSpec::from_value(serde_json::Value::Object(fields)).map_err(to_js)?;
     Ok(Parts {
-        cfg,
-        classifier,
+        spec,
+        file,
         classes,
-        policy,
+        func,
     })
 }
 
@@ -674,32 +488,31 @@ impl Controller {
     pub fn new(
         env: Env,
         #[napi(ts_arg_type = "Model | string")] model: JsUnknown,
-        options: Option<ControllerOptions>,
+        #[napi(ts_arg_type = "ControllerOptions | undefined | null")] options: Option<JsObject>,
     ) -> napi::Result<Self, Code> {
         guard(|| {
             let Parts {
-                cfg,
-                classifier,
+                spec,
+                file,
                 classes,
-                policy,
+                func: f,
             } = parts(env, model, options)?;
             let env_cell = Rc::new(Cell::new(std::ptr::null_mut()));
             let func = Rc::new(RefCell::new(None));
             let thrown = Rc::new(RefCell::new(None));
-            let policy = match policy {
-                PolicyChoice::Stump(s) => AnyPolicy::Stump(s),
-                PolicyChoice::Table(t) => AnyPolicy::Table(t),
-                PolicyChoice::Function(f) => {
+            let callback = match f {
+                Some(f) => {
                     *func.borrow_mut() = Some(env.create_reference(f).map_err(js)?);
-                    AnyPolicy::Js(JsPolicy {
+                    Some(JsPolicy {
                         env: Rc::clone(&env_cell),
                         func: Rc::clone(&func),
                         classes: classes.clone(),
                         thrown: Rc::clone(&thrown),
                     })
                 }
+                None => None,
             };
-            let inner = match Core::new(cfg, classifier, policy) {
+            let inner = match spec.build(&file, callback) {
                 Ok(c) => c,
                 Err(e) => {
                     if let Some(mut r) = func.borrow_mut().take() {
@@ -781,18 +594,18 @@ impl Controller {
     }
 
     /// The next output (oldest first), or null.
-    #[napi]
-    pub fn poll(&self) -> napi::Result<Option<OpsOutput>, Code> {
-        Ok(self.core()?.poll().map(|o| output(o, &self.classes)))
+    #[napi(ts_return_type = "OpsOutput | null")]
+    pub fn poll(&self) -> napi::Result<Option<serde_json::Value>, Code> {
+        Ok(self.core()?.poll().map(|o| output(&o, &self.classes)))
     }
 
     /// Every pending output, oldest first.
-    #[napi]
-    pub fn drain(&self) -> napi::Result<Vec<OpsOutput>, Code> {
+    #[napi(ts_return_type = "Array<OpsOutput>")]
+    pub fn drain(&self) -> napi::Result<Vec<serde_json::Value>, Code> {
         let mut core = self.core()?;
         let mut v = Vec::new();
         while let Some(o) = core.poll() {
-            v.push(output(o, &self.classes));
+            v.push(output(&o, &self.classes));
         }
         Ok(v)
     }
@@ -800,7 +613,7 @@ impl Controller {
     /// "idle", "probe", "classify", "select" or "steady".
     #[napi(getter)]
     pub fn phase(&self) -> napi::Result<String, Code> {
-        Ok(phase_name(self.core()?.phase()).into())
+        Ok(self.core()?.phase().name().into())
     }
     /// Current OPS cycle (0-based).
     #[napi(getter)]

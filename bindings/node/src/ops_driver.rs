@@ -27,19 +27,16 @@
 //! synchronous child process), it cannot run the policy; only the timeout
 //! ends the wait.
 
-use crate::error::{coded_error_value, guard, invalid, to_js, Code};
-use crate::ops::{
-    call_policy, js, output, parts, phase_name, secs, Called, ControllerOptions, OpsStats, Parts,
-    PolicyChoice,
-};
+use crate::error::{coded_error_object, coded_error_value, guard, invalid, to_js, Code};
+use crate::ops::{call_policy, js, js_form, parts, secs, Called, OpsStats, Parts};
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
     ErrorStrategy, ThreadSafeCallContext, ThreadsafeFunction, ThreadsafeFunctionCallMode,
 };
-use napi::{sys, JsBuffer, JsFunction, JsObject, JsUnknown, NapiRaw, NapiValue, Ref};
+use napi::{sys, JsBuffer, JsFunction, JsObject, JsUnknown, Ref};
 use napi_derive::napi;
-use opsel::ops::{Classified, Classifier, Event, Output, Policy, Stump, TablePolicy};
+use opsel::ops::{Classified, Classifier, Event, Labeled, Policy};
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
     send_fixed as core_send_fixed, DriverConfig, DriverEvent, DriverReport, EndReason,
@@ -47,7 +44,6 @@ use opsel::sys::linux::ops_driver::{
 };
 use opsel::sys::linux::with_raw_fd;
 use std::io::{self, Read};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,27 +52,7 @@ type R<T> = napi::Result<T, Code>;
 
 /// The policies a driver runs: the stump and tables on the worker thread, a
 /// JS function on the JS thread through a threadsafe function.
-enum SendPolicy {
-    Stump(Stump),
-    Table(TablePolicy),
-    Js(ThreadPolicy),
-}
-
-impl Policy for SendPolicy {
-    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
-        match self {
-            SendPolicy::Stump(s) => s.select(c),
-            SendPolicy::Table(t) => t.select(c),
-            SendPolicy::Js(p) => p.select(c),
-        }
-    }
-    fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
-        match self {
-            SendPolicy::Table(t) => t.check_classes(classes),
-            SendPolicy::Stump(_) | SendPolicy::Js(_) => Ok(()),
-        }
-    }
-}
+type SendPolicy = opsel::ops::AnyPolicy<ThreadPolicy>;
 
 /// Default `policyTimeoutS`: a policy is a quick JS function, so an answer
 /// later than this means the JS thread is blocked or swamped.
@@ -198,7 +174,7 @@ impl ThreadPolicy {
         opsel::Error::invalid(message)
     }
 
-    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
+    fn ask(&mut self, c: &Classified) -> opsel::Result<CcaName> {
         let label = self.label(c).to_string();
         let (tx, rx) = mpsc::sync_channel(1);
         let call = PolicyCall {
@@ -255,6 +231,12 @@ impl ThreadPolicy {
     }
 }
 
+impl Policy for ThreadPolicy {
+    fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
+        self.ask(c)
+    }
+}
+
 /// The policy threadsafe function's JS target: returns undefined.
 unsafe extern "C" fn noop_call(
     _env: sys::napi_env,
@@ -277,7 +259,7 @@ fn answer(env: &Env, held: &FuncRef, classes: &[String], c: &Classified) -> Answ
                 .and_then(|s| s.into_utf8())
                 .and_then(|s| s.into_owned())
                 .map_or_else(|e| Answer::Threw(e.reason, None), Answer::Name),
-            Ok(t) => Answer::NotString(describe(env, v, t)),
+            Ok(t) => Answer::NotString(describe(v, t)),
             Err(e) => Answer::Threw(e.reason, None),
         },
         Called::Threw(text, exc) => {
@@ -288,11 +270,11 @@ fn answer(env: &Env, held: &FuncRef, classes: &[String], c: &Classified) -> Answ
 }
 
 /// What a policy returned instead of a string, for the error message.
-fn describe(env: &Env, v: JsUnknown, t: ValueType) -> String {
+fn describe(v: JsUnknown, t: ValueType) -> String {
     let what = match t {
         ValueType::Undefined => return "undefined (no return value)".into(),
         ValueType::Null => return "null".into(),
-        ValueType::Object if is_thenable(env, &v) => {
+        ValueType::Object if is_promise(&v) => {
             return "a Promise (an async function? the policy must return the CCA name synchronously)".into()
         }
         ValueType::Boolean => "a boolean",
@@ -310,31 +292,16 @@ fn describe(env: &Env, v: JsUnknown, t: ValueType) -> String {
     format!("{what} ({text})")
 }
 
-/// True for an object with a callable `then` (a Promise or thenable).
-fn is_thenable(env: &Env, v: &JsUnknown) -> bool {
-    // SAFETY: checked to be an object by the caller; a live value of `env`.
-    let o: JsObject = unsafe { JsObject::from_raw_unchecked(env.raw(), v.raw()) };
-    o.get_named_property::<JsUnknown>("then")
-        .and_then(|t| t.get_type())
-        .is_ok_and(|t| t == ValueType::Function)
+/// True for a Promise (what an async function returns).
+fn is_promise(v: &JsUnknown) -> bool {
+    v.is_promise().unwrap_or(false)
 }
 
-/// A CCA name the live socket will accept: valid, and settable on a fresh
-/// TCP socket of this process (registered or loadable, and allowed), so a
-/// bad answer fails the decision instead of the live socket's setsockopt.
+/// A CCA name the live socket will accept: valid and offered by the kernel,
+/// so a bad answer fails the decision instead of the live socket's setsockopt.
 fn checked_cca(name: &str) -> opsel::Result<CcaName> {
     let cca = CcaName::new(name)?;
-    // SAFETY: plain socket(2); the descriptor is owned and closed below.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(opsel::Error::io(
-            "open a TCP socket to check the policy's CCA",
-            io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: `raw` is a new descriptor nobody else owns.
-    let probe = unsafe { OwnedFd::from_raw_fd(raw) };
-    opsel::sys::linux::set_cca(&probe, name)?;
+    opsel::sys::linux::ops_driver::check_ccas_available(&[cca])?;
     Ok(cca)
 }
 
@@ -405,14 +372,16 @@ fn rtt_source(probe: Option<&str>) -> R<RttSource> {
     probe.parse().map_err(to_js)
 }
 
-/// One driver event. `kind` is "phase", "classified", "selected",
-/// "decisionFailed", "probeIncomplete" (controller events, fields as in
-/// `OpsOutput`), "ccaSet" (cca, atNs, latencyNs), "decision" (cca,
-/// latencyNs, switched), "rtt" (atNs, rttMs: null when every echo was lost,
-/// answered) or "interval" (startNs, endNs, bytes, ackedBytes, totalBytes,
-/// cca, phase). Times are CLOCK_MONOTONIC ns.
+/// One driver event: the core's serialized `DriverEvent` in its Node form
+/// (keys and `kind` in camelCase, as `OpsOutput`). `kind` is a controller
+/// event ("phase", "classified", "cycleClassified", "selected",
+/// "decisionFailed", "probeIncomplete"; fields as in `OpsOutput`), "ccaSet"
+/// (cca, atNs, latencyNs), "decision" (cca, latencyNs, switched), "rtt"
+/// (atNs, rttMs: null when every echo was lost, answered) or "interval"
+/// (startNs, endNs, bytes, ackedBytes, totalBytes, cca, phase). Times are
+/// CLOCK_MONOTONIC ns. Declared for the TypeScript types.
+#[allow(dead_code)]
 #[napi(object)]
-#[derive(Clone)]
 pub struct DriverEventJs {
     pub kind: String,
     pub cca: Option<String>,
@@ -420,6 +389,7 @@ pub struct DriverEventJs {
     pub phase: Option<String>,
     pub cycle: Option<f64>,
     pub label: Option<String>,
+    pub mix: Option<String>,
     pub class_index: Option<u32>,
     pub confidence: Option<f64>,
     pub distance: Option<f64>,
@@ -428,6 +398,11 @@ pub struct DriverEventJs {
     pub early: Option<bool>,
     pub steady_ns: Option<f64>,
     pub message: Option<String>,
+    pub index: Option<u32>,
+    pub cycles: Option<u32>,
+    pub leader: Option<String>,
+    pub leader_index: Option<u32>,
+    pub margin: Option<f64>,
     pub latency_ns: Option<f64>,
     pub switched: Option<bool>,
     pub rtt_ms: Option<f64>,
@@ -439,107 +414,8 @@ pub struct DriverEventJs {
     pub total_bytes: Option<f64>,
 }
 
-impl DriverEventJs {
-    fn new(kind: &str) -> Self {
-        Self {
-            kind: kind.into(),
-            cca: None,
-            at_ns: None,
-            phase: None,
-            cycle: None,
-            label: None,
-            class_index: None,
-            confidence: None,
-            distance: None,
-            samples: None,
-            needed: None,
-            early: None,
-            steady_ns: None,
-            message: None,
-            latency_ns: None,
-            switched: None,
-            rtt_ms: None,
-            answered: None,
-            start_ns: None,
-            end_ns: None,
-            bytes: None,
-            acked_bytes: None,
-            total_bytes: None,
-        }
-    }
-}
-
-fn event_js(e: &DriverEvent, classes: &[String]) -> DriverEventJs {
-    match e {
-        DriverEvent::Ops(ev) => {
-            let o = output(Output::Event(ev.clone()), classes);
-            DriverEventJs {
-                cca: o.cca,
-                at_ns: o.at_ns,
-                phase: o.phase,
-                cycle: o.cycle,
-                label: o.label,
-                class_index: o.class_index,
-                confidence: o.confidence,
-                distance: o.distance,
-                samples: o.samples,
-                needed: o.needed,
-                early: o.early,
-                steady_ns: o.steady_ns,
-                message: o.message,
-                ..DriverEventJs::new(&o.kind)
-            }
-        }
-        DriverEvent::CcaSet {
-            cca,
-            at_ns,
-            latency_ns,
-        } => DriverEventJs {
-            cca: Some(cca.as_str().into()),
-            at_ns: Some(*at_ns as f64),
-            latency_ns: latency_ns.map(|v| v as f64),
-            ..DriverEventJs::new("ccaSet")
-        },
-        DriverEvent::Decision {
-            cca,
-            latency_ns,
-            switched,
-        } => DriverEventJs {
-            cca: Some(cca.as_str().into()),
-            latency_ns: Some(*latency_ns as f64),
-            switched: Some(*switched),
-            ..DriverEventJs::new("decision")
-        },
-        DriverEvent::Rtt {
-            at_ns,
-            rtt_ms,
-            answered,
-        } => DriverEventJs {
-            at_ns: Some(*at_ns as f64),
-            rtt_ms: *rtt_ms,
-            answered: Some(u32::from(*answered)),
-            ..DriverEventJs::new("rtt")
-        },
-        DriverEvent::Interval {
-            start_ns,
-            end_ns,
-            bytes,
-            acked_bytes,
-            total_bytes,
-            cca,
-            phase,
-        } => DriverEventJs {
-            start_ns: Some(*start_ns as f64),
-            end_ns: Some(*end_ns as f64),
-            at_ns: Some(*end_ns as f64),
-            bytes: Some(*bytes as f64),
-            acked_bytes: acked_bytes.map(|v| v as f64),
-            total_bytes: Some(*total_bytes as f64),
-            cca: Some(cca.as_str().into()),
-            phase: Some(phase_name(*phase).into()),
-            ..DriverEventJs::new("interval")
-        },
-    }
+fn event_js(e: &DriverEvent, classes: &[String]) -> serde_json::Value {
+    js_form(&Labeled::new(e, classes))
 }
 
 /// Summary of a run. `bytesSent` is also the offset to resume the data at.
@@ -554,7 +430,8 @@ pub struct DriverReportJs {
     pub lost_samples: f64,
     pub stats: OpsStats,
     /// Every event of the run, in order (empty when `collectEvents` is false).
-    pub events: Vec<DriverEventJs>,
+    #[napi(ts_type = "Array<DriverEventJs>")]
+    pub events: Vec<serde_json::Value>,
 }
 
 /// The data to send, read on the worker thread.
@@ -608,8 +485,7 @@ fn source(data: JsUnknown) -> R<Source> {
             Ok(Source::Fd(v as i32))
         }
         ValueType::Object if data.is_buffer().map_err(js)? => {
-            // SAFETY: checked to be a Buffer.
-            let b: JsBuffer = unsafe { data.cast() };
+            let b = JsBuffer::try_from(data).map_err(js)?;
             Ok(Source::Bytes(io::Cursor::new(
                 b.into_value().map_err(js)?.to_vec(),
             )))
@@ -620,12 +496,12 @@ fn source(data: JsUnknown) -> R<Source> {
     }
 }
 
-type Tsfn = ThreadsafeFunction<DriverEventJs, ErrorStrategy::Fatal>;
+type Tsfn = ThreadsafeFunction<serde_json::Value, ErrorStrategy::Fatal>;
 
 fn listener(on_event: Option<JsFunction>) -> R<Option<Tsfn>> {
     on_event
         .map(|f| {
-            f.create_threadsafe_function(0, |ctx: ThreadSafeCallContext<DriverEventJs>| {
+            f.create_threadsafe_function(0, |ctx: ThreadSafeCallContext<serde_json::Value>| {
                 Ok(vec![ctx.value])
             })
             .map_err(js)
@@ -653,12 +529,12 @@ pub struct DriverRun {
 
 pub struct RunOut {
     report: DriverReport,
-    events: Vec<DriverEventJs>,
+    events: Vec<serde_json::Value>,
     /// The socket's CCA after a policy failure stopped the run.
     socket_cca: Option<String>,
 }
 
-fn report_js(r: DriverReport, events: Vec<DriverEventJs>) -> DriverReportJs {
+fn report_js(r: DriverReport, events: Vec<serde_json::Value>) -> DriverReportJs {
     let s = r.stats;
     DriverReportJs {
         bytes_sent: r.bytes_sent as f64,
@@ -686,10 +562,7 @@ fn policy_error(
     report: Option<DriverReportJs>,
     cause: Option<Ref<()>>,
 ) -> napi::Result<napi::Error> {
-    // SAFETY: `env` is the live env of the resolve callback; `raw` is the
-    // error object just created in it.
-    let raw = unsafe { JsError::from(invalid(message)).into_value(env.raw()) };
-    let mut obj = unsafe { JsObject::from_raw_unchecked(env.raw(), raw) };
+    let mut obj = coded_error_object(env, invalid(message))?;
     if let Some(rep) = report {
         obj.set("bytesSent", rep.bytes_sent)?;
         obj.set("report", rep)?;
@@ -699,10 +572,8 @@ fn policy_error(
         c.unref(env)?;
         obj.set("cause", v?)?;
     }
-    // SAFETY: as above; napi keeps the object as the rejection value.
-    Ok(napi::Error::from(unsafe {
-        JsUnknown::from_raw_unchecked(env.raw(), obj.raw())
-    }))
+    // napi keeps the object as the rejection value.
+    Ok(napi::Error::from(obj.into_unknown()))
 }
 
 impl Task for DriverRun {
@@ -822,17 +693,17 @@ impl OpsDriver {
     pub fn new(
         env: Env,
         #[napi(ts_arg_type = "Model | string")] model: JsUnknown,
-        options: Option<ControllerOptions>,
+        #[napi(ts_arg_type = "ControllerOptions | undefined | null")] options: Option<JsObject>,
         driver: DriverOptions,
     ) -> napi::Result<Self, Code> {
         guard(|| {
             let cfg = driver_config(&driver)?;
             let rtt = rtt_source(driver.probe.as_deref())?;
             let Parts {
-                cfg: ccfg,
-                classifier,
+                spec,
+                file,
                 classes,
-                policy,
+                func,
             } = parts(env, model, options)?;
             let timeout_ns = match driver.policy_timeout_s {
                 Some(v) if v > 0.0 => secs(v, "policyTimeoutS")?,
@@ -844,16 +715,15 @@ impl OpsDriver {
                 None => POLICY_TIMEOUT_NS,
             };
             let mut failure = None;
-            let policy = match policy {
-                PolicyChoice::Stump(s) => SendPolicy::Stump(s),
-                PolicyChoice::Table(t) => SendPolicy::Table(t),
-                PolicyChoice::Function(f) => {
+            let callback = match func {
+                Some(f) => {
                     let p = ThreadPolicy::new(env, f, classes.clone(), timeout_ns)?;
                     failure = Some(Arc::clone(&p.failure));
-                    SendPolicy::Js(p)
+                    Some(p)
                 }
+                None => None,
             };
-            let ctl = opsel::ops::Controller::new(ccfg, classifier, policy).map_err(to_js)?;
+            let ctl = spec.build(&file, callback).map_err(to_js)?;
             let drv = Core::new(ctl, rtt, cfg).map_err(to_js)?;
             Ok(Self {
                 stop: drv.stop_handle(),

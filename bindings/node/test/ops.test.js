@@ -39,7 +39,9 @@ function controller (cfg, model = opsel.loadModel(MODEL)) {
     steadyS: cfg.steady_s,
     policy: cfg.policy,
     adaptive: cfg.adaptive,
-    progressive: cfg.progressive ? { prefixLens: cfg.prefix_lens } : undefined
+    progressive: cfg.progressive,
+    prefixLens: cfg.prefix_lens,
+    checkModel: cfg.check_model
   })
 }
 
@@ -129,7 +131,9 @@ test('configuration errors name the value', () => {
     [{ policy: 'B1-C0=bbr' }, /no entry for mix/],
     [{ mode: 'sideways' }, /mode/],
     [{ steadyJitter: 0.9 }, /steady_jitter/],
-    [{ policy: 42 }, /policy must be/]
+    [{ policy: 42 }, /"policy".*42/],
+    [{ steadyS: 1, noSuchOption: 1 }, /no_such_option/],
+    [{ mode: 'active' }, /passive probing/]
   ]
   for (const [opts, re] of bad) {
     assert.throws(() => new opsel.Controller(MODEL, opts), (e) => e.code === 'OPSEL_INVALID_INPUT' && re.test(e.message), JSON.stringify(opts))
@@ -143,7 +147,7 @@ test('configuration errors name the value', () => {
 })
 
 test('properties and stats', () => {
-  const ctl = new opsel.Controller(MODEL, { mode: 'active', steadyS: 20, adaptive: { minS: 10, maxS: 80 } })
+  const ctl = new opsel.Controller(MODEL, { mode: 'active', steadyS: 20, adaptive: { minS: 10, maxS: 80 }, checkModel: false })
   assert.equal(ctl.phase, 'idle')
   assert.equal(ctl.windowLen, 20)
   assert.equal(ctl.socketCca, 'cubic')
@@ -178,7 +182,8 @@ test('cycles: default 1, round-trips, validated, per-window events', () => {
     out.push(...ctl.drain())
   }
   const ev = out.filter((o) => o.kind === 'cycleClassified')
-  assert.deepEqual(ev.map((e) => [e.window, e.windows]), [[0, 2], [1, 2]])
+  assert.deepEqual(ev.map((e) => [e.index, e.cycles]), [[0, 2], [1, 2]])
+  assert.ok(ev.every((e) => ctl.classes[e.leaderIndex] === e.leader && ctl.classes[e.classIndex] === e.label))
   assert.ok(ev.every((e) => ctl.classes.includes(e.label) && e.margin >= 0 && e.margin <= 1))
   const cl = out.filter((o) => o.kind === 'classified')
   assert.equal(cl[0].label, ev[1].leader)

@@ -13,10 +13,10 @@ use crate::errors::{to_py, IntoPy};
 use crate::knn::Model;
 use opsel::model::KnnModelFile;
 use opsel::ops::{
-    Action, AdaptiveSteady, Classified, Classifier, Config, Controller as Core, Event,
-    KnnClassifier, Output, Phase, Policy, Progressive, StabilityKey, Stump, TablePolicy,
+    Classified, Classifier, Controller as Core, ControllerSpec, Labeled, Output, Phase, Policy,
+    PolicyInput,
 };
-use opsel::probe::{CcaName, Pattern};
+use opsel::probe::CcaName;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::{Arc, Mutex};
@@ -30,56 +30,33 @@ pub(crate) struct PyPolicy {
     raised: Arc<Mutex<Option<PyErr>>>,
 }
 
-pub(crate) enum AnyPolicy {
-    Stump(Stump),
-    Table(TablePolicy),
-    Py(PyPolicy),
-}
-
-impl Policy for AnyPolicy {
+impl Policy for PyPolicy {
     fn select(&mut self, c: &Classified) -> opsel::Result<CcaName> {
-        match self {
-            AnyPolicy::Stump(s) => s.select(c),
-            AnyPolicy::Table(t) => t.select(c),
-            AnyPolicy::Py(p) => {
-                let label = p.classes.get(c.class_index).cloned().unwrap_or_default();
-                let r = Python::attach(|py| -> PyResult<String> {
-                    let d = PyDict::new(py);
-                    d.set_item("label", &label)?;
-                    d.set_item("class_index", c.class_index)?;
-                    d.set_item("confidence", c.confidence)?;
-                    d.set_item("distance", c.distance)?;
-                    d.set_item("bbr_present", c.mix.bbr_present())?;
-                    d.set_item("heterogeneous", c.mix.heterogeneous())?;
-                    d.set_item("bbr_flows", c.mix.count("bbr"))?;
-                    d.set_item("total_flows", c.mix.total())?;
-                    p.func.bind(py).call1((d,))?.extract::<String>()
+        let p = self;
+        let label = p.classes.get(c.class_index).cloned().unwrap_or_default();
+        let r = Python::attach(|py| -> PyResult<String> {
+            let d = to_dict(py, &PolicyInput::new(c, &p.classes))?;
+            p.func.bind(py).call1((d,))?.extract::<String>()
+        });
+        match r {
+            Ok(name) => CcaName::new(&name),
+            Err(e) => {
+                let msg = Python::attach(|py| {
+                    e.value(py)
+                        .repr()
+                        .map(|r| r.to_string())
+                        .unwrap_or_else(|_| "an exception".into())
                 });
-                match r {
-                    Ok(name) => CcaName::new(&name),
-                    Err(e) => {
-                        let msg = Python::attach(|py| {
-                            e.value(py)
-                                .repr()
-                                .map(|r| r.to_string())
-                                .unwrap_or_else(|_| "an exception".into())
-                        });
-                        *p.raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        Err(opsel::Error::invalid(format!(
-                            "policy callback raised {msg} for class {label}"
-                        )))
-                    }
-                }
+                *p.raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                Err(opsel::Error::invalid(format!(
+                    "policy callback raised {msg} for class {label}"
+                )))
             }
         }
     }
-    fn check_classes(&self, classes: &[opsel::mix::Mix]) -> opsel::Result<()> {
-        match self {
-            AnyPolicy::Table(t) => t.check_classes(classes),
-            _ => Ok(()),
-        }
-    }
 }
+
+pub(crate) type AnyPolicy = opsel::ops::AnyPolicy<PyPolicy>;
 
 pub(crate) type Ctl = Core<Box<dyn Classifier + Send>, AnyPolicy>;
 
@@ -103,8 +80,11 @@ impl std::ops::DerefMut for CtlGuard<'_> {
 /// `pattern`) → classify the RTT window with `model` → select a CCA with
 /// `policy` → steady for `steady_s` seconds → repeat.
 ///
-/// - `model`: an `opsel.Model` or a model-file path; its window w sets the
-///   probe length.
+/// `Controller(model, spec=None, **kwargs)`: `model` is an `opsel.Model` or a
+/// model-file path (its window w sets the probe length); `spec` (a dict) and
+/// the keyword arguments are the fields of the core's `ControllerSpec`, which
+/// holds every default and check (unknown keys are errors):
+///
 /// - `mode`: "passive" (default; Y = 60 s) or "active" (`pattern`, default
 ///   "S5-C5-S5-B5"; Y = 100 s). `steady_s` overrides Y; 0 = probe once.
 /// - `policy`: "stump" (BBR present → bbr, else cubic; 000 §4.1), a table
@@ -121,11 +101,14 @@ impl std::ops::DerefMut for CtlGuard<'_> {
 ///   True or a dict with min_samples, step, min_confidence, agree;
 ///   `prefix_lens` (default every `step` from `min_samples` below w).
 /// - `cycles`: windows per decision, decided by the smallest sum of per-window
-///   nearest class distances (default 1). With `progressive` as well, the
-///   probe ends after the first window whose running min-sum margin reaches
-///   `min_confidence`: margin-gated probing, e.g. `cycles=3,
-///   progressive={"min_confidence": 0.1}` (what `make demo` runs;
-///   `python -m opsel.train gated` calibrates the margin).
+///   nearest class distances (default 1). `gate_margin` (with cycles >= 2):
+///   the probe ends after the first window whose running min-sum margin
+///   reaches it (margin-gated probing; `python -m opsel.train gated`
+///   calibrates the margin). `progressive` with cycles > 1 does the same
+///   with its `min_confidence`.
+/// - `check_model` (True): reject a model trained for another probing mode
+///   or pattern.
+/// - `initial_cca`, `sample_period_s`, `grace_periods`, `steady_jitter`, `seed`.
 #[pyclass(module = "opsel")]
 pub struct Controller {
     /// `None` once handed to an `opsel.OpsDriver`.
@@ -147,11 +130,20 @@ pub(crate) fn secs_to_ns(s: f64, what: &str) -> PyResult<u64> {
     Ok((s * NS_PER_S).round() as u64)
 }
 
-fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
-    match d.get_item(key)? {
-        Some(v) => Ok(Some(v.extract().map_err(Into::into)?)),
-        None => Ok(None),
-    }
+/// Keyword arguments (or a dict) as an `opsel::ops::ControllerSpec`: the
+/// spec's serde names are the keyword names, so the dict goes through JSON
+/// unchanged and the spec reports unknown or mistyped keys.
+pub(crate) fn spec_from_dict(d: &Bound<'_, PyDict>) -> PyResult<ControllerSpec> {
+    let json = d.py().import("json")?;
+    let text: String = json
+        .call_method1("dumps", (d,))
+        .map_err(|e| {
+            invalid(format!(
+                "controller options must be plain values (str, number, bool, list, dict, None): {e}"
+            ))
+        })?
+        .extract()?;
+    ControllerSpec::from_json(&text).py_err()
 }
 
 impl Controller {
@@ -214,247 +206,68 @@ impl Controller {
     }
 }
 
-pub(crate) fn output_dict<'py>(
+/// A core value as Python dicts, lists and numbers, through its serde form:
+/// the one schema of the CLI log, Python and Node (keys as the core names
+/// them, units in the names).
+pub(crate) fn to_dict<'py, T: serde::Serialize>(
     py: Python<'py>,
-    o: Output,
-    classes: &[String],
+    v: &T,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    match o {
-        Output::Action(Action::SetCca(c)) => {
-            d.set_item("kind", "set_cca")?;
-            d.set_item("cca", c.as_str())?;
-        }
-        Output::Action(Action::SendFullSpeed { cca, until_ns }) => {
-            d.set_item("kind", "send_full_speed")?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("until_ns", until_ns)?;
-        }
-        Output::Action(Action::Silence { until_ns }) => {
-            d.set_item("kind", "silence")?;
-            d.set_item("until_ns", until_ns)?;
-        }
-        Output::Action(Action::Steady { cca, until_ns }) => {
-            d.set_item("kind", "steady")?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("until_ns", until_ns)?;
-        }
-        Output::Event(Event::Phase {
-            phase,
-            cycle,
-            at_ns,
-        }) => {
-            d.set_item("kind", "phase")?;
-            d.set_item("phase", phase_name(phase))?;
-            d.set_item("cycle", cycle)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::Classified {
-            classified,
-            samples,
-            early,
-            at_ns,
-        }) => {
-            d.set_item("kind", "classified")?;
-            d.set_item("label", classes.get(classified.class_index))?;
-            d.set_item("class_index", classified.class_index)?;
-            d.set_item("confidence", classified.confidence)?;
-            d.set_item("distance", classified.distance)?;
-            d.set_item("samples", samples)?;
-            d.set_item("early", early)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::Selected {
-            cca,
-            steady_ns,
-            at_ns,
-        }) => {
-            d.set_item("kind", "selected")?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("steady_ns", steady_ns)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::DecisionFailed { message, at_ns }) => {
-            d.set_item("kind", "decision_failed")?;
-            d.set_item("message", message)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::ProbeIncomplete {
-            samples,
-            needed,
-            at_ns,
-        }) => {
-            d.set_item("kind", "probe_incomplete")?;
-            d.set_item("samples", samples)?;
-            d.set_item("needed", needed)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-        Output::Event(Event::CycleClassified {
-            index,
-            cycles,
-            class_index,
-            distance,
-            leader,
-            margin,
-            at_ns,
-        }) => {
-            d.set_item("kind", "cycle_classified")?;
-            d.set_item("index", index)?;
-            d.set_item("cycles", cycles)?;
-            d.set_item("label", classes.get(class_index))?;
-            d.set_item("class_index", class_index)?;
-            d.set_item("distance", distance)?;
-            d.set_item("leader", classes.get(leader))?;
-            d.set_item("leader_index", leader)?;
-            d.set_item("margin", margin)?;
-            d.set_item("at_ns", at_ns)?;
-        }
-    }
-    Ok(d)
+    pythonize::pythonize(py, v)?
+        .cast_into::<PyDict>()
+        .map_err(|e| invalid(format!("a core value did not convert to a dict: {e}")))
 }
 
-pub(crate) fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::Idle => "idle",
-        Phase::Probe => "probe",
-        Phase::Classify => "classify",
-        Phase::Select => "select",
-        Phase::Steady => "steady",
-    }
+/// One controller output as a dict, with the class names (`label`, `leader`).
+pub(crate) fn output_dict<'py>(
+    py: Python<'py>,
+    o: &Output,
+    classes: &[String],
+) -> PyResult<Bound<'py, PyDict>> {
+    to_dict(py, &Labeled::new(o, classes))
 }
 
 #[pymethods]
 impl Controller {
     #[new]
-    #[pyo3(signature = (model, mode = "passive", pattern = None, steady_s = None, policy = None, initial_cca = "cubic", adaptive = None, progressive = None, prefix_lens = None, sample_period_s = 1.0, grace_periods = 5, steady_jitter = 0.0, seed = 0, cycles = 1))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (model, spec = None, **kwargs))]
     fn new(
         py: Python<'_>,
         model: &Bound<'_, PyAny>,
-        mode: &str,
-        pattern: Option<&str>,
-        steady_s: Option<f64>,
-        policy: Option<&Bound<'_, PyAny>>,
-        initial_cca: &str,
-        adaptive: Option<&Bound<'_, PyAny>>,
-        progressive: Option<&Bound<'_, PyAny>>,
-        prefix_lens: Option<Vec<usize>>,
-        sample_period_s: f64,
-        grace_periods: u32,
-        steady_jitter: f64,
-        seed: u64,
-        cycles: usize,
+        spec: Option<&Bound<'_, PyDict>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let knn = if let Ok(m) = model.cast::<Model>() {
-            m.get().file.model.clone()
+        let file = if let Ok(m) = model.cast::<Model>() {
+            m.get().file.clone()
         } else if let Ok(path) = model.extract::<std::path::PathBuf>() {
-            py.detach(|| KnnModelFile::load(&path)).py_err()?.model
+            py.detach(|| KnnModelFile::load(&path)).py_err()?
         } else {
             return Err(invalid(format!(
                 "model must be an opsel.Model or a model-file path, got {}",
                 model.get_type().name()?
             )));
         };
-        let classes = knn.classes().to_vec();
-        let mut cfg = match mode {
-            "passive" => {
-                if pattern.is_some() {
-                    return Err(invalid(
-                        "pattern is only used with mode=\"active\"; pass mode=\"active\" or drop pattern".into(),
-                    ));
-                }
-                Config::passive()
+        let classes = file.model.classes().to_vec();
+        let fields = PyDict::new(py);
+        for d in [spec, kwargs].into_iter().flatten() {
+            fields.update(d.as_mapping())?;
+        }
+        // A callable policy is the spec's "callback"; the spec holds only data.
+        let func = match fields.get_item("policy")? {
+            Some(p) if p.is_callable() => {
+                fields.set_item("policy", "callback")?;
+                Some(p.unbind())
             }
-            "active" => {
-                Config::active(Pattern::parse(pattern.unwrap_or(Pattern::S5_C5_S5_B5)).py_err()?)
-            }
-            m => {
-                return Err(invalid(format!(
-                    "mode {m:?} is unknown; use \"passive\" or \"active\""
-                )))
-            }
+            _ => None,
         };
-        if let Some(s) = steady_s {
-            cfg.steady_ns = secs_to_ns(s, "steady_s")?;
-        }
-        cfg.sample_period_ns = secs_to_ns(sample_period_s, "sample_period_s")?;
-        cfg.initial_cca = CcaName::new(initial_cca).py_err()?;
-        cfg.grace_periods = grace_periods;
-        cfg.steady_jitter = steady_jitter;
-        cfg.seed = seed;
-        // Windows per decision (min-sum, ops::Config::cycles); the core
-        // rejects 0 and > 100 with a message naming the value.
-        cfg.cycles = cycles;
-        if let Some(a) = adaptive {
-            let mut s = AdaptiveSteady::around(cfg.steady_ns);
-            if let Ok(d) = a.cast::<PyDict>() {
-                if let Some(v) = get::<f64>(d, "min_s")? {
-                    s.min_ns = secs_to_ns(v, "adaptive min_s")?;
-                }
-                if let Some(v) = get::<f64>(d, "max_s")? {
-                    s.max_ns = secs_to_ns(v, "adaptive max_s")?;
-                }
-                s.grow = get(d, "grow")?.unwrap_or(s.grow);
-                s.shrink = get(d, "shrink")?.unwrap_or(s.shrink);
-                match get::<String>(d, "key")?.as_deref() {
-                    None | Some("decision") => s.key = StabilityKey::Decision,
-                    Some("class") => s.key = StabilityKey::Class,
-                    Some(k) => {
-                        return Err(invalid(format!(
-                            "adaptive key {k:?} is unknown; use \"decision\" or \"class\""
-                        )))
-                    }
-                }
-                cfg.adaptive = Some(s);
-            } else if a.is_truthy()? {
-                cfg.adaptive = Some(s);
-            }
-        }
-        if let Some(p) = progressive {
-            let mut g = Progressive::default();
-            let on = if let Ok(d) = p.cast::<PyDict>() {
-                g.min_samples = get(d, "min_samples")?.unwrap_or(g.min_samples);
-                g.step = get(d, "step")?.unwrap_or(g.step);
-                g.min_confidence = get(d, "min_confidence")?.unwrap_or(g.min_confidence);
-                g.agree = get(d, "agree")?.unwrap_or(g.agree);
-                true
-            } else {
-                p.is_truthy()?
-            };
-            if on {
-                cfg.progressive = Some(g);
-            }
-        }
-        let classifier: Box<dyn Classifier + Send> = match &cfg.progressive {
-            Some(g) => {
-                let lens = prefix_lens.unwrap_or_else(|| {
-                    (g.min_samples.max(1)..knn.window())
-                        .step_by(g.step.max(1))
-                        .collect()
-                });
-                Box::new(KnnClassifier::progressive(knn, &lens).py_err()?)
-            }
-            None => {
-                if prefix_lens.is_some() {
-                    return Err(invalid("prefix_lens needs progressive=True".into()));
-                }
-                Box::new(KnnClassifier::new(knn).py_err()?)
-            }
-        };
+        let spec = spec_from_dict(&fields)?;
         let raised = Arc::new(Mutex::new(None));
-        let policy = match policy {
-            None => AnyPolicy::Stump(Stump::default()),
-            Some(p) if p.is_callable() => AnyPolicy::Py(PyPolicy {
-                func: p.clone().unbind(),
-                classes: classes.clone(),
-                raised: Arc::clone(&raised),
-            }),
-            Some(p) => match p.extract::<String>()?.as_str() {
-                "stump" => AnyPolicy::Stump(Stump::default()),
-                spec => AnyPolicy::Table(TablePolicy::parse(spec).py_err()?),
-            },
-        };
-        let inner = Core::new(cfg, classifier, policy).py_err()?;
+        let callback = func.map(|func| PyPolicy {
+            func,
+            classes: classes.clone(),
+            raised: Arc::clone(&raised),
+        });
+        let inner = spec.build(&file, callback).py_err()?;
         Ok(Self {
             inner: Mutex::new(Some(inner)),
             classes,
@@ -495,7 +308,7 @@ impl Controller {
     /// `label` and the running min-sum `leader` and `margin`).
     fn poll<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let o = self.lock()?.poll();
-        o.map(|o| output_dict(py, o, &self.classes)).transpose()
+        o.map(|o| output_dict(py, &o, &self.classes)).transpose()
     }
 
     /// Every pending output, oldest first.
@@ -503,7 +316,7 @@ impl Controller {
         let mut v = Vec::new();
         let mut g = self.lock()?;
         while let Some(o) = g.poll() {
-            v.push(output_dict(py, o, &self.classes)?);
+            v.push(output_dict(py, &o, &self.classes)?);
         }
         Ok(v)
     }
@@ -511,7 +324,7 @@ impl Controller {
     /// "idle", "probe", "classify", "select" or "steady".
     #[getter]
     fn phase(&self) -> PyResult<&'static str> {
-        Ok(phase_name(self.lock()?.phase()))
+        Ok(self.lock()?.phase().name())
     }
     /// Current OPS cycle (0-based).
     #[getter]
@@ -554,22 +367,7 @@ impl Controller {
             Some(t) => g.stats_at(t),
             None => g.stats(),
         };
-        let d = PyDict::new(py);
-        macro_rules! put {
-            ($($f:ident),*) => { $( d.set_item(stringify!($f), s.$f)?; )* };
-        }
-        put!(
-            decisions,
-            early_exits,
-            failed_decisions,
-            incomplete_probes,
-            cca_switches,
-            probe_ns,
-            steady_ns,
-            probe_bytes,
-            steady_bytes
-        );
-        Ok(d)
+        to_dict(py, &s)
     }
 }
 

@@ -15,13 +15,13 @@
 //! thread.
 
 use crate::errors::{to_py, IntoPy};
-use crate::ops::{invalid, output_dict, phase_name, secs_to_ns, AnyPolicy, Controller};
+use crate::ops::{invalid, secs_to_ns, to_dict, AnyPolicy, Controller};
 use crate::sys::fd_of;
-use opsel::ops::{Classifier, Event, Output};
+use opsel::ops::{Classifier, Event, Labeled};
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
-    send_fixed as core_send_fixed, DriverConfig, DriverEvent, DriverReport, EndReason,
-    OpsDriver as Core, RttSource,
+    send_fixed as core_send_fixed, DriverConfig, DriverEvent, DriverReport, OpsDriver as Core,
+    RttSource,
 };
 use opsel::sys::linux::with_raw_fd;
 use pyo3::prelude::*;
@@ -173,71 +173,13 @@ impl io::Read for Source {
     }
 }
 
+/// One driver event as a dict, with the class names (`label`, `leader`).
 fn event_dict<'py>(
     py: Python<'py>,
     e: &DriverEvent,
     classes: &[String],
 ) -> PyResult<Bound<'py, PyDict>> {
-    let d = match e {
-        DriverEvent::Ops(ev) => return output_dict(py, Output::Event(ev.clone()), classes),
-        DriverEvent::CcaSet {
-            cca,
-            at_ns,
-            latency_ns,
-        } => {
-            let d = PyDict::new(py);
-            d.set_item("kind", "cca_set")?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("at_ns", at_ns)?;
-            d.set_item("latency_ns", latency_ns)?;
-            d
-        }
-        DriverEvent::Decision {
-            cca,
-            latency_ns,
-            switched,
-        } => {
-            let d = PyDict::new(py);
-            d.set_item("kind", "decision")?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("latency_ns", latency_ns)?;
-            d.set_item("switched", switched)?;
-            d
-        }
-        DriverEvent::Rtt {
-            at_ns,
-            rtt_ms,
-            answered,
-        } => {
-            let d = PyDict::new(py);
-            d.set_item("kind", "rtt")?;
-            d.set_item("at_ns", at_ns)?;
-            d.set_item("rtt_ms", rtt_ms)?;
-            d.set_item("answered", answered)?;
-            d
-        }
-        DriverEvent::Interval {
-            start_ns,
-            end_ns,
-            bytes,
-            acked_bytes,
-            total_bytes,
-            cca,
-            phase,
-        } => {
-            let d = PyDict::new(py);
-            d.set_item("kind", "interval")?;
-            d.set_item("start_ns", start_ns)?;
-            d.set_item("end_ns", end_ns)?;
-            d.set_item("bytes", bytes)?;
-            d.set_item("acked_bytes", acked_bytes)?;
-            d.set_item("total_bytes", total_bytes)?;
-            d.set_item("cca", cca.as_str())?;
-            d.set_item("phase", phase_name(*phase))?;
-            d
-        }
-    };
-    Ok(d)
+    to_dict(py, &Labeled::new(e, classes))
 }
 
 /// Where the driver's events go (runs without the GIL; re-acquires it per
@@ -330,7 +272,7 @@ impl RunCtx {
         py: Python<'py>,
         r: opsel::Result<DriverReport>,
         policy_raised: Option<PyErr>,
-        stats: Option<Bound<'py, PyDict>>,
+        with_stats: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let raised = self
             .sink
@@ -355,37 +297,9 @@ impl RunCtx {
             return Err(err);
         }
         let rep = r.py_err()?;
-        let d = PyDict::new(py);
-        d.set_item("bytes_sent", rep.bytes_sent)?;
-        d.set_item("started_ns", rep.started_ns)?;
-        d.set_item("ended_ns", rep.ended_ns)?;
-        d.set_item(
-            "end",
-            match rep.end {
-                EndReason::Eof => "eof",
-                EndReason::TimeLimit => "time_limit",
-                EndReason::Stopped => "stopped",
-            },
-        )?;
-        d.set_item("cca_sets", rep.cca_sets)?;
-        d.set_item("lost_samples", rep.lost_samples)?;
-        if let Some(s) = stats {
-            let st = rep.stats;
-            macro_rules! put {
-                ($($f:ident),*) => { $( s.set_item(stringify!($f), st.$f)?; )* };
-            }
-            put!(
-                decisions,
-                early_exits,
-                failed_decisions,
-                incomplete_probes,
-                cca_switches,
-                probe_ns,
-                steady_ns,
-                probe_bytes,
-                steady_bytes
-            );
-            d.set_item("stats", s)?;
+        let d = to_dict(py, &rep)?;
+        if !with_stats {
+            d.del_item("stats")?;
         }
         if self.sink.collect {
             let l = PyList::empty(py);
@@ -494,7 +408,7 @@ impl OpsDriver {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        ctx.finish(py, r, policy_raised, Some(PyDict::new(py)))
+        ctx.finish(py, r, policy_raised, true)
     }
 
     /// End a running `run()` (from another thread) within a few ms; the
@@ -549,7 +463,7 @@ fn send_fixed<'py>(
             core_send_fixed(b, source, cca, &cfg, &stop, &mut |e| sink.deliver(e))
         })
     });
-    ctx.finish(py, r, None, None)
+    ctx.finish(py, r, None, false)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

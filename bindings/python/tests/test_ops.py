@@ -46,16 +46,9 @@ def render(o):
 
 
 def controller(cfg, model=None, **kw):
+    # A scenario's config is a ControllerSpec: passed through as it is.
     return opsel.Controller(
-        model if model is not None else opsel.load_model(str(MODEL_PATH)),
-        mode=cfg["mode"],
-        pattern=cfg.get("pattern"),
-        steady_s=cfg["steady_s"],
-        policy=cfg["policy"],
-        adaptive=cfg.get("adaptive"),
-        progressive=cfg.get("progressive"),
-        prefix_lens=cfg.get("prefix_lens"),
-        **kw,
+        model if model is not None else opsel.load_model(str(MODEL_PATH)), cfg, **kw
     )
 
 
@@ -161,6 +154,10 @@ def test_configuration_errors_name_the_value():
         opsel.Controller(str(MODEL_PATH), mode="sideways")
     with pytest.raises(opsel.InvalidInputError, match="steady_jitter"):
         opsel.Controller(str(MODEL_PATH), steady_jitter=0.9)
+    with pytest.raises(opsel.InvalidInputError, match="steady"):
+        opsel.Controller(str(MODEL_PATH), steady=10)  # unknown key: the spec names it
+    with pytest.raises(opsel.InvalidInputError, match="passive probing"):
+        opsel.Controller(str(MODEL_PATH), mode="active")  # the model/pattern check
     with pytest.raises(opsel.InvalidInputError, match="opsel.Model"):
         opsel.Controller(42)
     with pytest.raises(opsel.OpselIOError):
@@ -174,7 +171,9 @@ def test_configuration_errors_name_the_value():
 
 
 def test_properties_and_stats():
-    ctl = opsel.Controller(str(MODEL_PATH), mode="active", steady_s=20, adaptive={"min_s": 10, "max_s": 80})
+    ctl = opsel.Controller(
+        str(MODEL_PATH), mode="active", steady_s=20, adaptive={"min_s": 10, "max_s": 80}, check_model=False
+    )
     assert ctl.phase == "idle" and ctl.window_len == 20 and ctl.socket_cca == "cubic"
     assert ctl.classes == opsel.load_model(str(MODEL_PATH)).classes
     run(ctl)

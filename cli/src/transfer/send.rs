@@ -10,9 +10,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opsel::model::{KnnModelFile, ProbingMode};
 use opsel::ops::{
-    AdaptiveSteady, Classifier, Config, Controller, Event, KnnClassifier, Progressive, Stump,
+    AdaptiveSpec, AnyPolicy, Classifier, Controller, ControllerSpec, Event, Labeled, ModeSpec,
+    NoCallback, ProgressiveSpec,
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
@@ -100,214 +100,123 @@ pub struct SendReport {
     pub sha256: String,
 }
 
+/// The CLI's options as the core's controller spec (field for field; the
+/// defaults and checks are the spec's).
+pub fn spec(o: &OpsOpts) -> ControllerSpec {
+    ControllerSpec {
+        mode: if o.pattern.is_some() {
+            ModeSpec::Active
+        } else {
+            ModeSpec::Passive
+        },
+        pattern: o.pattern.as_ref().map(Pattern::to_string),
+        steady_s: Some(o.steady_s),
+        initial_cca: o.initial_cca.to_string(),
+        adaptive: o.adaptive.then(AdaptiveSpec::default),
+        progressive: o.early_exit.then(|| {
+            let mut p = ProgressiveSpec::default();
+            if let Some(c) = o.early_confidence {
+                p.min_confidence = c;
+            }
+            p
+        }),
+        cycles: o.cycles,
+        gate_margin: o.extend_below,
+        steady_jitter: o.jitter,
+        seed: o.seed,
+        model: Some(o.model.clone()),
+        ..ControllerSpec::default()
+    }
+}
+
+/// The OPS controller the CLI runs: the spec of `o` over its model file
+/// (checked against the pattern by the spec).
+pub type CliController = Controller<Box<dyn Classifier + Send>, AnyPolicy<NoCallback>>;
+
 /// Build the OPS controller from a model file (checked against the pattern).
-pub fn controller(o: &OpsOpts) -> Result<Controller<Box<dyn Classifier>, Stump>> {
-    let mf = KnnModelFile::load(&o.model).map_err(|e| {
+pub fn controller(o: &OpsOpts) -> Result<CliController> {
+    controller_with_classes(o).map(|(c, _)| c)
+}
+
+/// [`controller`] and the model's class names (the log names classes by them).
+fn controller_with_classes(o: &OpsOpts) -> Result<(CliController, Vec<String>)> {
+    let spec = spec(o);
+    let shipped = if o.pattern.is_some() {
+        ACTIVE_MODEL
+    } else {
+        PASSIVE_MODEL
+    };
+    let mf = spec.load_model().map_err(|e| {
         Error::invalid(format!(
-            "{e}; pass --model with a model trained for {} probing (shipped: {})",
+            "{e}; pass --model with a model trained for {} probing (shipped: {shipped})",
             o.pattern
                 .as_ref()
                 .map_or("passive".into(), |p| p.to_string()),
-            if o.pattern.is_some() {
-                ACTIVE_MODEL
-            } else {
-                PASSIVE_MODEL
-            }
         ))
     })?;
-    let probing = &mf.meta.probing;
-    match (&o.pattern, probing.mode) {
-        (Some(p), ProbingMode::Active) => {
-            if let Some(mp) = &probing.pattern {
-                let mp = Pattern::parse(mp)?;
-                if &mp != p {
-                    return Err(Error::invalid(format!(
-                        "model {} was trained with pattern {mp} but --pattern is {p}; use the same pattern or a matching model",
-                        o.model.display()
-                    )));
-                }
-            }
-        }
-        (None, ProbingMode::Passive) => {}
-        (p, m) => {
-            return Err(Error::invalid(format!(
-                "model {} is for {m:?} probing but the run asks for {}; pass a matching --model",
-                o.model.display(),
-                p.as_ref()
-                    .map_or("passive".into(), |p| format!("active {p}"))
-            )))
-        }
-    }
-    let classifier: Box<dyn Classifier> = if o.early_exit {
-        let w = mf.model.window();
-        // 000 §6: cut the probe to 5, 10 or 15 s when confident.
-        let lens: Vec<usize> = [5, 10, 15].into_iter().filter(|&l| l < w).collect();
-        Box::new(KnnClassifier::progressive(mf.model, &lens)?)
-    } else {
-        Box::new(KnnClassifier::new(mf.model)?)
-    };
-    let mut cfg = match &o.pattern {
-        Some(p) => Config::active(p.clone()),
-        None => Config::passive(),
-    };
-    if !(o.steady_s.is_finite() && o.steady_s >= 0.0) {
-        return Err(Error::invalid(format!(
-            "--steady {} must be a number of seconds >= 0 (0 = probe once)",
-            o.steady_s
-        )));
-    }
-    cfg.steady_ns = (o.steady_s * 1e9) as u64;
-    cfg.seed = o.seed;
-    cfg.steady_jitter = o.jitter;
-    cfg.cycles = o.cycles;
-    cfg.initial_cca = o.initial_cca;
-    if o.adaptive {
-        cfg.adaptive = Some(AdaptiveSteady::around(cfg.steady_ns));
-    }
-    if let Some(tau) = o.extend_below {
-        if o.early_exit {
-            return Err(Error::invalid(
-                "--extend-below and --early-exit both end probes early; use one".to_string(),
-            ));
-        }
-        if o.cycles < 2 {
-            return Err(Error::invalid(format!(
-                "--extend-below {tau} needs --cycles N >= 2 (the most windows a probe may take, e.g. 3)"
-            )));
-        }
-        if !(0.0..=1.0).contains(&tau) {
-            return Err(Error::invalid(format!(
-                "--extend-below {tau} must be a margin in [0, 1] (e.g. 0.1)"
-            )));
-        }
-        // With cycles > 1 the controller checks progressive probing only at
-        // window boundaries, against the running min-sum margin: exactly the
-        // gate (ops::Progressive, "With several cycles per decision").
-        cfg.progressive = Some(Progressive {
-            min_samples: 1,
-            step: 1,
-            min_confidence: tau,
-            agree: 1,
-        });
-    }
-    if o.early_exit {
-        let d = Progressive::default();
-        cfg.progressive = Some(Progressive {
-            min_confidence: o.early_confidence.unwrap_or(d.min_confidence),
-            ..d
-        });
-    }
-    Controller::new(cfg, classifier, Stump::default())
+    let c = spec
+        .build(&mf, None)
+        .map_err(|e| Error::invalid(format!("{e} (model {})", o.model.display())))?;
+    Ok((c, mf.model.classes().to_vec()))
 }
 
-/// JSON-lines logger: one line per interval and per OPS event.
+/// JSON-lines logger: one line per interval and per OPS event, each the
+/// core's serialized `DriverEvent` with the class names (`opsel::ops::Labeled`:
+/// `kind`, units in field names, as Python's dicts and Node's objects), plus
+/// `run` (the log label), `t_s` (seconds since the first CCA was set) and, on
+/// intervals, the file `offset` reached and the last `rtt_ms` sample.
 struct Log {
     out: Option<std::io::BufWriter<std::fs::File>>,
     label: String,
     t0: Option<u64>,
     offset: u64,
     last_rtt: Option<f64>,
-    /// The model's class names (per-window events name their class).
+    /// The model's class names.
     classes: Vec<String>,
 }
 
 impl Log {
-    fn line(&mut self, v: Value) {
-        if let Some(w) = self.out.as_mut() {
-            let _ = writeln!(w, "{v}");
-        }
-    }
-
     fn event(&mut self, e: &DriverEvent) {
-        let t = |ns: u64, t0: Option<u64>| ns.saturating_sub(t0.unwrap_or(ns)) as f64 / 1e9;
-        match e {
-            DriverEvent::CcaSet {
-                cca,
-                at_ns,
-                latency_ns,
-            } => {
+        let at_ns = match e {
+            DriverEvent::CcaSet { at_ns, .. } => {
                 self.t0.get_or_insert(*at_ns);
-                let v = json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "cca",
-                    "cca": cca.as_str(), "decision_latency_us": latency_ns.map(|l| l as f64 / 1e3)});
-                self.line(v)
+                Some(*at_ns)
             }
-            DriverEvent::Rtt { rtt_ms, .. } => self.last_rtt = *rtt_ms,
-            DriverEvent::Decision {
-                cca,
-                latency_ns,
-                switched,
-            } => {
-                let v = json!({"label": self.label, "event": "decision", "cca": cca.as_str(),
-                    "decision_latency_us": *latency_ns as f64 / 1e3, "switched": switched});
-                self.line(v)
+            DriverEvent::Rtt { rtt_ms, .. } => {
+                // Samples come every second; the intervals carry the last one.
+                self.last_rtt = *rtt_ms;
+                return;
             }
-            DriverEvent::Interval {
-                start_ns,
-                end_ns,
-                bytes,
-                acked_bytes,
-                total_bytes,
-                cca,
-                phase,
-            } => {
-                let dt = (end_ns - start_ns) as f64 / 1e9;
-                let v = json!({"label": self.label, "t_s": t(*end_ns, self.t0),
-                    "bytes": bytes, "mbps": *bytes as f64 * 8.0 / dt / 1e6,
-                    "acked_mbps": acked_bytes.map(|a| a as f64 * 8.0 / dt / 1e6),
-                    "offset": self.offset + total_bytes, "cca": cca.as_str(),
-                    "phase": format!("{phase:?}").to_lowercase(), "rtt_ms": self.last_rtt});
-                self.line(v)
-            }
-            DriverEvent::Ops(ev) => {
-                let v = match ev {
-                    Event::Phase {
-                        phase,
-                        cycle,
-                        at_ns,
-                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "phase",
-                        "phase": format!("{phase:?}").to_lowercase(), "cycle": cycle}),
-                    Event::Classified {
-                        classified,
-                        samples,
-                        early,
-                        at_ns,
-                    } => {
-                        json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "classified",
-                        "mix": classified.mix.to_string(), "confidence": classified.confidence,
-                        "distance": classified.distance, "samples": samples, "early": early})
-                    }
-                    Event::Selected {
-                        cca,
-                        steady_ns,
-                        at_ns,
-                    } => {
-                        json!({"label": self.label, "t_s": t(*at_ns, self.t0), "event": "selected",
-                        "cca": cca.as_str(), "steady_s": steady_ns.map(|s| s as f64 / 1e9)})
-                    }
-                    Event::DecisionFailed { message, at_ns } => json!({"label": self.label,
-                        "t_s": t(*at_ns, self.t0), "event": "decision_failed", "message": message}),
-                    Event::ProbeIncomplete {
-                        samples,
-                        needed,
-                        at_ns,
-                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0),
-                        "event": "probe_incomplete", "samples": samples, "needed": needed}),
-                    Event::CycleClassified {
-                        index,
-                        cycles,
-                        class_index,
-                        distance,
-                        leader,
-                        margin,
-                        at_ns,
-                    } => json!({"label": self.label, "t_s": t(*at_ns, self.t0),
-                        "event": "cycle_classified", "window": index, "windows": cycles,
-                        "mix": self.classes.get(*class_index), "distance": distance,
-                        "leader": self.classes.get(*leader), "margin": margin}),
-                };
-                self.line(v)
-            }
+            DriverEvent::Decision { .. } => None,
+            DriverEvent::Interval { end_ns, .. } => Some(*end_ns),
+            DriverEvent::Ops(ev) => ev_at_ns(ev),
+        };
+        let Some(w) = self.out.as_mut() else { return };
+        let Ok(Value::Object(mut m)) = serde_json::to_value(Labeled::new(e, &self.classes)) else {
+            return;
+        };
+        m.insert("run".into(), self.label.clone().into());
+        if let Some(t) = at_ns {
+            let t_s = t.saturating_sub(self.t0.unwrap_or(t)) as f64 / 1e9;
+            m.insert("t_s".into(), t_s.into());
         }
+        if let DriverEvent::Interval { total_bytes, .. } = e {
+            m.insert("offset".into(), (self.offset + total_bytes).into());
+            m.insert("rtt_ms".into(), self.last_rtt.into());
+        }
+        let _ = writeln!(w, "{}", Value::Object(m));
+    }
+}
+
+/// When a controller event happened.
+fn ev_at_ns(e: &Event) -> Option<u64> {
+    match e {
+        Event::Phase { at_ns, .. }
+        | Event::Classified { at_ns, .. }
+        | Event::CycleClassified { at_ns, .. }
+        | Event::Selected { at_ns, .. }
+        | Event::DecisionFailed { at_ns, .. }
+        | Event::ProbeIncomplete { at_ns, .. } => Some(*at_ns),
     }
 }
 
@@ -364,7 +273,7 @@ pub fn run(
     };
     // Build the controller before connecting, so a bad model fails fast.
     let ctl = match &opts.strategy {
-        Strategy::Ops(o) => Some(controller(o)?),
+        Strategy::Ops(o) => Some(controller_with_classes(o)?),
         Strategy::Fixed(_) => None,
     };
     let connect = |what: &str| {
@@ -469,14 +378,10 @@ pub fn run(
         ..DriverConfig::default()
     };
     let mut log = open_log(&opts.log, offset)?;
-    if let Some(c) = &ctl {
-        log.classes = c
-            .classifier()
-            .classes()
-            .iter()
-            .map(|m| m.to_string())
-            .collect();
-    }
+    let ctl = ctl.map(|(c, classes)| {
+        log.classes = classes;
+        c
+    });
     let mut cb = |e: &DriverEvent| {
         log.event(e);
         on_event(e);
@@ -578,13 +483,10 @@ pub fn run(
     let confirmed = conf.ok && conf.received == driver.bytes_sent && conf.sha256 == range_sha;
     let file_identical = confirmed && conf.file_size == end && conf.file_sha256 == file_sha;
     if let Some(w) = log.out.as_mut() {
-        let v = json!({"label": log.label, "event": "done", "bytes": driver.bytes_sent,
+        let v = json!({"run": log.label, "kind": "done", "bytes": driver.bytes_sent,
             "next_offset": end, "confirmed": confirmed, "complete": conf.complete,
             "sha256": sha, "file_identical": file_identical, "file_size": conf.file_size,
-            "end": format!("{:?}", driver.end).to_lowercase(),
-            "probe_s": driver.stats.probe_ns as f64 / 1e9, "steady_s": driver.stats.steady_ns as f64 / 1e9,
-            "decisions": driver.stats.decisions, "early_exits": driver.stats.early_exits,
-            "cca_switches": driver.stats.cca_switches});
+            "end": driver.end, "stats": driver.stats});
         let _ = writeln!(w, "{v}");
         let _ = w.flush();
     }
@@ -664,7 +566,7 @@ mod tests {
         let mut o = opts(None, PASSIVE_MODEL);
         o.extend_below = Some(0.1);
         let e = controller(&o).err().unwrap().to_string();
-        assert!(e.contains("needs --cycles"), "{e}");
+        assert!(e.contains("needs cycles >= 2"), "{e}");
         o.cycles = 3;
         let c = controller(&o).unwrap();
         assert_eq!(c.config().cycles, 3);
@@ -686,12 +588,17 @@ mod tests {
 
     #[test]
     fn passive_ops_60_with_the_shipped_passive_model() {
-        // 000 Table 6.2: passive probing, OPS-60; the window is the shipped model's (w = 40, chosen by
-        // nested leave-one-condition-out on the condition grid, docs/results/generalisation.md).
-        let c = controller(&opts(None, PASSIVE_MODEL)).unwrap();
+        // 000 Table 6.2: passive probing, OPS-60, at the shipped model's w
+        // (the pooled default has w = 40, the thesis w = 20).
+        let o = opts(None, PASSIVE_MODEL);
+        let c = controller(&o).unwrap();
         assert_eq!(c.config().mode, ProbeMode::Passive);
         assert_eq!(c.config().steady_ns, 60_000_000_000);
-        assert_eq!(c.window_len(), 40);
+        let w = opsel::model::KnnModelFile::load(&o.model)
+            .unwrap()
+            .model
+            .window();
+        assert_eq!(c.window_len(), w);
         assert_eq!(c.config().steady_jitter, 0.0);
         assert!(c.config().adaptive.is_none() && c.config().progressive.is_none());
     }
@@ -723,13 +630,13 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            e.contains("Passive") && e.contains("active S5-C5-S5-B5"),
+            e.contains("passive probing") && e.contains("active S5-C5-S5-B5"),
             "{e}"
         );
         let e = controller(&opts(None, ACTIVE_MODEL))
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("Active") && e.contains("passive"), "{e}");
+        assert!(e.contains("active probing") && e.contains("passive"), "{e}");
     }
 }

@@ -4,8 +4,9 @@
 use crate::error::Result;
 use crate::mix::Mix;
 
-/// One classification of an RTT window.
-#[derive(Debug, Clone, PartialEq)]
+/// One classification of an RTT window. Serialized (in events) as `mix`,
+/// `class_index`, `confidence`, `distance`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Classified {
     /// The recognised background mix (000 Table 6.1 label, parsed).
     pub mix: Mix,

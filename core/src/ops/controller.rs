@@ -202,7 +202,7 @@ impl Config {
         }
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.sample_period_ns == 0 {
             return Err(Error::invalid(
                 "sample_period_ns is 0; use the RTT sampler's period, e.g. 1e9 (1 s, 000 §3.2)",
@@ -267,8 +267,10 @@ impl Config {
     }
 }
 
-/// Where the controller is in the OPS cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Where the controller is in the OPS cycle (serialized in snake_case:
+/// `"probe"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Created, `start` not called yet.
     Idle,
@@ -282,8 +284,26 @@ pub enum Phase {
     Steady,
 }
 
+impl Phase {
+    /// The phase's name as serialized (`"probe"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Probe => "probe",
+            Phase::Classify => "classify",
+            Phase::Select => "select",
+            Phase::Steady => "steady",
+        }
+    }
+}
+
 /// What the driver must do on the socket. Each action lasts until the next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Serialized as an object tagged by `kind` (`set_cca`, `send_full_speed`,
+/// `silence`, `steady`) with the fields below (`cca`, `until_ns`): the one
+/// schema of the CLI log, Python dicts and Node objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(into = "ActionRecord")]
 pub enum Action {
     /// `setsockopt(TCP_CONGESTION, name)` on the live connection before
     /// sending more (000 Table 7.2). Emitted only when the CCA changes.
@@ -298,8 +318,37 @@ pub enum Action {
     Steady { cca: CcaName, until_ns: Option<u64> },
 }
 
-/// Informational outputs, in order with the actions.
-#[derive(Debug, Clone, PartialEq)]
+/// [`Action`] in its serialized form: the newtype `SetCca` as `{"cca": …}`
+/// (a tagged object cannot hold a bare string).
+#[derive(serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum ActionRecord {
+    SetCca { cca: CcaName },
+    SendFullSpeed { cca: CcaName, until_ns: u64 },
+    Silence { until_ns: u64 },
+    Steady { cca: CcaName, until_ns: Option<u64> },
+}
+
+impl From<Action> for ActionRecord {
+    fn from(a: Action) -> Self {
+        match a {
+            Action::SetCca(cca) => ActionRecord::SetCca { cca },
+            Action::SendFullSpeed { cca, until_ns } => {
+                ActionRecord::SendFullSpeed { cca, until_ns }
+            }
+            Action::Silence { until_ns } => ActionRecord::Silence { until_ns },
+            Action::Steady { cca, until_ns } => ActionRecord::Steady { cca, until_ns },
+        }
+    }
+}
+
+/// Informational outputs, in order with the actions. Serialized as an object
+/// tagged by `kind` (`phase`, `classified`, `cycle_classified`, `selected`,
+/// `decision_failed`, `probe_incomplete`) with the fields below;
+/// `Classified`'s fields are inlined and `CycleClassified::leader` is
+/// `leader_index`. [`Labeled`] adds the class names.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// Entered `phase` in OPS cycle `cycle` (0-based) at `at_ns`.
     Phase {
@@ -310,6 +359,7 @@ pub enum Event {
     /// The classifier's verdict on the probe window; `samples` < w means the
     /// probe ended early (progressive probing).
     Classified {
+        #[serde(flatten)]
         classified: Classified,
         samples: usize,
         early: bool,
@@ -327,6 +377,7 @@ pub enum Event {
         cycles: usize,
         class_index: usize,
         distance: f64,
+        #[serde(rename = "leader_index")]
         leader: usize,
         margin: f64,
         at_ns: u64,
@@ -350,15 +401,16 @@ pub enum Event {
     },
 }
 
-/// One output of the controller.
-#[derive(Debug, Clone, PartialEq)]
+/// One output of the controller, serialized as its action or event.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(untagged)]
 pub enum Output {
     Action(Action),
     Event(Event),
 }
 
 /// Cumulative accounting, for "time spent probing" and throughput by phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Stats {
     /// Decisions taken (classifications that reached the policy).
     pub decisions: u64,

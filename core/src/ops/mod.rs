@@ -9,6 +9,8 @@
 //!   model plugs in through a thin adapter); [`doubles`] has test doubles.
 //! * [`Policy`]: the decision step: the thesis's [`Stump`], a [`TablePolicy`]
 //!   and user policies.
+//! * [`ControllerSpec`]: the serde description every front end converts
+//!   into; its defaults and checks are the only ones.
 //! * [`sim`]: a deterministic synthetic RTT generator and a trace-driven
 //!   simulator that runs a controller against a background schedule.
 //!
@@ -47,7 +49,9 @@ mod controller;
 pub mod doubles;
 mod knn_classifier;
 mod policy;
+mod schema;
 pub mod sim;
+mod spec;
 
 pub use crate::probe::CcaName;
 pub use classifier::{Classified, Classifier, PrefixEnsemble};
@@ -57,3 +61,8 @@ pub use controller::{
 };
 pub use knn_classifier::KnnClassifier;
 pub use policy::{FnPolicy, Policy, Stump, TablePolicy};
+pub use schema::{ClassRefs, Labeled, PolicyInput};
+pub use spec::{
+    default_prefix_lens, AdaptiveSpec, AnyPolicy, ControllerSpec, ModeSpec, NoCallback, PolicySpec,
+    ProgressiveSpec, StabilityKeySpec,
+};

@@ -140,6 +140,11 @@ impl TablePolicy {
         Self::new(pairs, default)
     }
 
+    /// Every CCA the table can answer (entries and fallback).
+    pub fn ccas(&self) -> impl Iterator<Item = CcaName> + '_ {
+        self.table.values().map(|(_, c)| *c).chain(self.default)
+    }
+
     /// The CCA for a mix, or an error naming the label and the known labels.
     pub fn lookup(&self, mix: &Mix) -> Result<CcaName> {
         if let Some((_, cca)) = self.table.get(&mix.canonical()) {

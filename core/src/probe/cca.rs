@@ -120,3 +120,10 @@ mod tests {
         }
     }
 }
+
+/// A CCA serializes as its name (`"bbr"`), as every front end shows it.
+impl serde::Serialize for CcaName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}

@@ -181,19 +181,23 @@ class Controller:
     def __init__(
         self,
         model: Any,  # opsel.Model or a model-file path
+        spec: Optional[dict[str, Any]] = None,  # the same fields as a dict (opsel::ops::ControllerSpec)
+        *,
         mode: str = "passive",
-        pattern: Optional[str] = None,
-        steady_s: Optional[float] = None,
-        policy: Any = None,  # "stump", a table spec "B1-C1=bbr, *=cubic", or Callable[[dict], str]
+        pattern: Optional[str] = None,  # active only; default "S5-C5-S5-B5"
+        steady_s: Optional[float] = None,  # default 60 (passive) / 100 (active); 0 = probe once
+        policy: Any = "stump",  # "stump", a table spec "B1-C1=bbr, *=cubic", or Callable[[dict], str]
         initial_cca: str = "cubic",
         adaptive: Any = None,  # True or {"min_s", "max_s", "grow", "shrink", "key"}
         progressive: Any = None,  # True or {"min_samples", "step", "min_confidence", "agree"}
-        prefix_lens: Optional[Sequence[int]] = None,
+        prefix_lens: Optional[Sequence[int]] = None,  # default every step from min_samples below w
         sample_period_s: float = 1.0,
         grace_periods: int = 5,
         steady_jitter: float = 0.0,
         seed: int = 0,
         cycles: int = 1,  # windows per decision; > 1 = min-sum; with progressive, stop after a window whose margin >= min_confidence
+        gate_margin: Optional[float] = None,  # margin-gated probing (cycles >= 2)
+        check_model: bool = True,  # reject a model trained for another probing mode/pattern
     ) -> None: ...
     def start(self, now_ns: int) -> None: ...
     def handle_sample(self, now_ns: int, rtt_ms: float) -> None: ...

@@ -34,7 +34,7 @@ use super::clock::{monotonic_ns, sleep_until_monotonic};
 use super::rtt::{echo_burst, BurstConfig, EchoProbe, IcmpProber, UdpEchoProber};
 use super::sockopt::{get_int, get_raw, os_error, require_tcp, set_raw, set_val};
 use super::tcp_info::tcp_info;
-use crate::ops::{Action, Classifier, Controller, Event, Output, Phase, Policy, Stats};
+use crate::ops::{Action, ClassRefs, Classifier, Controller, Event, Output, Phase, Policy, Stats};
 use crate::probe::CcaName;
 use crate::{Error, Result};
 
@@ -175,11 +175,12 @@ impl DriverConfig {
     }
 }
 
-/// What the driver reports while it runs.
-#[derive(Debug, Clone, PartialEq)]
+/// What the driver reports while it runs. Serialized like the controller's
+/// [`Event`]s, tagged by `kind` (`cca_set`, `decision`, `rtt`, `interval`,
+/// or the controller event's own kind), units in field names.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DriverEvent {
-    /// A controller event: phase change, classification, selection, failures.
-    Ops(Event),
     /// `setsockopt(TCP_CONGESTION)` succeeded and the read-back matched.
     /// `latency_ns` is set for a switch decided on an RTT sample: from the
     /// prober's reading of the window's last echo to the return of setsockopt
@@ -217,10 +218,24 @@ pub enum DriverEvent {
         cca: CcaName,
         phase: Phase,
     },
+    /// A controller event: phase change, classification, selection, failures
+    /// (last: serialized untagged, as the event's own tagged form).
+    #[serde(untagged)]
+    Ops(Event),
 }
 
-/// Why [`OpsDriver::run`] returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl ClassRefs for DriverEvent {
+    fn class_refs(&self) -> (Option<usize>, Option<usize>) {
+        match self {
+            DriverEvent::Ops(e) => e.class_refs(),
+            _ => (None, None),
+        }
+    }
+}
+
+/// Why [`OpsDriver::run`] returned (serialized in snake_case: `"time_limit"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EndReason {
     /// The data source reached EOF and every byte was handed to the socket.
     Eof,
@@ -231,7 +246,7 @@ pub enum EndReason {
 }
 
 /// Summary of a run.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct DriverReport {
     /// Bytes handed to the socket (the next byte offset, relative to the start).
     pub bytes_sent: u64,
@@ -1044,6 +1059,23 @@ impl Drop for LowatGuard<'_> {
     }
 }
 
+/// Check that the kernel offers every CCA in `ccas`
+/// (`net.ipv4.tcp_available_congestion_control`), e.g. those of
+/// [`ControllerSpec::ccas`](crate::ops::ControllerSpec::ccas) before a
+/// transfer, or a policy callback's answer before it reaches the live socket.
+/// Reads the sysctl; opens no socket. A CCA built as a module that is not
+/// loaded yet is reported as missing (load it with `modprobe tcp_<name>`).
+pub fn check_ccas_available(ccas: &[CcaName]) -> Result<()> {
+    let have = super::cca::available_ccas()?;
+    match ccas.iter().find(|c| !have.iter().any(|h| c.as_str() == h)) {
+        None => Ok(()),
+        Some(c) => Err(Error::invalid(format!(
+            "congestion control {c:?} is not available in this kernel (available: {}); load it (modprobe tcp_{c}) or choose another",
+            have.join(" ")
+        ))),
+    }
+}
+
 /// The fixed-CCA baseline of 000 Table 6.3 (FG "fixed CUBIC" / "fixed BBR")
 /// with the same sending loop and [`DriverEvent::Interval`] events as
 /// [`OpsDriver::run`]: set `cca` once, then send from `source` until EOF, the
@@ -1128,6 +1160,47 @@ pub fn send_fixed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn driver_events_serialize_in_the_event_schema() {
+        let j = |e: &DriverEvent| serde_json::to_value(e).unwrap();
+        let iv = DriverEvent::Interval {
+            start_ns: 0,
+            end_ns: 1_000,
+            bytes: 10,
+            acked_bytes: None,
+            total_bytes: 10,
+            cca: CcaName::CUBIC,
+            phase: Phase::Steady,
+        };
+        assert_eq!(
+            j(&iv),
+            serde_json::json!({"kind": "interval", "start_ns": 0, "end_ns": 1000, "bytes": 10,
+                               "acked_bytes": null, "total_bytes": 10, "cca": "cubic", "phase": "steady"})
+        );
+        let set = DriverEvent::CcaSet {
+            cca: CcaName::BBR,
+            at_ns: 5,
+            latency_ns: Some(7),
+        };
+        assert_eq!(
+            j(&set),
+            serde_json::json!({"kind": "cca_set", "cca": "bbr", "at_ns": 5, "latency_ns": 7})
+        );
+        // A controller event keeps its own tag.
+        let ev = DriverEvent::Ops(Event::DecisionFailed {
+            message: "m".into(),
+            at_ns: 1,
+        });
+        assert_eq!(
+            j(&ev),
+            serde_json::json!({"kind": "decision_failed", "message": "m", "at_ns": 1})
+        );
+        assert_eq!(
+            serde_json::to_value(EndReason::TimeLimit).unwrap(),
+            "time_limit"
+        );
+    }
 
     #[test]
     fn rtt_source_parses_the_probe_spec() {
