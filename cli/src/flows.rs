@@ -7,7 +7,9 @@
 //!   effectiveness per aging value, persistence, hapless β, baselines) over a
 //!   JSON-lines record file;
 //! * `opsel flows synth --out FILE` writes seeded synthetic multi-day records
-//!   shaped after 003's ESnet data (the real data is not public).
+//!   shaped after 003's ESnet data (the real data is not public);
+//! * `opsel flows qos` turns an α prefix set into 003's two-queue tc
+//!   configuration (print, `--apply`, `--remove`; [`qos`]).
 //!
 //! All settings and their defaults live in `opsel::flows::study::StudySpec`;
 //! the flags here only override its fields.
@@ -27,6 +29,8 @@ use opsel::flows::synth::{Synth, SynthSpec};
 use opsel::flows::FlowRecord;
 use opsel::{Error, Result};
 
+mod qos;
+
 #[derive(Args)]
 pub struct FlowsArgs {
     #[command(subcommand)]
@@ -41,6 +45,9 @@ enum FlowsCmd {
     Report(ReportArgs),
     /// Write seeded synthetic multi-day records (JSON lines) shaped after 003's data.
     Synth(SynthArgs),
+    /// 003's two-queue QoS advice (htb α/β classes, bfifo leaves, u32 prefix
+    /// filters) for an α prefix set: print the tc commands or apply them.
+    Qos(qos::QosArgs),
 }
 
 #[derive(Args)]
@@ -152,6 +159,7 @@ pub fn main(a: FlowsArgs) -> Result<()> {
         FlowsCmd::Collect(c) => collect(c),
         FlowsCmd::Report(r) => report(r),
         FlowsCmd::Synth(s) => synth(s),
+        FlowsCmd::Qos(q) => qos::main(q),
     }
 }
 
