@@ -29,6 +29,7 @@ use opsel::flows::synth::{Synth, SynthSpec};
 use opsel::flows::FlowRecord;
 use opsel::{Error, Result};
 
+mod lab;
 mod qos;
 
 #[derive(Args)]
@@ -48,6 +49,12 @@ enum FlowsCmd {
     /// 003's two-queue QoS advice (htb α/β classes, bfifo leaves, u32 prefix
     /// filters) for an α prefix set: print the tc commands or apply them.
     Qos(qos::QosArgs),
+    /// 003 Ch. 4 on netlab (root, scaled): ping, α goodput, Jain and β UDP
+    /// loss with one queue vs the two-class plan; resumable, writes a table.
+    LabQos(lab::LabQosArgs),
+    /// 003 Table 3.2 on netlab (root, softflowd): sampled size estimates of
+    /// real transfers and α identification; resumable, writes a table.
+    LabAccuracy(lab::LabAccuracyArgs),
 }
 
 #[derive(Args)]
@@ -160,6 +167,8 @@ pub fn main(a: FlowsArgs) -> Result<()> {
         FlowsCmd::Report(r) => report(r),
         FlowsCmd::Synth(s) => synth(s),
         FlowsCmd::Qos(q) => qos::main(q),
+        FlowsCmd::LabQos(l) => lab::lab_qos(l),
+        FlowsCmd::LabAccuracy(l) => lab::lab_accuracy(l),
     }
 }
 
