@@ -74,6 +74,12 @@ pub struct TransferEstimate {
     pub est_bytes: u64,
     /// est_bytes / size_bytes: 003's size-accuracy ratio (Table 3.2).
     pub ratio: f64,
+    /// IP bytes the sender put on the wire for this connection (TCP_INFO
+    /// bytes_sent, retransmissions included, + 52 B of IP/TCP headers per
+    /// segment): what a perfect unsampled exporter would count.
+    pub wire_bytes: Option<u64>,
+    /// TCP_INFO bytes_retrans.
+    pub retrans_bytes: Option<u64>,
     /// Whether one of its records is an α report (≥ H = 1 GB corrected).
     pub alpha: bool,
 }
@@ -137,9 +143,22 @@ fn spawn_collector(ns: &str, stop: Arc<AtomicBool>) -> Result<Collector> {
     })
 }
 
-/// One TCP transfer of `size` bytes from pair 0's sender to its receiver;
-/// returns (source port, bytes received, seconds).
-fn transfer(lab: &Lab, size: u64, port: u16) -> Result<(u16, u64, f64)> {
+/// IP + TCP header bytes per segment (20 + 20 + 12 of timestamps).
+const HEADER_BYTES: u64 = 52;
+
+/// What one transfer did.
+#[derive(Debug, Clone, Copy)]
+struct Done {
+    size: u64,
+    sport: u16,
+    got: u64,
+    secs: f64,
+    wire: Option<u64>,
+    retrans: Option<u64>,
+}
+
+/// One TCP transfer of `size` bytes from pair 0's sender to its receiver.
+fn transfer(lab: &Lab, size: u64, port: u16) -> Result<Done> {
     let dst = SocketAddrV4::new(receiver_ip(0), port);
     let (tx, rx) = std::sync::mpsc::channel();
     let rx_h = spawn_in_netns(&lab.receiver_ns[0], "acc-recv", move || {
@@ -176,12 +195,26 @@ fn transfer(lab: &Lab, size: u64, port: u16) -> Result<(u16, u64, f64)> {
         }
         c.shutdown(std::net::Shutdown::Write)
             .map_err(|e| Error::io("shutdown", e))?;
-        Ok(sport)
+        Ok((sport, c))
     })?;
+    let (sport, sock) = sport;
     let got = rx_h
         .join()
         .map_err(|_| Error::invalid("the receiver panicked"))??;
-    Ok((sport, got, t0.elapsed().as_secs_f64()))
+    let secs = t0.elapsed().as_secs_f64();
+    // The receiver saw EOF, so every byte is acknowledged: the counters are final.
+    let info = opsel::sys::linux::tcp_info(&sock).ok();
+    let wire = info
+        .as_ref()
+        .and_then(|i| Some(i.bytes_sent? + u64::from(i.segs_out?) * HEADER_BYTES));
+    Ok(Done {
+        size,
+        sport,
+        got,
+        secs,
+        wire,
+        retrans: info.as_ref().and_then(|i| i.bytes_retrans),
+    })
 }
 
 /// One repeat in a fresh lab (removed on return, error or panic).
@@ -256,8 +289,7 @@ pub fn run_one(spec: &AccuracySpec, repeat: u32, work: &std::path::Path) -> Resu
     }
     let mut done = Vec::new();
     for (k, &size) in spec.sizes_bytes.iter().enumerate() {
-        let (sport, got, secs) = transfer(&lab, size, 6001 + k as u16)?;
-        done.push((size, sport, got, secs));
+        done.push(transfer(&lab, size, 6001 + k as u16)?);
     }
     // A FIN ends a TCP flow in softflowd only after its timeout: expire all.
     std::thread::sleep(Duration::from_millis(500));
@@ -285,7 +317,8 @@ pub fn run_one(spec: &AccuracySpec, repeat: u32, work: &std::path::Path) -> Resu
             .transpose()?
             .unwrap_or_default();
         malformed.push(bad);
-        for &(size, sport, got, secs) in &done {
+        for d in &done {
+            let (size, sport) = (d.size, d.sport);
             let ours: Vec<&FlowRecord> = recs
                 .iter()
                 .filter(|r| {
@@ -309,8 +342,8 @@ pub fn run_one(spec: &AccuracySpec, repeat: u32, work: &std::path::Path) -> Resu
             transfers.push(TransferEstimate {
                 size_bytes: size,
                 sampling: n,
-                received_bytes: got,
-                transfer_s: secs,
+                received_bytes: d.got,
+                transfer_s: d.secs,
                 records: ours.len() as u32,
                 sampled_bytes: sampled,
                 est_bytes: est,
@@ -318,6 +351,8 @@ pub fn run_one(spec: &AccuracySpec, repeat: u32, work: &std::path::Path) -> Resu
                 alpha: ours
                     .iter()
                     .any(|r| opsel::flows::is_alpha_report(r, &alpha)),
+                wire_bytes: d.wire,
+                retrans_bytes: d.retrans,
             });
         }
     }
@@ -327,6 +362,20 @@ pub fn run_one(spec: &AccuracySpec, repeat: u32, work: &std::path::Path) -> Resu
         transfers,
         malformed,
     })
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let k = v.len() as f64;
+    let m = v.iter().sum::<f64>() / k;
+    let sd = if v.len() > 1 {
+        (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (k - 1.0)).sqrt()
+    } else {
+        f64::NAN
+    };
+    (m, sd)
 }
 
 /// Markdown: mean and sd of the ratio per (size, N) over the repeats, beside
@@ -344,7 +393,7 @@ pub fn table(spec: &AccuracySpec, runs: &[AccuracyRun]) -> String {
     );
     let _ = writeln!(
         md,
-        "| size | 1-in-N | runs | ratio mean | ratio sd | ratio ÷ 1500/1448 | Bernoulli sd | records/transfer | flagged α (H = 1 GB) | mean transfer (s) | 003 mean (Chicago / Sunnyvale) | 003 sd |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        "| size | 1-in-N | runs | ratio mean | ratio sd | estimate ÷ wire bytes, mean (sd) | retransmitted | Bernoulli sd | records/transfer | flagged α (H = 1 GB) | mean transfer (s) | 003 mean (Chicago / Sunnyvale) | 003 sd |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
     );
     for &size in &spec.sizes_bytes {
         for &n in &spec.sampling {
@@ -364,6 +413,16 @@ pub fn table(spec: &AccuracySpec, runs: &[AccuracyRun]) -> String {
                 f64::NAN
             };
             let pkts = (size as f64 / 1448.0).ceil() as u64;
+            let w: Vec<f64> = t
+                .iter()
+                .filter_map(|x| x.wire_bytes.map(|b| x.est_bytes as f64 / b as f64))
+                .collect();
+            let (wm, wsd) = mean_sd(&w);
+            let retr: Vec<f64> = t
+                .iter()
+                .filter_map(|x| x.retrans_bytes.map(|b| b as f64 / x.size_bytes as f64))
+                .collect();
+            let (rm, _) = mean_sd(&retr);
             let bern = opsel::flows::accuracy::bernoulli_ratio_sd(pkts, n);
             let recs = t.iter().map(|x| f64::from(x.records)).sum::<f64>() / k;
             let alpha = t.iter().filter(|x| x.alpha).count();
@@ -376,10 +435,10 @@ pub fn table(spec: &AccuracySpec, runs: &[AccuracyRun]) -> String {
             };
             let _ = writeln!(
                 md,
-                "| {} MB | {n} | {} | {mean:.4} | {sd:.4} | {:.4} | {bern:.4} | {recs:.1} | {alpha} of {} | {secs:.1} | {} | {} |",
+                "| {} MB | {n} | {} | {mean:.4} | {sd:.4} | {wm:.4} ({wsd:.4}) | {:.2} % | {bern:.4} | {recs:.1} | {alpha} of {} | {secs:.1} | {} | {} |",
                 size / 1_000_000,
                 t.len(),
-                mean * 1448.0 / 1500.0,
+                rm * 100.0,
                 t.len(),
                 doc.0,
                 doc.1
@@ -405,6 +464,8 @@ mod tests {
             est_bytes: 0,
             ratio,
             alpha,
+            wire_bytes: Some(size),
+            retrans_bytes: Some(0),
         };
         let spec = AccuracySpec {
             sampling: vec![1000],
