@@ -9,7 +9,10 @@
 //! * `opsel flows synth --out FILE` writes seeded synthetic multi-day records
 //!   shaped after 003's ESnet data (the real data is not public);
 //! * `opsel flows qos` turns an α prefix set into 003's two-queue tc
-//!   configuration (print, `--apply`, `--remove`; [`qos`]).
+//!   configuration (print, `--apply`, `--remove`; [`qos`]);
+//! * `opsel flows export FILE --to ADDR` sends records as IPFIX (e.g. to
+//!   nfdump's nfcapd);
+//! * `opsel flows lab-qos` / `lab-accuracy` run 003's experiments on netlab.
 //!
 //! All settings and their defaults live in `opsel::flows::study::StudySpec`;
 //! the flags here only override its fields.
@@ -29,6 +32,7 @@ use opsel::flows::synth::{Synth, SynthSpec};
 use opsel::flows::FlowRecord;
 use opsel::{Error, Result};
 
+mod export;
 mod lab;
 mod qos;
 
@@ -55,6 +59,8 @@ enum FlowsCmd {
     /// 003 Table 3.2 on netlab (root, softflowd): sampled size estimates of
     /// real transfers and α identification; resumable, writes a table.
     LabAccuracy(lab::LabAccuracyArgs),
+    /// Send a JSON-lines record file as IPFIX to a collector (e.g. nfdump's nfcapd).
+    Export(export::ExportArgs),
 }
 
 #[derive(Args)]
@@ -169,6 +175,7 @@ pub fn main(a: FlowsArgs) -> Result<()> {
         FlowsCmd::Qos(q) => qos::main(q),
         FlowsCmd::LabQos(l) => lab::lab_qos(l),
         FlowsCmd::LabAccuracy(l) => lab::lab_accuracy(l),
+        FlowsCmd::Export(e) => export::main(e),
     }
 }
 
