@@ -101,8 +101,11 @@ impl Drop for Kill {
     }
 }
 
+/// The collector thread's result: decoded records and malformed datagrams.
+type Collected = Result<(Vec<FlowRecord>, u64)>;
+
 struct Collector {
-    handle: Option<std::thread::JoinHandle<Result<(Vec<FlowRecord>, u64)>>>,
+    handle: Option<std::thread::JoinHandle<Collected>>,
     addr: SocketAddr,
 }
 
@@ -246,6 +249,14 @@ pub fn run_one(spec: &AccuracySpec, repeat: u32, work: &std::path::Path) -> Resu
     };
     let lab = Lab::up(&topo, &pipe)?;
     let stop = Arc::new(AtomicBool::new(false));
+    // Stops the collector threads on every exit path (they poll the flag).
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _stop_guard = StopOnDrop(stop.clone());
     let mut collectors = Vec::new();
     let mut exporters = Vec::new();
     let mut ctls = Vec::new();

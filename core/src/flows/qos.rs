@@ -336,7 +336,7 @@ impl TcPlan {
             if let Some(ns) = netns {
                 a.extend([s("-n"), s(ns)]);
             }
-            a.extend(v.iter().map(|x| s(x)));
+            a.extend(v.iter().map(s));
             a
         };
         let minor = self.default_class.trim_start_matches("1:");
