@@ -7,7 +7,12 @@
 //!   effectiveness per aging value, persistence, hapless β, baselines) over a
 //!   JSON-lines record file;
 //! * `opsel flows synth --out FILE` writes seeded synthetic multi-day records
-//!   shaped after 003's ESnet data (the real data is not public).
+//!   shaped after 003's ESnet data (the real data is not public);
+//! * `opsel flows qos` turns an α prefix set into 003's two-queue tc
+//!   configuration (print, `--apply`, `--remove`; [`qos`]);
+//! * `opsel flows export FILE --to ADDR` sends records as IPFIX (e.g. to
+//!   nfdump's nfcapd);
+//! * `opsel flows lab-qos` / `lab-accuracy` run 003's experiments on netlab.
 //!
 //! All settings and their defaults live in `opsel::flows::study::StudySpec`;
 //! the flags here only override its fields.
@@ -27,6 +32,10 @@ use opsel::flows::synth::{Synth, SynthSpec};
 use opsel::flows::FlowRecord;
 use opsel::{Error, Result};
 
+mod export;
+mod lab;
+mod qos;
+
 #[derive(Args)]
 pub struct FlowsArgs {
     #[command(subcommand)]
@@ -41,6 +50,17 @@ enum FlowsCmd {
     Report(ReportArgs),
     /// Write seeded synthetic multi-day records (JSON lines) shaped after 003's data.
     Synth(SynthArgs),
+    /// 003's two-queue QoS advice (htb α/β classes, bfifo leaves, u32 prefix
+    /// filters) for an α prefix set: print the tc commands or apply them.
+    Qos(qos::QosArgs),
+    /// 003 Ch. 4 on netlab (root, scaled): ping, α goodput, Jain and β UDP
+    /// loss with one queue vs the two-class plan; resumable, writes a table.
+    LabQos(lab::LabQosArgs),
+    /// 003 Table 3.2 on netlab (root, softflowd): sampled size estimates of
+    /// real transfers and α identification; resumable, writes a table.
+    LabAccuracy(lab::LabAccuracyArgs),
+    /// Send a JSON-lines record file as IPFIX to a collector (e.g. nfdump's nfcapd).
+    Export(export::ExportArgs),
 }
 
 #[derive(Args)]
@@ -152,6 +172,10 @@ pub fn main(a: FlowsArgs) -> Result<()> {
         FlowsCmd::Collect(c) => collect(c),
         FlowsCmd::Report(r) => report(r),
         FlowsCmd::Synth(s) => synth(s),
+        FlowsCmd::Qos(q) => qos::main(q),
+        FlowsCmd::LabQos(l) => lab::lab_qos(l),
+        FlowsCmd::LabAccuracy(l) => lab::lab_accuracy(l),
+        FlowsCmd::Export(e) => export::main(e),
     }
 }
 

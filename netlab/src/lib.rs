@@ -12,7 +12,9 @@
 
 pub mod collect;
 pub mod experiments;
+pub mod flows_exp;
 pub mod pipe;
+pub mod qos_exp;
 pub mod run;
 pub mod scenario;
 pub mod sys;

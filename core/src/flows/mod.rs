@@ -16,6 +16,7 @@
 //! - [`hapless`]: hapless-β FT / WNP / Leftover (§3.6.2)
 //! - [`doors`]: the data-door ratio (§3.6.3)
 //! - [`baseline`]: relative thresholds for contrast (mean + 3σ, top 1 %, 50 % of bytes; §3.3)
+//! - [`qos`]: the two-queue advice as a tc plan (htb + bfifo + u32; Ch. 4)
 //! - [`accuracy`]: the size-accuracy ratio of sampled estimates (§3.4.3, Table 3.2)
 //! - [`export`]: NetFlow v5 / v9 / IPFIX decoding with templates and sampling
 //! - [`synth`]: a seeded multi-day record generator (notes §10)
@@ -31,6 +32,7 @@ pub mod hapless;
 pub mod interval;
 pub mod persistence;
 pub mod prefix;
+pub mod qos;
 pub mod record;
 pub mod spec;
 pub mod study;
