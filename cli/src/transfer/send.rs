@@ -527,6 +527,14 @@ pub fn run(
         (_, Strategy::Fixed(cca)) => {
             let never = AtomicBool::new(false);
             let s: &AtomicBool = stop.as_deref().unwrap_or(&never);
+            // A fixed CCA has no silent segments to start on time, so the
+            // send buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups)
+            // and the file is read in larger pieces.
+            let dcfg = DriverConfig {
+                notsent_lowat_bytes: None,
+                chunk_bytes: 1 << 20,
+                ..dcfg
+            };
             send_fixed(&data, &mut src, *cca, &dcfg, s, &mut cb)
         }
         _ => unreachable!("controller built for OPS only"),
