@@ -91,7 +91,9 @@ impl FollowHasher {
                 let mut buf = vec![0u8; 1 << 20];
                 // Every message is a position the sender has passed; the last
                 // one before the channel closes is the end.
+                let mut last = pos;
                 for upto in rx {
+                    last = upto;
                     if upto > pos {
                         let n = {
                             let mut hs: Vec<&mut Sha256> = vec![&mut whole];
@@ -105,6 +107,13 @@ impl FollowHasher {
                             break; // the file shrank: reported as a short hash
                         }
                     }
+                }
+                if pos > last {
+                    // The driver read past a piece it never sent: the hash
+                    // would cover unsent bytes, so refuse rather than mislead.
+                    return Err(Error::invalid(format!(
+                        "internal: the sender's hash covers {pos} bytes but only {last} were sent"
+                    )));
                 }
                 let whole: [u8; 32] = whole.finalize().into();
                 let range = range.map_or(whole, |r| r.finalize().into());
@@ -168,5 +177,98 @@ impl Drop for FollowHasher {
     fn drop(&mut self) {
         // On an error path nobody waits for the digests: let the thread end.
         self.tx.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sha(b: &[u8]) -> [u8; 32] {
+        Sha256::digest(b).into()
+    }
+
+    /// A file removed when dropped (the test suite has no temp-dir crate).
+    struct Tmp(PathBuf);
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn file_of(len: usize, name: &str) -> (Tmp, PathBuf, Vec<u8>) {
+        let p = std::env::temp_dir().join(format!("opsel-hash-{}-{name}", std::process::id()));
+        let data: Vec<u8> = (0..len as u64)
+            .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
+            .collect();
+        std::fs::write(&p, &data).unwrap();
+        (Tmp(p.clone()), p, data)
+    }
+
+    /// Reads the way the driver's pump does: a piece, then the next only
+    /// once the previous one is sent; `sent_pieces` of `pieces` go out.
+    fn follow(
+        path: &Path,
+        offset: u64,
+        prefix: Sha256,
+        pieces: usize,
+        sent_pieces: usize,
+    ) -> Digests {
+        let h = FollowHasher::start(path.to_path_buf(), offset, prefix).unwrap();
+        let mut f = File::open(path).unwrap();
+        f.seek(std::io::SeekFrom::Start(offset)).unwrap();
+        let mut r = h.reader(f, offset);
+        let mut buf = vec![0u8; 100_000];
+        let mut sent = 0u64;
+        for i in 0..pieces {
+            let n = r.read(&mut buf).unwrap();
+            if i < sent_pieces {
+                sent += n as u64;
+            }
+        }
+        drop(r);
+        h.finish(offset + sent).unwrap()
+    }
+
+    #[test]
+    fn the_hash_covers_exactly_the_bytes_sent() {
+        let (_t, p, data) = file_of(1_000_000, "exact");
+        // To EOF (the last read returns 0).
+        let (end, range, whole) = follow(&p, 0, Sha256::new(), 11, 11);
+        assert_eq!(end, 1_000_000);
+        assert_eq!((range, whole), (sha(&data), sha(&data)));
+        // Stopped with a piece read but not sent (--time, Ctrl-C).
+        let (end, range, whole) = follow(&p, 0, Sha256::new(), 5, 4);
+        assert_eq!(end, 400_000);
+        assert_eq!(
+            (range, whole),
+            (sha(&data[..400_000]), sha(&data[..400_000]))
+        );
+    }
+
+    #[test]
+    fn a_resume_hashes_the_range_and_continues_the_prefix() {
+        let (_t, p, data) = file_of(500_000, "resume");
+        let (n, prefix) = sha256_state(&p, 0, Some(123_457)).unwrap();
+        assert_eq!(n, 123_457);
+        let (end, range, whole) = follow(&p, 123_457, prefix, 3, 2);
+        assert_eq!(end, 323_457);
+        assert_eq!(range, sha(&data[123_457..323_457]));
+        assert_eq!(whole, sha(&data[..323_457]));
+    }
+
+    #[test]
+    fn a_hash_ahead_of_the_bytes_sent_is_refused() {
+        let (_t, p, _) = file_of(300_000, "ahead");
+        let h = FollowHasher::start(p.clone(), 0, Sha256::new()).unwrap();
+        let mut r = h.reader(File::open(&p).unwrap(), 0);
+        let mut buf = vec![0u8; 100_000];
+        for _ in 0..3 {
+            // The third read says 200 000 are sent.
+            assert_eq!(r.read(&mut buf).unwrap(), 100_000);
+        }
+        drop(r);
+        let e = h.finish(100_000).err().unwrap().to_string();
+        assert!(e.contains("only 100000 were sent"), "{e}");
     }
 }

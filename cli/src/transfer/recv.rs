@@ -829,11 +829,8 @@ fn run_transfer(
     let mut received = 0u64;
     let mut read_err: Option<String> = None;
     let mut spare: Option<Vec<u8>> = None;
-    loop {
-        // A buffer is free again once written; none means the writer stopped (an error).
-        let Some(mut buf) = spare.take().or_else(|| free_rx.recv().ok()) else {
-            break;
-        };
+    // A buffer is free again once written; none means the writer stopped (an error).
+    while let Some(mut buf) = spare.take().or_else(|| free_rx.recv().ok()) {
         let n = match data.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
