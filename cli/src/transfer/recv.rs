@@ -30,8 +30,9 @@ use opsel::sys::linux::rtt::UdpEchoResponder;
 use opsel::{Error, Result};
 use sha2::{Digest, Sha256};
 
+use super::hashing::sha256_state;
 use super::proto::{self, Key, LineReader, MAX_LINE, PREAMBLE_LEN};
-use super::{random, sha256_range, write_line};
+use super::{random, write_line};
 
 /// Where transfers go.
 #[derive(Debug, Clone)]
@@ -624,7 +625,7 @@ fn prepare_part(
     size: u64,
     force: bool,
     max_size: u64,
-) -> Result<(File, u64, [u8; 32])> {
+) -> Result<(File, u64, Sha256)> {
     if size > max_size {
         return Err(Error::invalid(format!(
             "the file has {size} bytes, more than this receiver's --max-size {max_size}"
@@ -705,7 +706,7 @@ fn prepare_part(
         .map_err(|e| Error::io(format!("create {}", part.display()), e))?;
     f.set_len(offset)
         .map_err(|e| Error::io(format!("truncate {} to {offset}", part.display()), e))?;
-    let (n, prefix) = sha256_range(part, 0, Some(offset))?;
+    let (n, prefix_state) = sha256_state(part, 0, Some(offset))?;
     if n != offset {
         return Err(Error::invalid(format!(
             "{} holds {n} bytes, not {offset}",
@@ -715,8 +716,7 @@ fn prepare_part(
     use std::io::Seek;
     f.seek(std::io::SeekFrom::Start(offset))
         .map_err(|e| Error::io(format!("seek {}", part.display()), e))?;
-    let prefix = proto::unhex::<32>(&prefix, "sha").map_err(|e| Error::invalid(e.0))?;
-    Ok((f, offset, prefix))
+    Ok((f, offset, prefix_state))
 }
 
 fn run_transfer(
@@ -733,7 +733,7 @@ fn run_transfer(
     let start = Instant::now();
     let (dest, append) = destination(&sh.opts, req)?;
     let part = part_path(&dest);
-    let (file, offset, prefix) = prepare_part(
+    let (file, offset, prefix_state) = prepare_part(
         &dest,
         &part,
         append,
@@ -742,6 +742,7 @@ fn run_transfer(
         sh.opts.force,
         lim.max_size,
     )?;
+    let prefix: [u8; 32] = prefix_state.clone().finalize().into();
     let token: [u8; proto::TOKEN_LEN] = random();
     let (tx, rx) = mpsc::sync_channel::<TcpStream>(1);
     *sh.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending { token, tx });
@@ -778,15 +779,9 @@ fn run_transfer(
     data.set_read_timeout(Some(lim.idle))
         .map_err(|e| Error::io("data read timeout", e))?;
     let expect = req.size - offset;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 18];
-    let mut received = 0u64;
-    let fail = |out: std::io::BufWriter<File>, received: u64, msg: String| -> Error {
+    let fail = |file: File, received: u64, msg: String| -> Error {
         // Keep what arrived (a later resume checks it against the sender's file).
-        if let Ok(f) = out.into_inner() {
-            let _ = f.sync_all();
-        }
+        let _ = file.sync_all();
         Error::invalid(format!(
             "{msg}; {} bytes of {} are kept in {} and the destination is untouched; resume with `opsel send --resume`",
             offset + received,
@@ -794,53 +789,90 @@ fn run_transfer(
             part.display()
         ))
     };
-    loop {
+    // Socket reads and file writes + hashing run on two threads joined by a
+    // bounded pool of buffers, so neither waits for the other (memory: at
+    // most POOL * BUF bytes per transfer).
+    const POOL: usize = 4;
+    const BUF: usize = 1 << 20;
+    let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(POOL);
+    let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(POOL);
+    for _ in 0..POOL {
+        let _ = free_tx.send(vec![0u8; BUF]);
+    }
+    let part_w = part.clone();
+    let writer = std::thread::Builder::new()
+        .name("opsel-recv-write".into())
+        .spawn(move || {
+            let mut file = file;
+            // The whole-file hash continues the prefix's (read from the part
+            // file above); from offset 0 the range is the whole file.
+            let mut whole = prefix_state;
+            let mut range = (offset > 0).then(Sha256::new);
+            let mut written = 0u64;
+            for (buf, n) in full_rx {
+                if let Err(e) = file.write_all(&buf[..n]) {
+                    let msg = format!("write {}: {e}", part_w.display());
+                    return (file, written, None, Err(msg));
+                }
+                whole.update(&buf[..n]);
+                if let Some(r) = range.as_mut() {
+                    r.update(&buf[..n]);
+                }
+                written += n as u64;
+                let _ = free_tx.send(buf);
+            }
+            let whole: [u8; 32] = whole.finalize().into();
+            let range = range.map_or(whole, |r| r.finalize().into());
+            (file, written, Some((range, whole)), Ok(()))
+        })
+        .map_err(|e| Error::io("start the writer thread", e))?;
+    let mut received = 0u64;
+    let mut read_err: Option<String> = None;
+    let mut spare: Option<Vec<u8>> = None;
+    // A buffer is free again once written; none means the writer stopped (an error).
+    while let Some(mut buf) = spare.take().or_else(|| free_rx.recv().ok()) {
         let n = match data.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                spare = Some(buf);
+                continue;
+            }
             Err(e) => {
-                return Err(fail(
-                    out,
-                    received,
-                    format!(
-                        "the data connection {} after {received} bytes",
-                        why(&e, lim.idle)
-                    ),
-                ))
+                read_err = Some(format!(
+                    "the data connection {} after {received} bytes",
+                    why(&e, lim.idle)
+                ));
+                break;
             }
         };
         if received + n as u64 > expect {
-            return Err(fail(
-                out,
-                received,
-                format!("the sender sent more than the {expect} bytes it announced"),
+            read_err = Some(format!(
+                "the sender sent more than the {expect} bytes it announced"
             ));
+            break;
         }
-        if let Err(e) = out.write_all(&buf[..n]) {
-            return Err(fail(
-                out,
-                received,
-                format!("write {}: {e}", part.display()),
-            ));
+        if full_tx.send((buf, n)).is_err() {
+            break;
         }
-        h.update(&buf[..n]);
         received += n as u64;
         (sh.on_bytes)(n as u64);
     }
-    let file = match out.into_inner() {
-        Ok(f) => f,
-        Err(e) => {
-            return Err(Error::invalid(format!(
-                "write {}: {}; the destination is untouched",
-                part.display(),
-                e.error()
-            )))
-        }
+    drop(full_tx);
+    let (file, written, digests, wrote) = match writer.join() {
+        Ok(r) => r,
+        Err(_) => return Err(Error::invalid("the writer thread failed")),
     };
+    if let Err(msg) = wrote {
+        return Err(fail(file, written, msg));
+    }
+    if let Some(msg) = read_err {
+        return Err(fail(file, written, msg));
+    }
+    let (sha, whole_sha) = digests.unwrap_or_default();
+    let received = written;
     file.sync_all()
         .map_err(|e| Error::io(format!("fsync {}", part.display()), e))?;
-    let sha: [u8; 32] = h.finalize().into();
     // The completion message, within the idle limit.
     let end_deadline = Instant::now() + lim.idle;
     let end = match r.read_line(MAX_LINE, |s| until(s, end_deadline)) {
@@ -855,8 +887,14 @@ fn run_transfer(
             part.display()
         ))
     })?;
-    let (file_size, file_sha) = sha256_range(&part, 0, None)?;
-    let file_sha = proto::unhex::<32>(&file_sha, "sha").map_err(|e| Error::invalid(e.0))?;
+    // The part file's length now; its content is the verified prefix plus
+    // every received byte, written in order by the one writer thread and
+    // hashed as written.
+    let file_size = file
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {}", part.display()), e))?
+        .len();
+    let file_sha = whole_sha;
     let verified = end.sent == received
         && end.sha256 == sha
         && file_sha == end.file_sha256

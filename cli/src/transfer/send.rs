@@ -21,8 +21,10 @@ use opsel::sys::linux::ops_driver::{
 use opsel::{Error, Result};
 use serde_json::{json, Value};
 
+use super::hashing::{sha256_state, FollowHasher};
 use super::proto::{self, Key, LineReader};
-use super::{random, sha256_range, sha256_range_and_prefix, write_line};
+use super::{random, write_line};
+use sha2::Digest;
 
 /// Shipped models (trained on netlab; owned by the training issue).
 pub const ACTIVE_MODEL: &str = "models/active-s5c5s5b5/model.json";
@@ -359,8 +361,9 @@ pub fn run(
         )));
     }
     // Resume only onto a prefix identical to ours.
-    let (n, ours) = sha256_range(path, 0, Some(offset))?;
-    if n != offset || ours != proto::hex(&acc.prefix_sha256) {
+    let (n, prefix_state) = sha256_state(path, 0, Some(offset))?;
+    let ours: [u8; 32] = prefix_state.clone().finalize().into();
+    if n != offset || ours != acc.prefix_sha256 {
         return Err(Error::invalid(format!(
             "the receiver's first {offset} bytes differ from {}'s; nothing was sent. Start over with --offset 0 (the receiver then replaces its partial file)",
             path.display()
@@ -386,7 +389,10 @@ pub fn run(
         log.event(e);
         on_event(e);
     };
-    let mut src = std::io::BufReader::with_capacity(1 << 20, file);
+    // SHA-256 on a second thread, reading the page cache while the data
+    // goes out, instead of a pass over the file after the last byte.
+    let hasher = FollowHasher::start(path.to_path_buf(), offset, prefix_state)?;
+    let mut src = hasher.reader(file, offset);
     let driven = match (ctl, &opts.strategy) {
         (Some(ctl), Strategy::Ops(o)) => {
             let rtt = if o.icmp {
@@ -426,10 +432,20 @@ pub fn run(
         (_, Strategy::Fixed(cca)) => {
             let never = AtomicBool::new(false);
             let s: &AtomicBool = stop.as_deref().unwrap_or(&never);
+            // A fixed CCA has no silent segments to start on time, so the
+            // send buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups)
+            // and the file is read in larger pieces.
+            let dcfg = DriverConfig {
+                notsent_lowat_bytes: None,
+                chunk_bytes: 1 << 20,
+                ..dcfg
+            };
             send_fixed(&data, &mut src, *cca, &dcfg, s, &mut cb)
         }
         _ => unreachable!("controller built for OPS only"),
     };
+    // The reader holds the hasher's channel open: drop it so `finish` ends it.
+    drop(src);
     let driver = match driven {
         Ok(d) => d,
         Err(e) => {
@@ -458,7 +474,7 @@ pub fn run(
     data.shutdown(Shutdown::Write)
         .map_err(|e| Error::io("shut down the data connection", e))?;
     let end = offset + driver.bytes_sent;
-    let (hashed, range_sha, file_sha) = sha256_range_and_prefix(path, offset, end)?;
+    let (hashed, range_sha, file_sha) = hasher.finish(end)?;
     if hashed != end {
         return Err(Error::invalid(format!(
             "{} changed while it was sent: could re-read only {hashed} of {end} bytes",
