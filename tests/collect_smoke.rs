@@ -1,4 +1,4 @@
-//! Root-only smoke test of `opsel lab collect` (issue 6), run by
+//! Root-only smoke test of `opsel lab collect`, run by
 //! `make test-collect` (~30 s): one active session (S5-C5-S5-B5, one BBR
 //! background flow, 1 window of w = 20) into a temporary folder, then checks
 //! the CSV rows (aligned pattern phases, sane RTT), the side-car, that a rerun

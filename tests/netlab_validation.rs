@@ -1,4 +1,4 @@
-//! netlab validation (issue 5 evidence), run as root by `make test-netlab`:
+//! netlab validation (its evidence), run as root by `make test-netlab`:
 //! one lab with the default pipe (100 Mbit/s, 65 ms RTT, 1.5 × BDP drop-tail
 //! buffer), then in sequence
 //!   A. base RTT within ±2 % of 65 ms (probe only),

@@ -1,4 +1,4 @@
-//! The shipped models (issue 6) load, match the traces they were trained on,
+//! The shipped models load, match the traces they were trained on,
 //! and classify every window of those traces as its own class (1-NN: each
 //! window is its own nearest reference at distance 0). The windows are cut
 //! here in Rust with the collector's rules (per run, `k / w`, all samples
@@ -55,30 +55,32 @@ fn check(name: &str, mode: &str, window: usize) {
     // Where the model's references came from: one condition's traces, or, for a model pooled
     // over the condition grid, the first `windows_per_class` windows of every condition's trace in
     // the corpus (`data/collect`; the recorder only appends runs, so a grown corpus keeps them first).
-    let sources: Vec<(PathBuf, Option<&serde_json::Value>)> =
-        match file.meta.training["condition"].as_str().unwrap_or("default") {
-            "grid" => file.meta.training["conditions"]
-                .as_array()
-                .expect("a grid model lists its conditions")
-                .iter()
-                .map(|c| {
-                    let cond = c["condition"].as_str().expect("condition name");
-                    (
-                        repo().join("data/collect").join(cond).join(mode),
-                        Some(&c["windows_per_class"]),
-                    )
-                })
-                .collect(),
-            // A model that shares another model's recordings names them in its training
-            // metadata (`"traces": "models/<other>/traces/<condition>"`).
-            condition => vec![(
-                match file.meta.training["traces"].as_str() {
-                    Some(rel) => repo().join(rel),
-                    None => dir.join("traces").join(condition),
-                },
-                None,
-            )],
-        };
+    let sources: Vec<(PathBuf, Option<&serde_json::Value>)> = match file.meta.training["condition"]
+        .as_str()
+        .unwrap_or("default")
+    {
+        "grid" => file.meta.training["conditions"]
+            .as_array()
+            .expect("a grid model lists its conditions")
+            .iter()
+            .map(|c| {
+                let cond = c["condition"].as_str().expect("condition name");
+                (
+                    repo().join("data/collect").join(cond).join(mode),
+                    Some(&c["windows_per_class"]),
+                )
+            })
+            .collect(),
+        // A model that shares another model's recordings names them in its training
+        // metadata (`"traces": "models/<other>/traces/<condition>"`).
+        condition => vec![(
+            match file.meta.training["traces"].as_str() {
+                Some(rel) => repo().join(rel),
+                None => dir.join("traces").join(condition),
+            },
+            None,
+        )],
+    };
     let mut ws = m.workspace();
     let mut total = 0;
     let mut own = 0;
@@ -93,14 +95,28 @@ fn check(name: &str, mode: &str, window: usize) {
             let mut wins = windows(&rows, w);
             if let Some(counts) = counts {
                 let n = counts[class].as_u64().expect("windows per class") as usize;
-                assert!(wins.len() >= n, "{}: {} windows, the model used {n}", p.display(), wins.len());
+                assert!(
+                    wins.len() >= n,
+                    "{}: {} windows, the model used {n}",
+                    p.display(),
+                    wins.len()
+                );
                 wins.truncate(n);
             }
-            assert!(!wins.is_empty(), "{name}/{class}: no windows in {}", p.display());
+            assert!(
+                !wins.is_empty(),
+                "{name}/{class}: no windows in {}",
+                p.display()
+            );
             for (i, win) in wins.iter().enumerate() {
                 let pred = m.classify(win, &mut ws).unwrap();
                 // Every window is a reference: its nearest neighbour is itself, at distance 0.
-                assert_eq!(pred.distance, 0.0, "{name}/{class} window {i} of {}", p.display());
+                assert_eq!(
+                    pred.distance,
+                    0.0,
+                    "{name}/{class} window {i} of {}",
+                    p.display()
+                );
                 assert_eq!(
                     m.labels()[pred.neighbor] as usize,
                     ci,

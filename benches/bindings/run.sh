@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Binding-overhead bench (issue 3): one classify call from C, Node and (when
+# Binding-overhead bench: one classify call from C, Node and (when
 # the package is built) Python against the core call, at config A (w = 20,
 # 1080 references, 200 queries). Each program times the same loop (per round
 # 200 calls back to back; median per-call time over ROUNDS rounds); the

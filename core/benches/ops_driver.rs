@@ -1,4 +1,4 @@
-//! Decision latency of `sys::linux::OpsDriver` (issue #7 target < 100 µs; the
+//! Decision latency of `sys::linux::OpsDriver` (target < 100 µs; the
 //! thesis's Python classifier took about 1 s, 000 §5.5 / A16): from the last
 //! RTT sample of a probe window handed to the driver to the return of
 //! `setsockopt(TCP_CONGESTION)` on a real (loopback) TCP socket, with the

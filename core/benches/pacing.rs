@@ -294,7 +294,7 @@ mod imp {
         }
         let _ = writeln!(
             md,
-            "\nReference limits measured on this machine for an idle hybrid pacer (issue 4): \
+            "\nReference limits measured on this machine for an idle hybrid pacer: \
              p99 ≈ 10–20 µs at 10–50 µs gaps, ≈ 70–100 µs at 100–1000 µs gaps.\n"
         );
         let path =

@@ -1,4 +1,4 @@
-//! The prepared decision (`Model::prepare`, issue #7 decision latency) gives
+//! The prepared decision (`Model::prepare`, decision latency) gives
 //! bit for bit the unprepared result on the shipped models: every reference
 //! of `models/passive` and `models/active-s5c5s5b5` classified leave-one-out
 //! (the model refitted without it), prepared on its first w − 1 samples.

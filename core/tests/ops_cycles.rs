@@ -288,7 +288,7 @@ fn passive_windows_back_to_back() {
     assert_eq!(cycle_events(&log).len(), 2);
     assert_eq!(c.classifier().windows[1], vec![6.0, 7.0, 8.0, 9.0, 10.0]);
     // Each window was prepared on its second-to-last sample with its own
-    // first w − 1 samples (the fast path of the last sample, issue #7).
+    // first w − 1 samples (the fast path of the last sample).
     assert_eq!(
         c.classifier().prepared,
         vec![vec![1.0, 2.0, 3.0, 4.0], vec![6.0, 7.0, 8.0, 9.0]]

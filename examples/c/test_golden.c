@@ -1,5 +1,5 @@
 /*
- * The shared golden fixture through the C API (issue 3: "the same golden
+ * The shared golden fixture through the C API ("the same golden
  * vectors drive the Rust, Python, C and Node tests"), plus the bad-input
  * contract: NULL pointers, zero lengths, NaN data and invalid UTF-8 paths get
  * a status and a message, never a crash. Run under AddressSanitizer and

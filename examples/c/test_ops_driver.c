@@ -1,5 +1,5 @@
 /*
- * The OPS driver through the C API (issue 7: "C exposes the controller and
+ * The OPS driver through the C API ("C exposes the controller and
  * the driver"), on a loopback TCP connection with a UDP echo responder
  * (20 ms delay line) as the RTT target:
  *

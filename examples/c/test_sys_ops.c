@@ -1,7 +1,6 @@
 /*
- * The socket adapter and the OPS controller through the C API (issue 4:
- * "expose everything in Python, C and Node"; issue 7: the controller and
- * policies):
+ * The socket adapter, the OPS controller and its policies through the C API
+ * (everything is exposed in Python, C and Node):
  *
  * - the controller driven over the synthetic RTT trace of
  *   tests/fixtures/ops_golden.json produces exactly the outputs the Rust
@@ -300,7 +299,7 @@ static void test_paced_train(void) {
     char dst[64];
 
     CHECK(opsel_txtime_detect("127.0.0.1", &ts) == OPSEL_OK, "txtime detect");
-    /* This machine has no fq/etf qdisc: launch times would be ignored (issue 4). */
+    /* This machine has no fq/etf qdisc: launch times would be ignored. */
     CHECK(!ts.enforced && ts.reason[0] != 0, "SO_TXTIME not enforced on %s (root %s): %s", ts.device, ts.root_qdisc,
           ts.reason);
     CHECK(opsel_txtime_detect("not-an-ip", &ts) == OPSEL_INVALID_INPUT, "bad dst");

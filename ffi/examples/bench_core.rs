@@ -1,4 +1,4 @@
-//! Binding-overhead bench, core side (issue 3: "a single classify call from
+//! Binding-overhead bench, core side ("a single classify call from
 //! Python, Node and C compared to the core call"). Config A of the
 //! foundation issue: w = 20, 1080 references (6 classes × 180 windows from
 //! `synth::dataset`), 200 queries, default classifier (1-NN, radius 10, abs).

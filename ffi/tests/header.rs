@@ -1,5 +1,5 @@
 //! The checked-in C header must equal what cbindgen generates from the
-//! current sources (issue 3: "a test fails if it is stale").
+//! current sources ("a test fails if it is stale").
 //! Regenerate: `make header` (sets OPSEL_UPDATE_HEADER=1 for this test).
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-// The OPS controller and policies (issue 7) through the Node binding: the
+// The OPS controller and policies through the Node binding: the
 // shared golden fixture tests/fixtures/ops_golden.json (outputs of the Rust
 // controller over a synthetic RTT trace), function policies and their
 // exceptions, configuration errors, fairness.

@@ -1,4 +1,4 @@
-// OpsDriver and sendFixed through the Node binding (issue 7: "Node runs the
+// OpsDriver and sendFixed through the Node binding ("Node runs the
 // driver off the event loop and emits events"), on a loopback net.Socket
 // (fd from socket._handle.fd) with a UDP echo responder (20 ms delay line)
 // as the RTT target and the tiny w = 3 model

@@ -1,4 +1,4 @@
-// OpsDriver with a JS policy function (issue 7: "user policies (... a
+// OpsDriver with a JS policy function ("user policies (... a
 // callback in Python/Node ...)"; "Node runs it off the event loop"). The
 // driver runs on a libuv worker; at each decision it hands the
 // classification to the policy on the JS thread through a threadsafe

@@ -1,4 +1,4 @@
-// The Linux socket adapter through the Node binding (issue 4), on loopback:
+// The Linux socket adapter through the Node binding, on loopback:
 // live CCA switching on a net.Socket (fd from socket._handle.fd) with
 // byte-exact delivery, coded errors, TCP_INFO and the sampler, the pacing
 // cap, SO_TXTIME detection, a paced train with achieved departure times and

@@ -1,4 +1,4 @@
-"""Margin-gated probing (issue #7): ``opsel.train.gated`` decides like the Rust
+"""Margin-gated probing: ``opsel.train.gated`` decides like the Rust
 controller run with ``cycles=N`` and progressive probing at window boundaries,
 both in the class and in the number of windows it takes."""
 

@@ -1,4 +1,4 @@
-"""The OPS controller and policies (issue 7) through Python: the shared
+"""The OPS controller and policies through Python: the shared
 golden fixture tests/fixtures/ops_golden.json (outputs of the Rust
 controller over a synthetic RTT trace), callback policies and their
 exceptions, configuration errors, fairness."""

@@ -1,4 +1,4 @@
-"""opsel.OpsDriver and opsel.send_fixed through Python (issue 7: "Python exposes
+"""opsel.OpsDriver and opsel.send_fixed through Python ("Python exposes
 the controller and the driver; releases the GIL"), on a loopback TCP connection
 with a UDP echo responder (20 ms delay line) as the RTT target and the tiny
 w = 3 model tests/fixtures/ops_driver_tiny.model.json.

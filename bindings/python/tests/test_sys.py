@@ -1,4 +1,4 @@
-"""The Linux socket adapter through Python (issue 4), on loopback: live CCA
+"""The Linux socket adapter through Python, on loopback: live CCA
 switching with read-back and byte-exact delivery, stable error classes,
 TCP_INFO and the sampler, the pacing cap, SO_TXTIME detection, a paced
 train with achieved departure times and kernel RX stamps, RTT probes."""

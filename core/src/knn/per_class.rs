@@ -216,7 +216,7 @@ impl Model {
     /// apply (none, another prefix, z-score, a new minimum): run
     /// [`Model::nearest_per_class`] then. This is what keeps the
     /// several-windows decision of OPS (`ops::Config::cycles`, margin-gated
-    /// probing) on the fast path of the one-window decision (issue #7).
+    /// probing) on the fast path of the one-window decision.
     pub fn nearest_per_class_prepared(
         &self,
         window: &[f64],

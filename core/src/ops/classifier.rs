@@ -60,7 +60,7 @@ pub trait Classifier {
     /// a whole sample period from now (with several windows per decision, the
     /// next [`Classifier::class_distances`]). A classifier may spend this idle
     /// time on the work that does not depend on the last sample, so the
-    /// decision that follows the last sample is fast (issue #7: last sample to
+    /// decision that follows the last sample is fast (last sample to
     /// `setsockopt` < 100 µs). It must not change what `classify` or
     /// `class_distances` return. Default: nothing.
     fn prepare(&mut self, partial: &[f64]) {

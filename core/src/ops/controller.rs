@@ -597,7 +597,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             } else if n % self.w + 1 == self.w {
                 // As for one window: the current window's first w − 1
                 // samples, prepared a sample period ahead, so its per-class
-                // distances cost one row per reference (issue #7 latency).
+                // distances cost one row per reference (latency).
                 self.classifier.prepare(&self.window[n + 1 - self.w..]);
             }
             return Ok(());
@@ -612,7 +612,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             }
             // One sample to go (and the probe did not just end early): let the
             // classifier do now, a sample period ahead, whatever does not
-            // depend on the last sample (issue #7 decision latency).
+            // depend on the last sample (decision latency).
             if n + 1 == self.w && self.phase == Phase::Probe {
                 self.classifier.prepare(&self.window);
             }

@@ -528,7 +528,7 @@ pub struct OpsDriver<C, P> {
     t_in: u64,
     /// Events of the current step, reported once its actions are carried
     /// out: a slow callback (a log line, a progress bar) must not stand
-    /// between a decision and its `setsockopt` (issue #7 decision latency).
+    /// between a decision and its `setsockopt` (decision latency).
     /// Keeps its capacity, so reporting allocates nothing.
     pending: Vec<DriverEvent>,
 }

@@ -413,7 +413,7 @@ def cmd_models(a):
         sync_traces(a.root, a.models)
     report = {"generated_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "models": {}}
     # Normalisation per probing mode: the one that generalises best between the two conditions
-    # (issue 6: "the shipped default is the one that generalises best"), measured on that mode's own
+    # (the shipped default is the one that generalises best), measured on that mode's own
     # traces; active falls back to the passive choice while the second condition has no active data.
     only = set(_strs(a.only)) if a.only else None
     wanted = [m for m in SHIPPED if not only or m.name in only]
@@ -733,7 +733,7 @@ def _write_card(out, m, w, tr, norm, cv_rows, k_rows, cv20, gen_rows, a, k=THESI
                                                      if gen_rows else " (fixed for this model)." if m.norm else "."),
         "- **Why 0.5 × BDP and not the thesis's 1.5 × BDP**: on netlab a 1.5 × BDP buffer leaves wrong CCA pairs fair",
         "  (Jain ≈ 0.97–1.0, docs/results/netlab.md), so the CCA choice would not matter; at 0.5 × BDP netlab reproduces",
-        "  000 Table 6.3 (Jain 0.60 for the wrong pairs). The OPS demo (issue #7) runs at this condition, so the model",
+        "  000 Table 6.3 (Jain 0.60 for the wrong pairs). The OPS demo runs at this condition, so the model",
         "  is trained on it. The thesis (000 §2.1) used 500 Mbit/s, 65 ms and 6 MB ≈ 1.5 × BDP on real routers.",
         "",
         "## Data",

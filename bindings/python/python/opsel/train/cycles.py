@@ -1,4 +1,4 @@
-"""Classifying active probes from several pattern cycles (issue 6, beyond 000 §3.5).
+"""Classifying active probes from several pattern cycles (beyond 000 §3.5).
 
 000 §3.5 classifies one window of ``w`` samples with 1-NN DTW; a longer window
 (w = 40, 60 with a 20 s pattern) spans several cycles and needs references of

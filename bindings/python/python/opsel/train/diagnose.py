@@ -1,4 +1,4 @@
-"""Why active probing misclassifies: the evidence behind docs/results/classifier.md (issue 6).
+"""Why active probing misclassifies: the evidence behind docs/results/classifier.md.
 
 Three checks on collected active traces (and their passive counterparts):
 

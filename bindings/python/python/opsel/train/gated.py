@@ -1,4 +1,4 @@
-"""Margin-gated probing: extend a probe only when its decision is unsure (issue #7).
+"""Margin-gated probing: extend a probe only when its decision is unsure.
 
 A one-window decision (000 §3.5, w = 20) is wrong for about one window in ten on
 the hardest passive class (B1-C1 read as C1-C1, ``models/passive/MODEL_CARD.md``),

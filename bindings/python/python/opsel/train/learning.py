@@ -1,4 +1,4 @@
-"""Learning curves: CV accuracy against the number of windows per class (issue 6).
+"""Learning curves: CV accuracy against the number of windows per class.
 
 The question the curve answers is whether more data closes a gap (active 6-class
 accuracy below 95 % at one cycle): if accuracy still climbs at the largest size,
