@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use opsel::knn::{KnnConfig, Model};
 use opsel::mix::SIX_CLASSES;
 use opsel::model::{KnnModelFile, Metadata, Probing, ProbingMode};
@@ -76,26 +78,10 @@ fn write_model(p: &Path, w: usize, pattern: &str) {
     .unwrap();
 }
 
-fn wait(mut c: Child, limit: Duration, what: &str) -> (bool, String) {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            let out = c.wait_with_output().unwrap();
-            return (
-                st.success(),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                ),
-            );
-        }
-        if start.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("{what} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+fn wait(c: Child, limit: Duration, what: &str) -> (bool, String) {
+    match common::wait_within(c, limit) {
+        (Some(ok), out) => (ok, out),
+        (None, _) => panic!("{what} did not finish within {limit:?}"),
     }
 }
 

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_opsel");
@@ -33,29 +35,9 @@ impl Drop for TempDir {
 struct Proc(Option<Child>);
 impl Proc {
     fn finish(mut self, limit: Duration, what: &str) -> (bool, String) {
-        let mut c = self.0.take().unwrap();
-        let start = Instant::now();
-        loop {
-            if let Some(st) = c.try_wait().unwrap() {
-                let out = c.wait_with_output().unwrap();
-                return (
-                    st.success(),
-                    format!(
-                        "{}{}",
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    ),
-                );
-            }
-            if start.elapsed() > limit {
-                let _ = c.kill();
-                let out = c.wait_with_output().unwrap();
-                panic!(
-                    "{what} did not finish within {limit:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        match common::wait_within(self.0.take().unwrap(), limit) {
+            (Some(ok), out) => (ok, out),
+            (None, out) => panic!("{what} did not finish within {limit:?}: {out}"),
         }
     }
     /// Stop a server and return what it printed.

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use opsel::knn::{KnnConfig, Model};
 use opsel::mix::SIX_CLASSES;
 use opsel::model::{KnnModelFile, Metadata, Probing, ProbingMode};
@@ -77,26 +79,9 @@ fn spawn(ns: &str, args: &[&str]) -> Child {
 }
 
 fn wait(c: Child, limit: Duration) -> (bool, String) {
-    let mut c = c;
-    let start = Instant::now();
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            let out = c.wait_with_output().unwrap();
-            return (
-                st.success(),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                ),
-            );
-        }
-        if start.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            return (false, format!("timed out after {limit:?}"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    match common::wait_within(c, limit) {
+        (Some(ok), out) => (ok, out),
+        (None, _) => (false, format!("timed out after {limit:?}")),
     }
 }
 
