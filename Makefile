@@ -46,8 +46,8 @@ include $(wildcard mk/*.mk) $(wildcard research/*.mk)
 # C (make + CMake, ASan, valgrind) and Node (node:test) suites come from mk/bind.mk;
 # the root-only bounded network suites from mk/: netlab validation (~60 s), the
 # socket/OPS binding examples, OpsDriver + send/recv (~1 min), live bwe (~15 s),
-# and a collect smoke run (~30 s).
-test: test-rust test-python test-bind test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect
+# a collect smoke run (~30 s), and the BPF Vegas CCA on netlab (~70 s).
+test: test-rust test-python test-bind test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect test-bpf-cca
 	@echo "make test: all suites passed"
 
 # The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with
