@@ -5,7 +5,10 @@
 //!   B. bottleneck rate within ±3 % of 100 Mbit/s (UDP overload, receiver side),
 //!   C. a CUBIC bulk flow fills the buffer (RTT ≈ base + buffer/rate, drops at the limit),
 //!   D. a BBR bulk flow keeps the queue much lower,
-//!   E. two CUBIC flows share with Jain >= 0.9.
+//!   E. two CUBIC flows share with Jain >= 0.9;
+//! and, in a second lab, an extra RTT per pair (002's ΔRTT = 100 ms):
+//!   F. each pair's fastest echo is base + its extra RTT (±2 %), and two CUBIC
+//!      flows still share the one bottleneck (the rate stays 100 Mbit/s).
 //! Plus teardown: RAII removes the lab, `down` removes only dead-owner leftovers.
 //!
 //! The tests are #[ignore]d so `cargo test --workspace` (maybe not root, many
@@ -195,6 +198,65 @@ fn validation_default_testbed() {
     assert!(
         j >= 0.9,
         "two CUBIC flows: Jain {j:.3} < 0.9 ({a:.2} vs {b:.2} Mbit/s)"
+    );
+}
+
+#[test]
+#[ignore = "needs root; run by `make test-netlab`"]
+fn extra_rtt_per_pair() {
+    require_root();
+    let _ = topo::down(false);
+    let head = "[topology]\npairs = 2\nextra_rtt_ms = [0.0, 100.0]\n";
+    let scn = |body: &str| Scenario::from_toml(&format!("{body}\n{head}")).expect("valid");
+    let base = scn("duration_s = 3.0");
+    let lab = Lab::up_with_extra_rtt(
+        &base.topology_spec(),
+        &base.pipe_spec().unwrap(),
+        &base.extra_rtt_ns(),
+    )
+    .expect("lab up");
+    let quiet = &mut |_: f64, _: f64| {};
+    for (pair, want) in [(0, BASE_RTT_MS), (1, BASE_RTT_MS + 100.0)] {
+        let r = run_in_lab(
+            &scn(&format!("duration_s = 3.0\n[probe]\npair = {pair}")),
+            &lab,
+            quiet,
+        )
+        .unwrap();
+        let min = r.rtt.iter().map(|s| s.min_ms).fold(f64::INFINITY, f64::min);
+        eprintln!("F pair {pair}: fastest echo {min:.3} ms (want {want} ms)");
+        assert!(
+            (min - want).abs() <= 0.02 * want,
+            "pair {pair}: fastest echo {min:.3} ms is not within ±2 % of {want} ms"
+        );
+    }
+    // A lab without the extra delay is refused for this scenario.
+    let plain = Scenario::from_toml("duration_s = 3.0\n[topology]\npairs = 2").unwrap();
+    let lab2 = Lab::up(&plain.topology_spec(), &plain.pipe_spec().unwrap()).expect("lab up");
+    let err = run_in_lab(&base, &lab2, quiet).unwrap_err().to_string();
+    assert!(err.contains("extra RTT"), "{err}");
+    drop(lab2);
+
+    let r = run_in_lab(
+        &scn("duration_s = 25.0\nmeasure_from_s = 10.0\n[probe]\nenabled = false\n[[flows]]\nname = \"near\"\npair = 0\ntype = \"tcp\"\ncca = \"cubic\"\n[[flows]]\nname = \"far\"\npair = 1\ntype = \"tcp\"\ncca = \"cubic\""),
+        &lab,
+        quiet,
+    )
+    .unwrap();
+    let s = &r.summary;
+    eprintln!(
+        "F two CUBIC flows, RTT 65 and 165 ms: {:?} Mbit/s, total {:.1}, Jain {:.3}",
+        s.flows
+            .iter()
+            .map(|f| (f.name.as_str(), f.mean_mbps))
+            .collect::<Vec<_>>(),
+        s.total_mbps,
+        s.jain
+    );
+    assert!(
+        s.total_mbps >= 0.9 * RATE_MBPS,
+        "the pairs should still share one {RATE_MBPS} Mbit/s bottleneck: total {:.1}",
+        s.total_mbps
     );
 }
 

@@ -98,7 +98,7 @@ pub fn run(scn: &Scenario, progress: &mut dyn FnMut(f64, f64)) -> Result<RunResu
     sys::require_root()?;
     // Leftovers of crashed runs (dead owner pid) go first; live labs stay.
     let _ = topo::down(false);
-    let lab = Lab::up(&scn.topology_spec(), &scn.pipe_spec()?)?;
+    let lab = Lab::up_with_extra_rtt(&scn.topology_spec(), &scn.pipe_spec()?, &scn.extra_rtt_ns())?;
     run_in_lab(scn, &lab, progress)
 }
 
@@ -116,6 +116,16 @@ pub fn run_in_lab(
             scn.name,
             scn.topology.pairs,
             lab.sender_ns.len()
+        )));
+    }
+    let lab_extra = |i: usize| lab.extra_rtt_ns.get(i).copied().unwrap_or(0);
+    let want = scn.extra_rtt_ns();
+    if let Some(i) = (0..want.len()).find(|&i| want[i] != lab_extra(i)) {
+        return Err(Error::invalid(format!(
+            "scenario {} wants an extra RTT of {} ns on pair {i} but the lab has {} ns; build the lab with Lab::up_with_extra_rtt",
+            scn.name,
+            want[i],
+            lab_extra(i)
         )));
     }
     let duration_ns = (scn.duration_s * 1e9) as u64;

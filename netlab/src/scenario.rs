@@ -60,6 +60,12 @@ pub struct Topology {
     pub mtu: usize,
     #[serde(default = "yes")]
     pub offloads_off: bool,
+    /// Extra round-trip time per pair, in ms (empty: none). Pairs with
+    /// different RTTs sharing one bottleneck are 002's ΔRTT = 100 ms case
+    /// (§5.4, Fig 5.7); the extra delay is added on the pair's ACK path, after
+    /// the bottleneck, so it changes that pair's RTT and nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_rtt_ms: Vec<f64>,
 }
 fn default_pairs() -> usize {
     2
@@ -76,6 +82,7 @@ impl Default for Topology {
             pairs: default_pairs(),
             mtu: default_mtu(),
             offloads_off: true,
+            extra_rtt_ms: Vec::new(),
         }
     }
 }
@@ -299,6 +306,28 @@ impl Scenario {
                 t.mtu
             )));
         }
+        if !t.extra_rtt_ms.is_empty() {
+            if t.extra_rtt_ms.len() != t.pairs {
+                return Err(Error::invalid(format!(
+                    "topology.extra_rtt_ms has {} entries but the topology has {} pairs; give one per pair (0 for none)",
+                    t.extra_rtt_ms.len(),
+                    t.pairs
+                )));
+            }
+            for (i, &ms) in t.extra_rtt_ms.iter().enumerate() {
+                finite_nonneg(&format!("topology.extra_rtt_ms[{i}]"), ms)?;
+                if ms > 10_000.0 {
+                    return Err(Error::invalid(format!(
+                        "topology.extra_rtt_ms[{i}] = {ms} exceeds 10000 ms"
+                    )));
+                }
+            }
+            if self.pipe.kind == topo::PipeKind::None && t.extra_rtt_ms.iter().any(|&ms| ms > 0.0) {
+                return Err(Error::invalid(
+                    "topology.extra_rtt_ms needs a pipe (pipe.kind = \"none\" has no delay line to add to)",
+                ));
+            }
+        }
         let p = &self.pipe;
         finite_nonneg("pipe.rate_mbps", p.rate_mbps)?;
         finite_nonneg("pipe.delay_ms", p.delay_ms)?;
@@ -460,6 +489,18 @@ impl Scenario {
         }
     }
 
+    /// Extra RTT per pair in ns, one entry per pair (zeros when not given).
+    pub fn extra_rtt_ns(&self) -> Vec<u64> {
+        let t = &self.topology;
+        (0..t.pairs)
+            .map(|i| {
+                t.extra_rtt_ms
+                    .get(i)
+                    .map_or(0, |ms| (ms * 1e6).round() as u64)
+            })
+            .collect()
+    }
+
     pub fn pipe_spec(&self) -> Result<PipeSpec> {
         let p = &self.pipe;
         Ok(PipeSpec {
@@ -566,6 +607,22 @@ mod tests {
             "both on_s and off_s",
         );
         bad("duration_s = 10\nbogus = 1", "bogus");
+        bad(
+            "duration_s = 10\n[topology]\npairs = 2\nextra_rtt_ms = [100.0]",
+            "has 1 entries but the topology has 2 pairs",
+        );
+        bad(
+            "duration_s = 10\n[topology]\npairs = 2\nextra_rtt_ms = [0.0, -5.0]",
+            "topology.extra_rtt_ms[1] = -5",
+        );
+        bad(
+            "duration_s = 10\n[topology]\npairs = 1\nextra_rtt_ms = [20000.0]",
+            "exceeds 10000 ms",
+        );
+        bad(
+            "duration_s = 10\n[topology]\npairs = 1\nextra_rtt_ms = [10.0]\n[pipe]\nkind = \"none\"",
+            "needs a pipe",
+        );
         bad(
             "duration_s = 10\n[topology]\nmtu = 100",
             "topology.mtu = 100",

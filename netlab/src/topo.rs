@@ -112,6 +112,8 @@ pub struct Lab {
     /// Forward (sender → receiver) and reverse pipe counters.
     pub fwd_stats: Arc<PipeStats>,
     pub rev_stats: Arc<PipeStats>,
+    /// Extra RTT per pair (ns) on the ACK path; empty when none.
+    pub extra_rtt_ns: Vec<u64>,
     created: Vec<String>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -128,7 +130,32 @@ impl Lab {
     /// Builds the dumbbell and starts the pipe. On any failure everything
     /// created so far is removed again.
     pub fn up(topo: &TopologySpec, pipe: &PipeSpec) -> Result<Lab> {
+        Self::up_with_extra_rtt(topo, pipe, &[])
+    }
+
+    /// As [`Lab::up`], with an extra RTT per pair (ns; empty or one entry per
+    /// pair, 0 for none). Each pair with a non-zero entry gets its own
+    /// delay-only TUN pipe `pd<i>` on its ACK path behind the reverse
+    /// bottleneck pipe, so the pairs still share one bottleneck queue but see
+    /// different RTTs (002 §5.4, ΔRTT = 100 ms).
+    pub fn up_with_extra_rtt(
+        topo: &TopologySpec,
+        pipe: &PipeSpec,
+        extra_rtt_ns: &[u64],
+    ) -> Result<Lab> {
         sys::require_root()?;
+        if !extra_rtt_ns.is_empty() && extra_rtt_ns.len() != topo.pairs {
+            return Err(Error::invalid(format!(
+                "{} extra RTTs for {} pairs; give one per pair",
+                extra_rtt_ns.len(),
+                topo.pairs
+            )));
+        }
+        if pipe.kind == PipeKind::None && extra_rtt_ns.iter().any(|&d| d > 0) {
+            return Err(Error::invalid(
+                "an extra RTT per pair needs a pipe (kind none has no delay line)",
+            ));
+        }
         if topo.pairs == 0 || topo.pairs > MAX_PAIRS {
             return Err(Error::invalid(format!(
                 "topology pairs = {} is outside 1..={MAX_PAIRS}",
@@ -151,6 +178,7 @@ impl Lab {
             pipe: pipe.clone(),
             fwd_stats: Arc::new(PipeStats::default()),
             rev_stats: Arc::new(PipeStats::default()),
+            extra_rtt_ns: extra_rtt_ns.to_vec(),
             created: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
@@ -270,7 +298,9 @@ impl Lab {
         }
         // Wait one RTT plus margin so the datagrams have crossed the pipe.
         std::thread::sleep(std::time::Duration::from_nanos(
-            2 * self.pipe.delay_ns + 100_000_000,
+            2 * self.pipe.delay_ns
+                + self.extra_rtt_ns.iter().copied().max().unwrap_or(0)
+                + 100_000_000,
         ));
         Ok(())
     }
@@ -371,6 +401,86 @@ impl Lab {
                 .name(name.into())
                 .spawn(move || run_tun_pipe(fd, pipe, stats, stop))
                 .map_err(|e| Error::io("spawn pipe thread", e))?;
+            self.threads.push(h);
+        }
+        self.start_extra_rtt_pipes()
+    }
+
+    /// One delay-only pipe per pair with an extra RTT. Packets leaving the
+    /// reverse pipe `pr` toward sender i are routed into `pd<i>` (rule 50+i,
+    /// before rule 101 sends them to their veth), delayed there, and written
+    /// back; rule 40+i then routes them out. The delay is fixed, so each of
+    /// these delay lines stays FIFO.
+    fn start_extra_rtt_pipes(&mut self) -> Result<()> {
+        let rt = self.router_ns.clone();
+        let mtu = self.topology.mtu.to_string();
+        let bound = self.pipe.rate_bps.map(|r| r * 2).unwrap_or(10_000_000_000);
+        for i in 0..self.extra_rtt_ns.len() {
+            let extra = self.extra_rtt_ns[i];
+            if extra == 0 {
+                continue;
+            }
+            let dev = format!("pd{i}");
+            let d = dev.clone();
+            let fd = sys::in_netns(&rt, move || sys::open_tun(&d))?;
+            self.fds.push(fd);
+            run_cmd(
+                "ip",
+                &[
+                    "-n",
+                    &rt,
+                    "link",
+                    "set",
+                    &dev,
+                    "mtu",
+                    &mtu,
+                    "txqueuelen",
+                    "10000",
+                    "up",
+                ],
+            )?;
+            let table = (300 + i).to_string();
+            let to = format!("10.71.{i}.0/24");
+            let out_pref = (40 + i).to_string();
+            let in_pref = (50 + i).to_string();
+            run_cmd(
+                "ip",
+                &[
+                    "-n", &rt, "rule", "add", "pref", &out_pref, "iif", &dev, "lookup", "main",
+                ],
+            )?;
+            run_cmd(
+                "ip",
+                &[
+                    "-n", &rt, "rule", "add", "pref", &in_pref, "iif", "pr", "to", &to, "lookup",
+                    &table,
+                ],
+            )?;
+            run_cmd(
+                "ip",
+                &[
+                    "-n", &rt, "route", "add", "default", "dev", &dev, "table", &table,
+                ],
+            )?;
+            let cfg = PipeConfig {
+                rate_bps: None,
+                delay_ns: extra,
+                // Delay only: the bottleneck queue is upstream; never drop here.
+                queue_limit_bytes: (bound as u128 * (extra as u128 + 1_000_000_000)
+                    / 8
+                    / 1_000_000_000)
+                    .max(self.topology.mtu as u128 * 4) as u64,
+                loss: 0.0,
+                seed: self.pipe.seed ^ (0xd1a7_0000 + i as u64),
+                max_packet_bytes: self.topology.mtu,
+            };
+            let pipe = Pipe::new(cfg, bound)?;
+            let stats = Arc::new(PipeStats::default());
+            let stop = self.stop.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("pipe-extra-{i}"))
+                .spawn(move || run_tun_pipe(fd, pipe, stats, stop))
+                .map_err(|e| Error::io("spawn extra-delay pipe thread", e))?;
             self.threads.push(h);
         }
         Ok(())
