@@ -16,6 +16,7 @@
 //! - [`hapless`]: hapless-β FT / WNP / Leftover (§3.6.2)
 //! - [`doors`]: the data-door ratio (§3.6.3)
 //! - [`baseline`]: relative thresholds for contrast (mean + 3σ, top 1 %, 50 % of bytes; §3.3)
+//! - [`decision_cache`]: the last OPS decision per destination prefix, with aging (notes §7 item 5)
 //! - [`qos`]: the two-queue advice as a tc plan (htb + bfifo + u32; Ch. 4)
 //! - [`accuracy`]: the size-accuracy ratio of sampled estimates (§3.4.3, Table 3.2)
 //! - [`export`]: NetFlow v5 / v9 / IPFIX decoding with templates and sampling
@@ -26,6 +27,7 @@ pub mod accuracy;
 pub mod aging;
 pub mod alpha;
 pub mod baseline;
+pub mod decision_cache;
 pub mod doors;
 pub mod export;
 pub mod hapless;
