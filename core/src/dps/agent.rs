@@ -49,12 +49,13 @@ pub enum Reason {
 }
 
 /// One decision of Alg 3.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Decision {
     /// Index in the spec's CCA list.
     pub index: usize,
     pub cca: CcaName,
     pub mode: Mode,
+    #[serde(flatten)]
     pub reason: Reason,
     /// Monitoring period that follows (t or T), ns.
     pub period_ns: u64,
@@ -71,8 +72,9 @@ pub enum Output {
     Event(Event),
 }
 
-/// Events of the cycle.
-#[derive(Debug, Clone, PartialEq)]
+/// Events of the cycle (serialized tagged by `kind`, see [`super::schema`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// A framework cycle began with this decision.
     Decided { cycle: u64, decision: Decision },
@@ -96,7 +98,8 @@ pub enum Event {
 }
 
 /// Where the agent is in its cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
 pub enum Phase {
     /// Not started.
     Idle,
@@ -111,7 +114,7 @@ pub enum Phase {
 }
 
 /// Counters over the agent's life.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct AgentStats {
     /// Framework cycles begun.
     pub cycles: u64,

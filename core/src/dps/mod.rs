@@ -49,6 +49,7 @@ mod agent;
 mod feedback;
 mod policy;
 pub mod rng;
+pub mod schema;
 mod select;
 pub mod sim;
 mod spec;

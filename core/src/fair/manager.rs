@@ -138,7 +138,7 @@ struct Flow {
 }
 
 /// Counters over the manager's life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct ManagerStats {
     pub unlocks: u64,
     pub violations: u64,
