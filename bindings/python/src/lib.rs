@@ -4,6 +4,9 @@
 use pyo3::prelude::*;
 
 mod bwe;
+// Uses the dict conversions of `ops` (Linux-only with it).
+#[cfg(target_os = "linux")]
+mod dps;
 mod dtw;
 mod errors;
 mod knn;
@@ -26,6 +29,7 @@ fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     series::register(m)?;
     #[cfg(target_os = "linux")]
     {
+        dps::register(m)?;
         ops::register(m)?;
         ops_driver::register(m)?;
         sys::register(m)?;

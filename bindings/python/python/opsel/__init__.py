@@ -52,6 +52,8 @@ from .estimator import KnnDtw
 try:
     from ._opsel import (  # noqa: F401
         Controller,
+        DpsAgent,
+        FairManager,
         IcmpProber,
         OpsDriver,
         PacedSender,
@@ -77,7 +79,7 @@ try:
         "Controller", "IcmpProber", "PacedSender", "ProbeReceiver", "TcpInfoSampler",
         "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
         "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
-        "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed",
+        "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed", "DpsAgent", "FairManager",
     ]
 except ImportError:  # not Linux
     _LINUX = []
