@@ -99,6 +99,64 @@ export interface RateAdapterOptions {
   gamma?: number
   lossCut?: number
 }
+/**
+ * One agent output: the core's serialized form (`opsel::dps::schema`) with
+ * camelCase keys. `kind` is "setCca", "report", "decided", "periodClosed",
+ * "learnt" or "markedViolating"; the other fields depend on it.
+ * Declared for the TypeScript types; the object comes from `js_form`.
+ */
+export interface DpsOutput {
+  kind: string
+  cca?: string
+  /** "report": "learnt" or "locked". */
+  report?: string
+  cycle?: number
+  decision?: DpsDecision
+  /** "periodClosed": samples counted, Eq 4.1 over the period, binary utility. */
+  samples?: number
+  uNet?: number
+  satisfied?: boolean
+  /** "learnt": when (ns) and after how many closed periods. */
+  atNs?: number
+  cycles?: number
+}
+/** One decision of Alg 3 (002). */
+export interface DpsDecision {
+  index: number
+  cca: string
+  /** "random" (short period t) or "selection" (long period T). */
+  mode: string
+  /** "randomTrigger", "exploreEmpty", "fallback" or "selected"; `by` says how Alg 1 chose. */
+  reason: string
+  by?: string
+  periodNs: number
+}
+/** Counters over an agent's life. */
+export interface DpsStats {
+  cycles: number
+  randomTriggers: number
+  switches: number
+  periods: number
+  satisfiedPeriods: number
+  learntAtNs?: number
+  learningCycles?: number
+  guardedSamples: number
+}
+/** One feedback sample; a field the driver cannot measure is left out. */
+export interface DpsFeedback {
+  atNs: number
+  rttMs?: number
+  deliveryRateMbps?: number
+  goodputMbps?: number
+  sendingRateMbps?: number
+}
+/** A fairness manager command. */
+export interface FairCommand {
+  /** "unlock", "lock" or "violation". */
+  cmd: string
+  /** The CCAs the other managed flows are locked to (the State key). */
+  state?: Array<string>
+}
 /** DTW settings. */
 export interface DtwOptions {
   /**
@@ -575,6 +633,65 @@ export declare class RateAdapter {
   onEstimate(abestBps: number, durationNs: number): number | null
   /** A loss was recovered: cut R_avg; returns the new R_avg. */
   onLoss(): number
+}
+/**
+ * The DPS learner and selector of one flow (002 §4.4–4.6). Drive it like
+ * the OPS `Controller`: `start(nowNs)`, `feedback(nowNs, rttMs,
+ * deliveryRateMbps)` per sampling interval (from TCP_INFO), `handleTimeout`
+ * at `pollTimeout()`, and drain `poll()`: `{kind: "setCca", cca}` (apply it
+ * to the socket), `{kind: "report", ...}` (for the manager) or an event.
+ */
+export declare class DpsAgent {
+  /**
+   * `spec`: a DPS spec object or JSON text; `managed`: wait for a
+   * `FairManager`'s unlock.
+   */
+  constructor(spec: Record<string, unknown> | string, managed?: boolean)
+  start(nowNs: number): void
+  /** One sender-side sample: smoothed RTT (ms) and delivery rate (Mbit/s). */
+  feedback(nowNs: number, rttMs: number, deliveryRateMbps: number): void
+  /**
+   * One sample with every field (`atNs`, `rttMs`, `deliveryRateMbps`,
+   * `goodputMbps`, `sendingRateMbps`).
+   */
+  handleFeedback(nowNs: number, feedback: DpsFeedback): void
+  handleTimeout(nowNs: number): void
+  /** A `FairManager` command (`{cmd: "unlock", state}`, `{cmd: "lock"}`, `{cmd: "violation", state}`). */
+  handleCommand(nowNs: number, command: FairCommand): void
+  /** OPS's recognised background mix as DPS's network-state label. */
+  setNetworkState(label: string): void
+  /** The next output, or null. */
+  poll(): DpsOutput | null
+  /** When `handleTimeout` should next be called (ns), or null. */
+  pollTimeout(): number | null
+  /** The CCA in use, or null before the first decision. */
+  get current(): string | null
+  /** `{phase: "idle" | "waiting" | "guard" | "monitor" | "locked", untilNs?}`. */
+  get phase(): { phase: string; untilNs?: number }
+  /** True until every candidate has statistics in the current State. */
+  get learning(): boolean
+  get stateKey(): string
+  /** `{cycles, randomTriggers, switches, periods, satisfiedPeriods, learntAtNs, learningCycles, guardedSamples}`. */
+  stats(): DpsStats
+}
+/** The per-host fairness manager (002 §4.6, Alg 4). */
+export declare class FairManager {
+  /** `spec`: `{fThresh: 0.8, vThresh: 3, dThresh: 2}`, each optional. */
+  constructor(spec?: { fThresh?: number; vThresh?: number; dThresh?: number })
+  register(flow: number): void
+  deregister(flow: number): void
+  /** A flow's report: its agent's `report` output as it is. */
+  handleReport(flow: number, report: { report: string; cca?: string }): void
+  /** A flow's sending rate over the last fairness interval (Mbit/s). */
+  reportRate(flow: number, rateMbps: number): void
+  /** One fairness sample (Alg 4): Jain's index, or null with fewer than two admitted flows. */
+  evaluate(): number | null
+  /** The next `{flow, command}` to deliver, or null. */
+  poll(): { flow: number; command: FairCommand } | null
+  get unlocked(): number | null
+  get lastJain(): number | null
+  /** `{unlocks, violations, fairnessSamples}`. */
+  stats(): any
 }
 /**
  * A fitted DTW K-NN background-mix classifier. Get one from `loadModel()`,

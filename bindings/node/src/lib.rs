@@ -8,6 +8,9 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod bwe;
+// Uses the object conversions of `ops` (Linux-only with it).
+#[cfg(target_os = "linux")]
+mod dps;
 mod dtw;
 mod error;
 mod knn;

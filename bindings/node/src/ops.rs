@@ -402,7 +402,7 @@ fn snake(key: &str) -> String {
 }
 
 /// A JSON value with every object key in snake_case.
-fn snake_keys(v: serde_json::Value) -> serde_json::Value {
+pub(crate) fn snake_keys(v: serde_json::Value) -> serde_json::Value {
     match v {
         serde_json::Value::Object(m) => serde_json::Value::Object(
             m.into_iter()
