@@ -432,6 +432,18 @@ typedef struct opsel_bwe_ml opsel_bwe_ml;
 typedef struct opsel_bwe_workspace opsel_bwe_workspace;
 
 /**
+ * A DPS agent. Opaque: `opsel_dps_agent_new()` / `opsel_dps_agent_free()`.
+ * One thread at a time (a state machine fed by the socket's thread).
+ */
+typedef struct opsel_dps_agent opsel_dps_agent;
+
+/**
+ * A fairness manager. Opaque: `opsel_fair_manager_new()` /
+ * `opsel_fair_manager_free()`. One thread at a time.
+ */
+typedef struct opsel_fair_manager opsel_fair_manager;
+
+/**
  * A fitted DTW K-NN background-mix classifier with its model-file metadata.
  *
  * Opaque: create with `opsel_model_load()`, `opsel_model_from_json()` or
@@ -1646,6 +1658,144 @@ opsel_status opsel_bwe_baseline(opsel_bwe_workspace *workspace,
                                 uint32_t baseline,
                                 size_t levels,
                                 uint32_t *out_trend);
+
+/**
+ * Create an agent from a DPS spec (JSON text, `opsel::dps::DpsSpec`: `ccas`,
+ * `metrics` with `[A, B, C, D]` ranges and priorities, periods, exploration,
+ * guard, seed). With `managed`, the agent waits for a fairness manager's
+ * unlock command before its first decision.
+ *
+ * Errors: `OPSEL_NULL_POINTER`, `OPSEL_INVALID_INPUT` (a bad spec: the
+ * message names the field and value, e.g. A > B or p outside [0, 1]).
+ * Ownership: `*out_agent` is the caller's; release it with `opsel_dps_agent_free()`.
+ */
+opsel_status opsel_dps_agent_new(const char *spec_json, bool managed, opsel_dps_agent **out_agent);
+
+/**
+ * Release an agent. NULL is ignored.
+ */
+void opsel_dps_agent_free(opsel_dps_agent *agent);
+
+/**
+ * Begin at `now_ns` (monotonic ns); an unmanaged agent decides at once.
+ */
+opsel_status opsel_dps_agent_start(opsel_dps_agent *agent, uint64_t now_ns);
+
+/**
+ * One sender-side sample at `now_ns`: smoothed RTT in ms (`tcpi_rtt` /
+ * 1000) and delivery rate in Mbit/s (`tcpi_delivery_rate` · 8 / 1e6).
+ * Errors: `OPSEL_INVALID_INPUT` for NaN or negative values.
+ */
+opsel_status opsel_dps_agent_feedback(opsel_dps_agent *agent,
+                                      uint64_t now_ns,
+                                      double rtt_ms,
+                                      double delivery_rate_mbps);
+
+/**
+ * Let time pass; call at the time `opsel_dps_agent_poll_timeout()` gives.
+ */
+opsel_status opsel_dps_agent_handle_timeout(opsel_dps_agent *agent, uint64_t now_ns);
+
+/**
+ * A fairness manager's command as JSON (`{"cmd":"unlock","state":[...]}`,
+ * `{"cmd":"lock"}`, `{"cmd":"violation","state":[...]}`), as
+ * `opsel_fair_manager_poll()` gives it.
+ */
+opsel_status opsel_dps_agent_handle_command(opsel_dps_agent *agent,
+                                            uint64_t now_ns,
+                                            const char *command_json);
+
+/**
+ * Take the next output as JSON into `*out_json` (NULL when there is none).
+ * `kind` is `set_cca` (apply `cca` to the socket), `report` (hand it to the
+ * manager with `opsel_fair_manager_handle_report()`), or an event
+ * (`decided`, `period_closed`, `learnt`, `marked_violating`).
+ * Ownership: release `*out_json` with `opsel_string_free()`.
+ */
+opsel_status opsel_dps_agent_poll(opsel_dps_agent *agent, char **out_json);
+
+/**
+ * When `opsel_dps_agent_handle_timeout()` should next be called:
+ * `*out_has` is false when nothing is pending.
+ */
+opsel_status opsel_dps_agent_poll_timeout(const opsel_dps_agent *agent,
+                                          uint64_t *out_ns,
+                                          bool *out_has);
+
+/**
+ * The CCA in use (NUL-terminated in `out_cca`); `*out_has` is false before
+ * the first decision.
+ */
+opsel_status opsel_dps_agent_current(const opsel_dps_agent *agent,
+                                     char (*out_cca)[16],
+                                     bool *out_has);
+
+/**
+ * OPS's recognised background mix (a class label) as DPS's network state.
+ */
+opsel_status opsel_dps_agent_set_network_state(opsel_dps_agent *agent, const char *label);
+
+/**
+ * The agent's counters as JSON (`cycles`, `random_triggers`, `switches`,
+ * `periods`, `satisfied_periods`, `learnt_at_ns`, `learning_cycles`,
+ * `guarded_samples`). Ownership: release with `opsel_string_free()`.
+ */
+opsel_status opsel_dps_agent_stats_json(const opsel_dps_agent *agent, char **out_json);
+
+/**
+ * Create a fairness manager (002 §4.6, Alg 4). `spec_json` is NULL for the
+ * defaults or JSON such as `{"f_thresh":0.8,"v_thresh":3,"d_thresh":2}`.
+ * Ownership: release `*out_manager` with `opsel_fair_manager_free()`.
+ */
+opsel_status opsel_fair_manager_new(const char *spec_json, opsel_fair_manager **out_manager);
+
+/**
+ * Release a manager. NULL is ignored.
+ */
+void opsel_fair_manager_free(opsel_fair_manager *manager);
+
+/**
+ * Add a flow (its agent must be created with `managed` = true).
+ */
+opsel_status opsel_fair_manager_register(opsel_fair_manager *manager, uint64_t flow);
+
+/**
+ * Remove a flow.
+ */
+opsel_status opsel_fair_manager_deregister(opsel_fair_manager *manager, uint64_t flow);
+
+/**
+ * A flow's report: the JSON of its agent's `report` output, as polled (the
+ * `kind` key is allowed).
+ */
+opsel_status opsel_fair_manager_handle_report(opsel_fair_manager *manager,
+                                              uint64_t flow,
+                                              const char *report_json);
+
+/**
+ * A flow's sending rate over the last fairness interval (Mbit/s).
+ */
+opsel_status opsel_fair_manager_report_rate(opsel_fair_manager *manager,
+                                            uint64_t flow,
+                                            double rate_mbps);
+
+/**
+ * One fairness sample (Alg 4) over the admitted flows' last rates; Jain's
+ * index in `*out_jain`, `*out_has` false with fewer than two admitted flows.
+ */
+opsel_status opsel_fair_manager_evaluate(opsel_fair_manager *manager,
+                                         double *out_jain,
+                                         bool *out_has);
+
+/**
+ * Take the next command to deliver: its flow in `*out_flow` and its JSON in
+ * `*out_command_json` (NULL when there is none). Hand the JSON to that
+ * flow's `opsel_dps_agent_handle_command()`.
+ * Ownership: release `*out_command_json` with `opsel_string_free()`.
+ */
+opsel_status opsel_fair_manager_poll(opsel_fair_manager *manager,
+                                     uint64_t *out_flow,
+                                     char **out_command_json);
 
 /**
  * DTW distance between series `a` (`a_len` doubles) and `b` (`b_len`

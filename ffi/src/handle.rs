@@ -76,6 +76,8 @@ handles! {
 
 #[cfg(target_os = "linux")]
 handles! {
+    crate::dps::opsel_dps_agent => "agent",
+    crate::dps::opsel_fair_manager => "manager",
     crate::ops::opsel_ops_policy => "policy",
     crate::ops::opsel_ops_controller => "controller",
     crate::ops_driver::opsel_ops_driver => "driver",

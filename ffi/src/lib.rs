@@ -12,13 +12,16 @@
 //! The header `include/opsel.h` is generated from these items by cbindgen
 //! (`make header`); `tests/header.rs` fails when the checked-in copy is stale.
 //! One file per core module: `dtw.rs` wraps `opsel::dtw`, `knn.rs` wraps
-//! `opsel::knn`, `model.rs` wraps `opsel::model`.
+//! `opsel::knn`, `model.rs` wraps `opsel::model`, `dps.rs` wraps `opsel::dps` and the
+//! fairness manager of `opsel::fair`.
 #![allow(non_camel_case_types)]
 // Every entry point is `unsafe extern "C"`; its safety contract is written in
 // its doc comment (which becomes the C documentation in opsel.h).
 #![allow(clippy::missing_safety_doc)]
 
 pub mod bwe;
+#[cfg(target_os = "linux")]
+pub mod dps;
 pub mod dtw;
 pub mod error;
 mod handle;
@@ -32,6 +35,8 @@ pub mod ops_driver;
 pub mod sys;
 
 pub use bwe::*;
+#[cfg(target_os = "linux")]
+pub use dps::*;
 pub use dtw::*;
 pub use error::*;
 pub use knn::*;
