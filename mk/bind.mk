@@ -82,6 +82,7 @@ test-node: node-build
 	cd $(BIND_NODE) && node --test test/
 	cd $(BIND_ROOT) && node examples/node/classify.js tests/fixtures/knn_golden.model.json
 	cd $(BIND_ROOT) && node examples/node/fit_predict.js
+	cd $(BIND_ROOT) && node examples/node/dps.js
 
 # --- bench ------------------------------------------------------------------
 bench-bindings: bind-deps-c ffi-release node-build python

@@ -123,3 +123,19 @@ def test_manager_unlocks_one_managed_agent_at_a_time():
         opsel.FairManager({"f_thresh": 0})
     with pytest.raises(opsel.InvalidInputError):
         opsel.FairManager({"bogus": 1})
+
+
+def test_the_example_runs():
+    import pathlib
+    import runpy
+
+    example = pathlib.Path(__file__).resolve().parents[3] / "examples" / "python" / "dps.py"
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(example), run_name="__main__")
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("flow 0: ") and lines[1].startswith("flow 1: ")
+    assert "last Jain" in lines[2]
