@@ -432,7 +432,7 @@ impl FastProbModel {
 }
 
 /// A FastProb prediction.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Prediction {
     /// Predicted converged throughput t_avg, bit/s.
     pub throughput_bps: f64,
@@ -446,8 +446,11 @@ pub struct Prediction {
     pub forced: bool,
 }
 
-/// What to do after a sample (004 §IV Fig. 6b).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What to do after a sample (004 §IV Fig. 6b). Serialized tagged by
+/// `decision` (`continue`, `stop`, `forced_stop`) with the prediction's fields
+/// beside it: the one form of the bindings and the CLI's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
 pub enum Decision {
     /// Not predictable yet: keep probing.
     Continue,
@@ -457,39 +460,74 @@ pub enum Decision {
     ForcedStop(Prediction),
 }
 
+/// The model a [`Prober`] consults: borrowed, or shared with the caller (the
+/// bindings hold a probe beside nothing else that could own the model).
+#[derive(Debug, Clone)]
+enum ModelRef<'m> {
+    Borrowed(&'m FastProbModel),
+    Shared(std::sync::Arc<FastProbModel>),
+}
+
 /// One probe in progress: a fixed buffer of samples and the model it consults.
 /// `push` allocates nothing.
 #[derive(Debug, Clone)]
 pub struct Prober<'m> {
-    model: &'m FastProbModel,
+    model: ModelRef<'m>,
     buf: [f64; MAX_N],
     n: usize,
     stopped: bool,
     threshold: f64,
 }
 
+impl Prober<'static> {
+    /// A probe that shares ownership of its model.
+    pub fn shared(model: std::sync::Arc<FastProbModel>) -> Self {
+        Self::with_model(ModelRef::Shared(model))
+    }
+}
+
 impl<'m> Prober<'m> {
     /// Start a probe with the model's stop threshold.
     pub fn new(model: &'m FastProbModel) -> Self {
+        Self::with_model(ModelRef::Borrowed(model))
+    }
+
+    fn with_model(model: ModelRef<'m>) -> Self {
+        let threshold = match &model {
+            ModelRef::Borrowed(m) => m.spec.stop_threshold,
+            ModelRef::Shared(m) => m.spec.stop_threshold,
+        };
         Prober {
             model,
             buf: [0.0; MAX_N],
             n: 0,
             stopped: false,
-            threshold: model.spec.stop_threshold,
+            threshold,
+        }
+    }
+
+    /// The model consulted.
+    pub fn model(&self) -> &FastProbModel {
+        match &self.model {
+            ModelRef::Borrowed(m) => m,
+            ModelRef::Shared(m) => m,
         }
     }
 
     /// Start a probe with another stop threshold (the P(predictable) knob of 004 §8).
     pub fn with_threshold(model: &'m FastProbModel, threshold: f64) -> Result<Self> {
+        Self::new(model).threshold(threshold)
+    }
+
+    /// Set the stop threshold (in [0, 1)).
+    pub fn threshold(mut self, threshold: f64) -> Result<Self> {
         if !(threshold.is_finite() && (0.0..1.0).contains(&threshold)) {
             return Err(Error::invalid(format!(
                 "stop threshold {threshold} must be in [0, 1)"
             )));
         }
-        let mut p = Self::new(model);
-        p.threshold = threshold;
-        Ok(p)
+        self.threshold = threshold;
+        Ok(self)
     }
 
     /// Forget the samples and start over (same model and threshold).
@@ -525,8 +563,12 @@ impl<'m> Prober<'m> {
         self.buf[self.n] = sample_bps;
         self.n += 1;
         let n = self.n;
-        let spec = &self.model.spec;
-        let Some(st) = self.model.stages[n - 1].as_ref() else {
+        let model = match &self.model {
+            ModelRef::Borrowed(m) => *m,
+            ModelRef::Shared(m) => &**m,
+        };
+        let spec = &model.spec;
+        let Some(st) = model.stages[n - 1].as_ref() else {
             // Only possible between stages when n < first_gate_n (validated).
             return Ok(Decision::Continue);
         };
@@ -556,5 +598,40 @@ impl<'m> Prober<'m> {
             });
         }
         Ok(Decision::Continue)
+    }
+}
+
+#[cfg(test)]
+mod serialized_form {
+    use super::{Decision, Prediction};
+    use serde_json::json;
+
+    #[test]
+    fn decisions_are_tagged_with_the_prediction_beside() {
+        assert_eq!(
+            serde_json::to_value(Decision::Continue).unwrap(),
+            json!({"decision": "continue"})
+        );
+        let p = Prediction {
+            throughput_bps: 9.0e8,
+            samples: 6,
+            probe_ns: 6_000_000_000,
+            p_predictable: Some(0.8),
+            forced: false,
+        };
+        assert_eq!(
+            serde_json::to_value(Decision::Stop(p)).unwrap(),
+            json!({"decision": "stop", "throughput_bps": 9.0e8, "samples": 6,
+                   "probe_ns": 6_000_000_000u64, "p_predictable": 0.8, "forced": false})
+        );
+        let f = Prediction {
+            p_predictable: None,
+            forced: true,
+            ..p
+        };
+        assert_eq!(
+            serde_json::to_value(Decision::ForcedStop(f)).unwrap()["decision"],
+            "forced_stop"
+        );
     }
 }
