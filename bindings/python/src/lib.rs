@@ -9,6 +9,7 @@ mod bwe;
 mod dps;
 mod dtw;
 mod errors;
+mod fastprob;
 mod knn;
 mod mix;
 #[cfg(target_os = "linux")]
@@ -24,6 +25,7 @@ fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", opsel::VERSION)?;
     bwe::register(m)?;
     dtw::register(m)?;
+    fastprob::register(m)?;
     knn::register(m)?;
     mix::register(m)?;
     series::register(m)?;

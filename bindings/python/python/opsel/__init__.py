@@ -33,6 +33,8 @@ from ._opsel import (
     pstream_send_gaps,
     DEFAULT_RADIUS,
     SIX_CLASSES,
+    FastProbe,
+    FastProbModel,
     Model,
     Prediction,
     __version__,
@@ -85,6 +87,8 @@ except ImportError:  # not Linux
     _LINUX = []
 
 __all__ = [
+    "FastProbe",
+    "FastProbModel",
     "Abest",
     "BweMl",
     "RateAdapter",

@@ -1,0 +1,64 @@
+"""opsel.FastProbModel / opsel.FastProbe: document 004's early-stopping probe
+through thin conversions, checked against the scikit-learn reference decisions
+of the shared fixture (tests/fixtures/fastprob/sklearn_small.json), which the
+Rust core also matches (core/tests/fastprob_sklearn.rs)."""
+
+import json
+import pathlib
+
+import pytest
+
+import opsel
+
+FIX = pathlib.Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "fastprob"
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
+def test_probe_equals_sklearn_on_the_shared_fixture():
+    model = opsel.FastProbModel.load(FIX / "model_small.json")
+    assert model.spec["cap"] == 15
+    logs = json.loads((FIX / "sklearn_small.json").read_text())["logs"]
+    assert len(logs) >= 20
+    for i, log in enumerate(logs):
+        s = log["samples_bps"]
+        for st in log["stages"]:
+            assert close(model.predict_fixed(s[: st["n"]]), st["regressor"]), (i, st["n"])
+        probe = model.probe()
+        out = None
+        for x in s:
+            d = probe.push(x)
+            if d["decision"] != "continue":
+                out = d
+                break
+        assert out is not None, f"log {i}: no stop by the cap"
+        assert out["samples"] == log["stop_n"] == len(probe), i
+        assert out["forced"] == log["forced"] and (out["decision"] == "forced_stop") == log["forced"]
+        assert close(out["throughput_bps"], log["prediction_bps"]), i
+        assert out["probe_ns"] == out["samples"] * model.spec["interval_ns"]
+
+
+def test_stops_resets_and_bad_input():
+    model = opsel.FastProbModel.from_json((FIX / "model_small.json").read_text())
+    probe = opsel.FastProbe(model)
+    with pytest.raises(opsel.InvalidInputError, match="finite"):
+        probe.push(float("nan"))
+    assert len(probe) == 0, "a rejected sample is not recorded"
+    with pytest.raises(opsel.InvalidInputError):
+        probe.push(-1.0)
+    d = {"decision": "continue"}
+    while d["decision"] == "continue":
+        d = probe.push(9.0e8)
+    with pytest.raises(opsel.InvalidInputError, match="reset"):
+        probe.push(9.0e8)
+    probe.reset()
+    assert len(probe) == 0
+    assert probe.push(9.0e8)["decision"] in ("continue", "stop")
+    with pytest.raises(opsel.InvalidInputError, match="threshold"):
+        model.probe(threshold=1.5)
+    with pytest.raises(opsel.InvalidModelError):
+        opsel.FastProbModel.from_json('{"format": "opsel-model", "version": 1, "kind": "knn-dtw"}')
+    with pytest.raises(opsel.OpselIOError):
+        opsel.FastProbModel.load(FIX / "does-not-exist.json")
