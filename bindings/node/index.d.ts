@@ -177,6 +177,18 @@ export interface DtwOptions {
  * message names the index), or bad options.
  */
 export declare function dtwDistance(a: Float64Array, b: Float64Array, options?: DtwOptions | undefined | null): number
+/** A probe decision. Declared for the TypeScript types; the object comes from `js_form`. */
+export interface FastProbDecision {
+  /** "continue", "stop" (the gate fired) or "forcedStop" (the cap). */
+  decision: string
+  /** Predicted converged throughput t_avg, bit/s. */
+  throughputBps?: number
+  samples?: number
+  probeNs?: number
+  /** The gate's P(predictable) at the stop. */
+  pPredictable?: number
+  forced?: boolean
+}
 /** The outcome of classifying one window. */
 export interface Prediction {
   /** Predicted class name, e.g. `"B1-C1"`. */
@@ -692,6 +704,31 @@ export declare class FairManager {
   get lastJain(): number | null
   /** `{unlocks, violations, fairnessSamples}`. */
   stats(): any
+}
+/** A trained FastProb model (per-length gate + regressor pairs, 004 §IV). */
+export declare class FastProbModel {
+  /** Read and validate a model file (`"kind": "fastprob"`). */
+  static load(path: string): FastProbModel
+  /** Parse model-file JSON text. */
+  static fromJson(text: string): FastProbModel
+  /** `{intervalNs, cap, firstGateN, lastGateN, stopThreshold, labelErrorPct}`. */
+  get spec(): Record<string, number>
+  /** The fixed-length regressor's prediction (bit/s) for a prefix of samples. */
+  predictFixed(prefix: Array<number>): number
+  /** A new probe; `threshold` overrides the stop threshold (in [0, 1)). */
+  probe(threshold?: number | undefined | null): FastProbe
+}
+/** One early-stopping probe in progress (004 §IV Fig. 6b). */
+export declare class FastProbe {
+  /**
+   * Feed the throughput of the interval that just ended (bit/s). After a
+   * stop, `push` throws until `reset()`.
+   */
+  push(sampleBps: number): FastProbDecision
+  /** Forget the samples and start over. */
+  reset(): void
+  /** Samples pushed so far. */
+  get length(): number
 }
 /**
  * A fitted DTW K-NN background-mix classifier. Get one from `loadModel()`,

@@ -13,6 +13,9 @@ mod bwe;
 mod dps;
 mod dtw;
 mod error;
+// Uses the object conversions of `ops` (Linux-only with it).
+#[cfg(target_os = "linux")]
+mod fastprob;
 mod knn;
 mod model;
 #[cfg(target_os = "linux")]

@@ -259,7 +259,7 @@ pub struct OpsOutput {
 }
 
 /// `until_ns` → `untilNs`.
-fn camel(key: &str) -> String {
+pub(crate) fn camel(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
     let mut up = false;
     for c in key.chars() {

@@ -1,0 +1,51 @@
+// FastProbModel / FastProbe: document 004's early-stopping probe through
+// thin conversions, checked against the scikit-learn reference decisions of
+// the shared fixture (tests/fixtures/fastprob/sklearn_small.json), which the
+// Rust core and Python also match.
+'use strict'
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { FastProbModel, FastProbe } = require('..')
+
+const FIX = path.join(__dirname, '..', '..', '..', 'tests', 'fixtures', 'fastprob')
+const close = (a, b) => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b))
+
+test('the probe equals scikit-learn on the shared fixture', () => {
+  const model = FastProbModel.load(path.join(FIX, 'model_small.json'))
+  assert.equal(model.spec.cap, 15)
+  const { logs } = JSON.parse(fs.readFileSync(path.join(FIX, 'sklearn_small.json'), 'utf8'))
+  assert.ok(logs.length >= 20)
+  logs.forEach((log, i) => {
+    const s = log.samples_bps
+    for (const st of log.stages) assert.ok(close(model.predictFixed(s.slice(0, st.n)), st.regressor), `log ${i} n=${st.n}`)
+    const probe = model.probe()
+    let out = null
+    for (const x of s) {
+      const d = probe.push(x)
+      if (d.decision !== 'continue') { out = d; break }
+    }
+    assert.ok(out, `log ${i}: no stop by the cap`)
+    assert.equal(out.samples, log.stop_n)
+    assert.equal(probe.length, log.stop_n)
+    assert.equal(out.forced, log.forced)
+    assert.equal(out.decision, log.forced ? 'forcedStop' : 'stop')
+    assert.ok(close(out.throughputBps, log.prediction_bps), `log ${i}`)
+  })
+})
+
+test('stops, resets and bad input', () => {
+  const model = FastProbModel.fromJson(fs.readFileSync(path.join(FIX, 'model_small.json'), 'utf8'))
+  const probe = model.probe()
+  assert.throws(() => probe.push(NaN), { code: 'OPSEL_INVALID_INPUT' })
+  assert.equal(probe.length, 0)
+  let d = { decision: 'continue' }
+  while (d.decision === 'continue') d = probe.push(9e8)
+  assert.throws(() => probe.push(9e8), /reset/)
+  probe.reset()
+  assert.equal(probe.length, 0)
+  assert.throws(() => model.probe(1.5), { code: 'OPSEL_INVALID_INPUT' })
+  assert.throws(() => FastProbModel.load(path.join(FIX, 'nope.json')), { code: 'OPSEL_IO' })
+  assert.ok(FastProbe)
+})
