@@ -165,6 +165,21 @@
 #define OPSEL_DEFAULT_RADIUS 10
 
 /**
+ * `opsel_fastprob_decision.decision`: not predictable yet, keep probing.
+ */
+#define OPSEL_FASTPROB_CONTINUE 0
+
+/**
+ * The gate fired: stop, the prediction is valid.
+ */
+#define OPSEL_FASTPROB_STOP 1
+
+/**
+ * The cap was reached: stop with the cap regressor's prediction.
+ */
+#define OPSEL_FASTPROB_FORCED_STOP 2
+
+/**
  * Raw RTT in ms (the default: absolute RTT carries the load, 000 §3.4).
  */
 #define OPSEL_NORMALIZATION_NONE 0
@@ -444,6 +459,19 @@ typedef struct opsel_dps_agent opsel_dps_agent;
 typedef struct opsel_fair_manager opsel_fair_manager;
 
 /**
+ * A FastProb model. Opaque: `opsel_fastprob_model_load()` /
+ * `opsel_fastprob_model_free()`. Read-only: any number of threads.
+ */
+typedef struct opsel_fastprob_model opsel_fastprob_model;
+
+/**
+ * One probe in progress. Opaque: `opsel_fastprob_probe_new()` /
+ * `opsel_fastprob_probe_free()`. It shares the model, so the model handle
+ * may be freed first. One thread at a time.
+ */
+typedef struct opsel_fastprob_probe opsel_fastprob_probe;
+
+/**
  * A fitted DTW K-NN background-mix classifier with its model-file metadata.
  *
  * Opaque: create with `opsel_model_load()`, `opsel_model_from_json()` or
@@ -670,6 +698,33 @@ typedef struct {
    */
   double loss_cut;
 } opsel_rate_adapter_config;
+
+/**
+ * What to do after a sample (004 §IV Fig. 6b).
+ */
+typedef struct {
+  /**
+   * `OPSEL_FASTPROB_CONTINUE`, `OPSEL_FASTPROB_STOP` or `OPSEL_FASTPROB_FORCED_STOP`.
+   */
+  uint32_t decision;
+  /**
+   * Predicted converged throughput t_avg, bit/s (0 while continuing).
+   */
+  double throughput_bps;
+  /**
+   * Samples consumed.
+   */
+  uint32_t samples;
+  /**
+   * Probe time, samples × the model's interval, ns.
+   */
+  uint64_t probe_ns;
+  /**
+   * The gate's P(predictable) at the stop; valid when `has_p_predictable`.
+   */
+  double p_predictable;
+  bool has_p_predictable;
+} opsel_fastprob_decision;
 
 /**
  * Classifier settings for `opsel_model_fit()`. Start from
@@ -1838,6 +1893,55 @@ const char *opsel_last_error_message(void);
  * Ownership: static; never free. Thread-safety: any thread.
  */
 const char *opsel_status_name(int32_t status);
+
+/**
+ * Read and validate a FastProb model file (`"kind": "fastprob"`).
+ * Errors: `OPSEL_NULL_POINTER`, `OPSEL_IO`, `OPSEL_INVALID_MODEL`,
+ * `OPSEL_UNSUPPORTED_VERSION`. Ownership: release with `opsel_fastprob_model_free()`.
+ */
+opsel_status opsel_fastprob_model_load(const char *path, opsel_fastprob_model **out_model);
+
+/**
+ * Release a model. NULL is ignored. Probes made from it stay valid.
+ */
+void opsel_fastprob_model_free(opsel_fastprob_model *model);
+
+/**
+ * The model's longest probe in samples (`*out_cap`) and its sampling
+ * interval in ns (`*out_interval_ns`).
+ */
+opsel_status opsel_fastprob_model_spec(const opsel_fastprob_model *model,
+                                       uint32_t *out_cap,
+                                       uint64_t *out_interval_ns);
+
+/**
+ * Start a probe over `model`. `threshold` is the stop threshold on
+ * P(predictable), in [0, 1); pass a negative value for the model's own.
+ * Ownership: release `*out_probe` with `opsel_fastprob_probe_free()`.
+ */
+opsel_status opsel_fastprob_probe_new(const opsel_fastprob_model *model,
+                                      double threshold,
+                                      opsel_fastprob_probe **out_probe);
+
+/**
+ * Release a probe. NULL is ignored.
+ */
+void opsel_fastprob_probe_free(opsel_fastprob_probe *probe);
+
+/**
+ * Feed the throughput of the interval that just ended (bit/s) and write
+ * what to do into `*out_decision`. After a stop, further pushes fail with
+ * `OPSEL_INVALID_INPUT` until `opsel_fastprob_probe_reset()`; NaN, infinite
+ * or negative samples are refused and not recorded. Allocates nothing.
+ */
+opsel_status opsel_fastprob_probe_push(opsel_fastprob_probe *probe,
+                                       double sample_bps,
+                                       opsel_fastprob_decision *out_decision);
+
+/**
+ * Forget the samples and start over (same model and threshold).
+ */
+opsel_status opsel_fastprob_probe_reset(opsel_fastprob_probe *probe);
 
 /**
  * The default settings: k = 1, radius 10, `OPSEL_COST_ABS`,

@@ -72,6 +72,8 @@ handles! {
     crate::bwe::opsel_bwe_workspace => "workspace",
     crate::bwe::opsel_bwe_ml => "ml",
     crate::bwe::opsel_rate_adapter => "adapter",
+    crate::fastprob::opsel_fastprob_model => "model",
+    crate::fastprob::opsel_fastprob_probe => "probe",
 }
 
 #[cfg(target_os = "linux")]

@@ -24,6 +24,7 @@ pub mod bwe;
 pub mod dps;
 pub mod dtw;
 pub mod error;
+pub mod fastprob;
 mod handle;
 pub mod knn;
 pub mod model;
@@ -39,6 +40,7 @@ pub use bwe::*;
 pub use dps::*;
 pub use dtw::*;
 pub use error::*;
+pub use fastprob::*;
 pub use knn::*;
 pub use model::*;
 #[cfg(target_os = "linux")]
