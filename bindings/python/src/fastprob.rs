@@ -30,7 +30,9 @@ impl FastProbModel {
     #[staticmethod]
     fn load(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let inner = py.detach(|| Core::load(&path)).py_err()?;
-        Ok(Self { inner: Arc::new(inner) })
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Parse model-file JSON text.

@@ -10,6 +10,9 @@ mod dps;
 mod dtw;
 mod errors;
 mod fastprob;
+// Uses the dict conversions of `ops` (Linux-only with it).
+#[cfg(target_os = "linux")]
+mod flows;
 mod knn;
 mod mix;
 #[cfg(target_os = "linux")]
@@ -32,6 +35,7 @@ fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(target_os = "linux")]
     {
         dps::register(m)?;
+        flows::register(m)?;
         ops::register(m)?;
         ops_driver::register(m)?;
         sys::register(m)?;

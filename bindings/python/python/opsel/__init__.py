@@ -53,12 +53,15 @@ from .estimator import KnnDtw
 # Socket adapter and OPS controller (Linux only; see opsel.sys / opsel.ops docs).
 try:
     from ._opsel import (  # noqa: F401
+        AlphaIdentifier,
         Controller,
+        DecisionCache,
         DpsAgent,
         FairManager,
         IcmpProber,
         OpsDriver,
         PacedSender,
+        QosPlan,
         ProbeReceiver,
         TcpInfoSampler,
         UdpEchoProber,
@@ -82,6 +85,7 @@ try:
         "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
         "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
         "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed", "DpsAgent", "FairManager",
+        "AlphaIdentifier", "QosPlan", "DecisionCache",
     ]
 except ImportError:  # not Linux
     _LINUX = []
