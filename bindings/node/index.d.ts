@@ -189,6 +189,19 @@ export interface FastProbDecision {
   pPredictable?: number
   forced?: boolean
 }
+/** A flow record (003 Table 3.4); times in ns since the epoch. */
+export interface FlowRecordObject {
+  srcAddr: string
+  dstAddr: string
+  srcPort: number
+  dstPort: number
+  proto: number
+  bytes: number
+  packets: number
+  firstNs: number
+  lastNs: number
+  samplingInterval: number
+}
 /** The outcome of classifying one window. */
 export interface Prediction {
   /** Predicted class name, e.g. `"B1-C1"`. */
@@ -729,6 +742,59 @@ export declare class FastProbe {
   reset(): void
   /** Samples pushed so far. */
   get length(): number
+}
+/**
+ * Streaming α-flow identifier (003 §3.5.1): `push` flow records, then
+ * `finish()` for the per-interval (daily) reports.
+ */
+export declare class AlphaIdentifier {
+  /** `spec`: `{hBytes, prefixLenV4, prefixLenV6, aggIntervalNs, ...}`, each optional. */
+  constructor(spec?: Record<string, unknown>)
+  /**
+   * One record `{srcAddr, dstAddr, srcPort, dstPort, proto, bytes,
+   * packets, firstNs, lastNs, samplingInterval}`; true for an α report (eq 3.1).
+   */
+  push(record: FlowRecordObject): boolean
+  /** Close and return every interval that starts before `day`. */
+  takeDaysBefore(day: number): Array<Record<string, unknown>>
+  /** Close and return every interval; the identifier is then used up. */
+  finish(): Array<Record<string, unknown>>
+}
+/** The two-class advice of 003 Ch. 4 as a tc plan. */
+export declare class QosPlan {
+  /**
+   * `prefixIds`: strings such as `"10.1.2.0/24 -> 10.3.4.0/24"`; `spec`: a
+   * preset name ("default", "exp2", "testbed") or a QoS spec object;
+   * `linkRateBps` overrides the spec's rate.
+   */
+  constructor(prefixIds: string[], spec?: string | Record<string, unknown>, linkRateBps?: number)
+  /** The plan as data (spec, defaultClass, classes, filters, notes). */
+  toObject(): Record<string, unknown>
+  /** Advice that is not an error (e.g. a β share below 003 Exp 6's 30 %). */
+  get notes(): Array<string>
+  /** The tc argument lists (without the program name) for `dev`, in `netns` if given. */
+  commands(dev: string, netns?: string | undefined | null): Array<Array<string>>
+  /** The same as a shell script. */
+  script(dev: string, netns?: string | undefined | null): string
+}
+/** The last OPS decision per destination prefix (/24, /64), with aging. */
+export declare class DecisionCache {
+  /** `spec`: `{prefixLenV4, prefixLenV6, maxAgeS, capacity}`, each optional. */
+  constructor(spec?: Record<string, unknown>)
+  /** Read a cache file (missing: empty; damaged: an error, the file left as it is). */
+  static load(path: string, spec?: Record<string, unknown>): DecisionCache
+  /** Write the file atomically, dropping entries aged out at `nowS`. */
+  save(path: string, nowS: number): void
+  /** Record what OPS decided toward `dst` at `atS` (Unix seconds). */
+  record(dst: string, label: string, cca: string, confidence: number, atS: number): void
+  /**
+   * The decision toward `dst`'s prefix if young enough:
+   * `{prefix, label, cca, confidence, atS, ageS}`, or null.
+   */
+  lookup(dst: string, nowS: number): Record<string, unknown> | null
+  /** Forget `dst`'s prefix (a prior that turned out wrong). */
+  forget(dst: string): boolean
+  get size(): number
 }
 /**
  * A fitted DTW K-NN background-mix classifier. Get one from `loadModel()`,

@@ -16,6 +16,9 @@ mod error;
 // Uses the object conversions of `ops` (Linux-only with it).
 #[cfg(target_os = "linux")]
 mod fastprob;
+// Uses the object conversions of `ops` (Linux-only with it).
+#[cfg(target_os = "linux")]
+mod flows;
 mod knn;
 mod model;
 #[cfg(target_os = "linux")]

@@ -401,14 +401,29 @@ fn snake(key: &str) -> String {
     out
 }
 
-/// A JSON value with every object key in snake_case.
+/// A JSON value with every object key in snake_case. Whole numbers come
+/// back as integers: napi hands JS numbers beyond i32 over as floats, which a
+/// core integer field (`first_ns`, `bytes`) would refuse; an f64 field
+/// takes an integer as well.
 pub(crate) fn snake_keys(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
     match v {
-        serde_json::Value::Object(m) => serde_json::Value::Object(
+        Value::Object(m) => Value::Object(
             m.into_iter()
                 .map(|(k, v)| (snake(&k), snake_keys(v)))
                 .collect(),
         ),
+        Value::Array(a) => Value::Array(a.into_iter().map(snake_keys).collect()),
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_992.0 => {
+                if x >= 0.0 {
+                    Value::from(x as u64)
+                } else {
+                    Value::from(x as i64)
+                }
+            }
+            _ => Value::Number(n),
+        },
         v => v,
     }
 }
