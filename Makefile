@@ -29,7 +29,7 @@ $(VENV)/.stamp: bindings/python/requirements-dev.txt | toolchain
 deps: $(VENV)/.stamp
 
 # Build the Python extension into the venv (editable install).
-python: deps
+python: deps py-models
 	cd bindings/python && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release -q
 
 # Rust: every crate. The sys and netlab suites create network namespaces (root);

@@ -7,7 +7,7 @@ should use. The algorithms run in the Rust core; this package is a thin layer.
 Quick start::
 
     import opsel
-    model = opsel.load_model("models/passive-w20/model.json")
+    model = opsel.load_model(opsel.models.path("passive"))   # a shipped model
     pred = model.classify(rtt_window_ms)      # 1-D float64 array of w samples
     pred.label, pred.bbr_present, pred.distance
 """
@@ -46,41 +46,8 @@ from ._opsel import (
     synthetic_series,
     windows,
 )
+from . import models
 from .estimator import KnnDtw
-
-# Socket adapter and OPS controller (Linux only; see opsel.sys / opsel.ops docs).
-try:
-    from ._opsel import (  # noqa: F401
-        Controller,
-        IcmpProber,
-        OpsDriver,
-        PacedSender,
-        ProbeReceiver,
-        TcpInfoSampler,
-        UdpEchoProber,
-        UdpEchoResponder,
-        allowed_ccas,
-        available_ccas,
-        detect_txtime,
-        fair_share,
-        get_cca,
-        get_max_pacing_rate,
-        jain,
-        send_fixed,
-        set_cca,
-        set_max_pacing_rate,
-        tcp_info,
-        tcp_rtt_ns,
-    )
-
-    _LINUX = [
-        "Controller", "IcmpProber", "PacedSender", "ProbeReceiver", "TcpInfoSampler",
-        "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
-        "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
-        "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed",
-    ]
-except ImportError:  # not Linux
-    _LINUX = []
 
 __all__ = [
     "Abest",
@@ -109,9 +76,45 @@ __all__ = [
     "cross_validate",
     "dtw_distance",
     "load_model",
+    "models",
     "normalize",
     "parse_mix",
     "synthetic_dataset",
     "synthetic_series",
     "windows",
-] + _LINUX
+]
+
+# Socket adapter and OPS controller (Linux only; see opsel.sys / opsel.ops docs).
+try:
+    from ._opsel import (  # noqa: F401
+        Controller,
+        IcmpProber,
+        OpsDriver,
+        PacedSender,
+        ProbeReceiver,
+        TcpInfoSampler,
+        UdpEchoProber,
+        UdpEchoResponder,
+        allowed_ccas,
+        available_ccas,
+        detect_txtime,
+        fair_share,
+        get_cca,
+        get_max_pacing_rate,
+        jain,
+        send_fixed,
+        set_cca,
+        set_max_pacing_rate,
+        tcp_info,
+        tcp_rtt_ns,
+    )
+
+    __all__ += [
+        "Controller", "IcmpProber", "PacedSender", "ProbeReceiver", "TcpInfoSampler",
+        "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
+        "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
+        "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed",
+    ]
+except ImportError:  # not Linux
+    pass
+
