@@ -125,7 +125,7 @@ test-packaging-node: npm-pack
 	  --moduleResolution node --typeRoots $(PKG_ROOT)/bindings/node/node_modules/@types --types node fit_predict.ts && \
 	$(PKG_ROOT)/bindings/node/node_modules/.bin/tsc --strict --module commonjs --target es2020 \
 	  --moduleResolution node --typeRoots $(PKG_ROOT)/bindings/node/node_modules/@types --types node --outDir out fit_predict.ts && \
-	node out/fit_predict.js | grep -q 'OPSEL_IO' && \
+	out=$$(node out/fit_predict.js) && grep -q 'OPSEL_IO' <<< "$$out" && \
 	echo "test-packaging-node: npm tarball installs offline, examples run, TypeScript types check"
 
 test-packaging-c: bind-deps-c
