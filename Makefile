@@ -46,8 +46,9 @@ include $(wildcard mk/*.mk) $(wildcard research/*.mk)
 # C (make + CMake, ASan, valgrind) and Node (node:test) suites come from mk/bind.mk;
 # the root-only bounded network suites from mk/: netlab validation (~60 s), the
 # socket/OPS binding examples, OpsDriver + send/recv (~1 min), live bwe (~15 s),
-# and a collect smoke run (~30 s).
-test: test-rust test-python test-bind test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect
+# and a collect smoke run (~30 s); the packaging checks from mk/packaging.mk: the wheel,
+# the npm tarball and the C install tree, each installed into a clean temp dir and used there.
+test: test-rust test-python test-bind test-packaging test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect
 	@echo "make test: all suites passed"
 
 # The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with
