@@ -23,11 +23,11 @@ from . import _opsel
 from ._errors import InvalidInputError
 
 try:  # scikit-learn is optional
-    from sklearn.base import BaseEstimator, ClassifierMixin
-    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.base import BaseEstimator, ClassifierMixin  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    from sklearn.utils.multiclass import check_classification_targets  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     try:  # scikit-learn >= 1.6
-        from sklearn.utils.validation import validate_data as _sk_validate_data
+        from sklearn.utils.validation import validate_data as _sk_validate_data  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:  # pragma: no cover - older scikit-learn
         _sk_validate_data = None
 
@@ -236,7 +236,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
     def _check_fitted(self) -> None:
         if not hasattr(self, "model_"):
             try:
-                from sklearn.exceptions import NotFittedError
+                from sklearn.exceptions import NotFittedError  # type: ignore[import-untyped,import-not-found,unused-ignore]
             except ImportError:  # pragma: no cover
                 raise RuntimeError("this KnnDtw is not fitted yet; call fit(X, y) first") from None
             raise NotFittedError("this KnnDtw is not fitted yet; call fit(X, y) first")
