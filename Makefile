@@ -29,7 +29,7 @@ $(VENV)/.stamp: bindings/python/requirements-dev.txt | toolchain
 deps: $(VENV)/.stamp
 
 # Build the Python extension into the venv (editable install).
-python: deps
+python: deps py-models
 	cd bindings/python && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release -q
 
 # Rust: every crate. The sys and netlab suites create network namespaces (root);
@@ -46,8 +46,10 @@ include $(wildcard mk/*.mk) $(wildcard research/*.mk)
 # C (make + CMake, ASan, valgrind) and Node (node:test) suites come from mk/bind.mk;
 # the root-only bounded network suites from mk/: netlab validation (~60 s), the
 # socket/OPS binding examples, OpsDriver + send/recv (~1 min), live bwe (~15 s),
-# a collect smoke run (~30 s), and the BPF Vegas CCA on netlab (~70 s).
-test: test-rust test-python test-bind test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect test-bpf-cca
+# a collect smoke run (~30 s), and the BPF Vegas CCA on netlab (~70 s); the packaging checks
+# from mk/packaging.mk: the wheel, the npm tarball and the C install tree, each installed into
+# a clean temp dir and used there.
+test: test-rust test-python test-bind test-packaging test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect test-bpf-cca
 	@echo "make test: all suites passed"
 
 # The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with

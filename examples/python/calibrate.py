@@ -28,10 +28,10 @@ import numpy as np
 
 import opsel
 from opsel.train.calibrate import extend_from_traces
-from opsel.train.data import dataset, find_traces_dir
+from opsel.train.data import Trace, dataset, find_traces_dir
 
 
-def accuracy(model, traces):
+def accuracy(model: opsel.Model, traces: list[Trace]) -> tuple[float, float, int]:
     X, y = dataset(traces, model.window)
     pred = [p.label for p in model.classify_batch(X)]
     six = float(np.mean([p == t for p, t in zip(pred, y)]))
@@ -40,9 +40,9 @@ def accuracy(model, traces):
     return six, bbr, len(y)
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", default="models/passive/model.json")
+    ap.add_argument("--base", default=opsel.models.path("passive"), help="model to extend (default: the shipped passive model)")
     ap.add_argument("--corpus", default="data/calibrate/cal-r20-d150-b1/passive")
     ap.add_argument("--holdout", default="data/holdout/holdout-r20-d150-b1/passive")
     ap.add_argument("--out", default=None, help="model file to write (default: a temporary one)")

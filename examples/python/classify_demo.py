@@ -18,7 +18,7 @@ import numpy as np
 import opsel
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--per-class", type=int, default=120, help="training windows per class")
     ap.add_argument("--w", type=int, default=20, help="window length in 1 Hz samples (000: 20)")

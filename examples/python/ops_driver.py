@@ -20,6 +20,7 @@ import os
 import socket
 import sys
 import threading
+from typing import Any
 
 import opsel
 
@@ -30,7 +31,7 @@ def main(model_path: str) -> int:
     peer, _ = srv.accept()
     received = [0]
 
-    def drain():
+    def drain() -> None:
         while b := peer.recv(1 << 16):
             received[0] += len(b)
 
@@ -40,11 +41,11 @@ def main(model_path: str) -> int:
     x = "bbr" if "bbr" in opsel.available_ccas() and (os.geteuid() == 0 or "bbr" in opsel.allowed_ccas()) else "reno"
     pattern = f"cubic:1-silence:1-{x}:1"
 
-    def policy(c):
+    def policy(c: dict[str, Any]) -> str:
         # The thesis stump (000 §4.1), but keep cubic when the classifier is unsure.
         return x if c["bbr_present"] and c["confidence"] >= 0.5 else "cubic"
 
-    def show(e):
+    def show(e: dict[str, Any]) -> None:
         k = e["kind"]
         if k == "phase":
             print(f"phase    {e['phase']} (cycle {e['cycle']})")
@@ -61,7 +62,7 @@ def main(model_path: str) -> int:
     # callable(n) -> bytes (b"" = end); loopback is fast, so stream forever.
     chunk = os.urandom(1 << 20)
 
-    def data(n):
+    def data(n: int) -> bytes:
         return chunk[:n]
 
     with opsel.UdpEchoResponder("127.0.0.1:0", delay_s=0.02) as echo:

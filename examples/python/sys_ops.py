@@ -14,6 +14,7 @@ Run: python examples/python/sys_ops.py tests/fixtures/knn_golden.model.json
 
 import socket
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ def main(model_path: str) -> int:
 
     opsel.set_cca(conn, "cubic")  # the controller assumes its initial CCA
 
-    def policy(c):
+    def policy(c: dict[str, Any]) -> str:
         # A user policy: the thesis stump, but keep cubic when the classifier is unsure.
         return "bbr" if c["bbr_present"] and c["confidence"] >= 0.5 else "cubic"
 

@@ -129,7 +129,7 @@ impl BassConfig {
     }
 
     /// The thesis thresholds re-expressed relative to a reference send gap, so they
-    /// scale with the probing rate [Ours]. `reference_gap_ns` is the mean send gap the
+    /// scale with the probing rate \[Ours\]. `reference_gap_ns` is the mean send gap the
     /// thesis values were tuned at (7 Gbps jumbo frames: 9038·8/7e9 s ≈ 10 329 ns).
     pub fn thesis_relative(reference_gap_ns: f64) -> Result<Self> {
         if !(reference_gap_ns.is_finite() && reference_gap_ns > 0.0) {

@@ -7,7 +7,7 @@
 //!
 //! - [`pstream`]: p-stream rates and send schedule (001 §1.3)
 //! - [`bass`]: BASS single/multi-pass + AVG_WINDOW (001 §5.3)
-//! - [`abest`]: excursion estimator and single-rate decision (001 Alg. 1, §5.3.2)
+//! - [`abest`](mod@abest): excursion estimator and single-rate decision (001 Alg. 1, §5.3.2)
 //! - [`delack`]: delayed-ACK normalisation (001 Alg. 6)
 //! - [`pathload`]: Pathload PCT/PDT, IMR-avg, IMR-wavelet baselines (001 §2.2.1.2, §5.1)
 //! - [`adapter`]: Rapid's rate adapter (001 §2.3, §8.1)

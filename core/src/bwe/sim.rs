@@ -123,7 +123,7 @@ pub struct CrossTraffic {
 }
 
 impl CrossTraffic {
-    /// The Table 3.1 calibration of `kind`; train lengths are our choice [Ours] (BCT
+    /// The Table 3.1 calibration of `kind`; train lengths are our choice \[Ours\] (BCT
     /// burstiest, SCT tbf-smoothed, UNC in between).
     pub fn table_3_1(kind: CrossKind) -> Self {
         let (mean, spread, train, cbr) = match kind {
@@ -189,7 +189,7 @@ pub enum Coalescing {
 }
 
 impl Coalescing {
-    /// NIC1 default of the thesis: ≈ 120 µs timer (001 §6.3.2), 0.5 µs per packet [Ours].
+    /// NIC1 default of the thesis: ≈ 120 µs timer (001 §6.3.2), 0.5 µs per packet \[Ours\].
     pub fn nic1_default() -> Self {
         Coalescing::Timer {
             rx_usecs_ns: 120_000.0,
@@ -329,7 +329,7 @@ pub struct Trace {
     pub avail_bw_halves_bps: (f64, f64),
     /// The same ground truth over each rate segment `k` (gaps `k·N_p + 1 ..= (k+1)·N_p`,
     /// window from the departure of packet `k·N_p` to that of packet `(k+1)·N_p`), one
-    /// entry per probing rate. A diagnostic only [Ours]: 001 scores against the
+    /// entry per probing rate. A diagnostic only \[Ours\]: 001 scores against the
     /// whole-stream `B_g` (§5.3.3); this says whether a cross-traffic burst made a
     /// segment's rate exceed the bandwidth left *during that segment*.
     pub avail_bw_segments_bps: Vec<f64>,

@@ -5,7 +5,7 @@
 //! stamps back) are `crate::sys::linux::bwe_driver` (Linux).
 //!
 //! Rapid carries the receiver stamps in TCP timestamps (001 §7.2); a UDP probe has no
-//! such field, so a small control exchange on a second port replaces it [Ours]:
+//! such field, so a small control exchange on a second port replaces it \[Ours\]:
 //!
 //! | message | bytes (big-endian) |
 //! |---|---|

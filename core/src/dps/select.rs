@@ -173,7 +173,7 @@ pub(crate) fn protocol_selection(
 /// candidate protocol, in the spec's CCA order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateStats {
-    /// The State label (see [`super::StateKey`]).
+    /// The State label (see [`Agent::state_key`](super::Agent::state_key)).
     pub key: String,
     /// Per candidate CCA.
     pub protocols: Vec<ProtocolStats>,

@@ -3,7 +3,7 @@
 //! Eq 3.3 splits the α-intervals of a prefix flow into an overlapping set O
 //! (merged run by run into M: earliest start, latest end) and a non-overlapping
 //! set N, and sums the lengths of both. That is exactly the length of the union:
-//! sort by start and merge. Touching intervals ([a,b], [b,c]) merge too; their
+//! sort by start and merge. Touching intervals (\[a,b\], \[b,c\]) merge too; their
 //! union length is the same either way.
 
 /// Length of the union of `[start, end]` intervals, in the intervals' unit.

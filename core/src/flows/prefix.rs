@@ -3,7 +3,7 @@
 //!
 //! A /24 ID covers the 256 addresses of a subnet (the dissertation's "255" is a
 //! slip, notes §12). IPv6 is not in the document; its prefix length is a
-//! separate setting ([Ours], default /64).
+//! separate setting (\[Ours\], default /64).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

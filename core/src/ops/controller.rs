@@ -346,7 +346,7 @@ impl From<Action> for ActionRecord {
 /// tagged by `kind` (`phase`, `classified`, `cycle_classified`, `selected`,
 /// `decision_failed`, `probe_incomplete`) with the fields below;
 /// `Classified`'s fields are inlined and `CycleClassified::leader` is
-/// `leader_index`. [`Labeled`] adds the class names.
+/// `leader_index`. [`Labeled`](super::Labeled) adds the class names.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {

@@ -7,7 +7,7 @@ should use. The algorithms run in the Rust core; this package is a thin layer.
 Quick start::
 
     import opsel
-    model = opsel.load_model("models/passive-w20/model.json")
+    model = opsel.load_model(opsel.models.path("passive"))   # a shipped model
     pred = model.classify(rtt_window_ms)      # 1-D float64 array of w samples
     pred.label, pred.bbr_present, pred.distance
 """
@@ -48,7 +48,45 @@ from ._opsel import (
     synthetic_series,
     windows,
 )
+from . import models
 from .estimator import KnnDtw
+
+__all__ = [
+    "Abest",
+    "BweMl",
+    "RateAdapter",
+    "bwe_baseline",
+    "bwe_decide_single_rate",
+    "bwe_estimate",
+    "bwe_trend",
+    "pstream_rates",
+    "pstream_send_gaps",
+    "DEFAULT_RADIUS",
+    "SIX_CLASSES",
+    "FastProbe",
+    "FastProbModel",
+    "InvalidInputError",
+    "InvalidModelError",
+    "KnnDtw",
+    "Model",
+    "OpselError",
+    "OpselIOError",
+    "OpselPermissionError",
+    "Prediction",
+    "UnsupportedError",
+    "UnsupportedVersionError",
+    "__version__",
+    "aggregate",
+    "cross_validate",
+    "dtw_distance",
+    "load_model",
+    "models",
+    "normalize",
+    "parse_mix",
+    "synthetic_dataset",
+    "synthetic_series",
+    "windows",
+]
 
 # Socket adapter and OPS controller (Linux only; see opsel.sys / opsel.ops docs).
 try:
@@ -61,8 +99,8 @@ try:
         IcmpProber,
         OpsDriver,
         PacedSender,
-        QosPlan,
         ProbeReceiver,
+        QosPlan,
         TcpInfoSampler,
         UdpEchoProber,
         UdpEchoResponder,
@@ -80,7 +118,7 @@ try:
         tcp_rtt_ns,
     )
 
-    _LINUX = [
+    __all__ += [
         "Controller", "IcmpProber", "PacedSender", "ProbeReceiver", "TcpInfoSampler",
         "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
         "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
@@ -88,40 +126,5 @@ try:
         "AlphaIdentifier", "QosPlan", "DecisionCache",
     ]
 except ImportError:  # not Linux
-    _LINUX = []
+    pass
 
-__all__ = [
-    "FastProbe",
-    "FastProbModel",
-    "Abest",
-    "BweMl",
-    "RateAdapter",
-    "bwe_baseline",
-    "bwe_decide_single_rate",
-    "bwe_estimate",
-    "bwe_trend",
-    "pstream_rates",
-    "pstream_send_gaps",
-    "DEFAULT_RADIUS",
-    "SIX_CLASSES",
-    "InvalidInputError",
-    "InvalidModelError",
-    "KnnDtw",
-    "Model",
-    "OpselError",
-    "OpselIOError",
-    "OpselPermissionError",
-    "Prediction",
-    "UnsupportedError",
-    "UnsupportedVersionError",
-    "__version__",
-    "aggregate",
-    "cross_validate",
-    "dtw_distance",
-    "load_model",
-    "normalize",
-    "parse_mix",
-    "synthetic_dataset",
-    "synthetic_series",
-    "windows",
-] + _LINUX

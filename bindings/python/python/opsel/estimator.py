@@ -2,23 +2,54 @@
 
 It follows the scikit-learn estimator contract (``fit`` / ``predict`` /
 ``predict_proba`` / ``score`` / ``get_params`` / ``set_params``), so it works
-with ``cross_val_score``, ``GridSearchCV`` and pipelines. scikit-learn itself is
-optional: without it the same methods exist, minus the sklearn base classes.
+with ``cross_val_score``, ``GridSearchCV``, pipelines and ``pickle``, and it
+passes ``sklearn.utils.estimator_checks.check_estimator``. scikit-learn itself
+is optional: without it the same methods exist, minus the sklearn base classes,
+and input is checked by the numpy fallback below.
+
+Only input checking and the estimator protocol live here; fitting and
+prediction are the core's (DESIGN.md: bindings hold no algorithm).
 """
 
 from __future__ import annotations
 
+import copyreg
+from typing import Any, Optional, Union
+
 import numpy as np
+import numpy.typing as npt
 
 from . import _opsel
 from ._errors import InvalidInputError
 
 try:  # scikit-learn is optional
-    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.base import BaseEstimator, ClassifierMixin  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    from sklearn.utils.multiclass import check_classification_targets  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
-    _BASES: tuple = (ClassifierMixin, BaseEstimator)
+    try:  # scikit-learn >= 1.6
+        from sklearn.utils.validation import validate_data as _sk_validate_data  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:  # pragma: no cover - older scikit-learn
+        _sk_validate_data = None
+
+    _BASES: tuple[type, ...] = (ClassifierMixin, BaseEstimator)
+    _HAVE_SKLEARN = True
 except ImportError:  # pragma: no cover - exercised only without sklearn
     _BASES = (object,)
+    _HAVE_SKLEARN = False
+
+
+# A fitted Model pickles as its model file text: the JSON form is the core's one
+# versioned format, it round-trips every f64 exactly (serde_json float_roundtrip),
+# and loading it re-runs the core's validation, so an unpickled model is checked
+# like any model file. Registered here rather than in Rust so the compiled module
+# needs no pickle protocol of its own.
+def _reduce_model(model: _opsel.Model) -> tuple[Any, tuple[str]]:
+    return (_opsel.Model.from_json, (model.to_json(),))
+
+
+copyreg.pickle(_opsel.Model, _reduce_model)
+
+_PARAMS = ("n_neighbors", "radius", "cost", "normalization", "n_jobs")
 
 
 class KnnDtw(*_BASES):  # type: ignore[misc]
@@ -36,43 +67,65 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         Per-window normalisation; none keeps absolute RTT, which carries load (000 §3.4).
     n_jobs : int, default 0
         Threads for batch prediction (0 = all cores). The GIL is released.
+
+    Attributes (after ``fit``)
+    --------------------------
+    classes_ : ndarray of the distinct labels, in sorted order.
+    n_features_in_ : int, the window length w.
+    model_ : opsel.Model, the fitted core model.
     """
 
-    def __init__(self, n_neighbors=1, radius=10, cost="abs", normalization="none", n_jobs=0):
+    classes_: npt.NDArray[Any]
+    n_features_in_: int
+    model_: _opsel.Model
+
+    def __init__(
+        self,
+        n_neighbors: int = 1,
+        radius: Optional[int] = 10,
+        cost: str = "abs",
+        normalization: str = "none",
+        n_jobs: int = 0,
+    ) -> None:
         self.n_neighbors = n_neighbors
         self.radius = radius
         self.cost = cost
         self.normalization = normalization
         self.n_jobs = n_jobs
 
-    # scikit-learn's get_params/set_params come from BaseEstimator; these keep
-    # the estimator usable when scikit-learn is absent.
-    if _BASES == (object,):  # pragma: no cover
+    # scikit-learn's get_params/set_params/score come from its base classes;
+    # these keep the estimator usable when scikit-learn is absent.
+    if not _HAVE_SKLEARN:  # pragma: no cover
 
-        def get_params(self, deep=True):
-            return {k: getattr(self, k) for k in ("n_neighbors", "radius", "cost", "normalization", "n_jobs")}
+        def get_params(self, deep: bool = True) -> dict[str, Any]:
+            return {k: getattr(self, k) for k in _PARAMS}
 
-        def set_params(self, **params):
+        def set_params(self, **params: Any) -> "KnnDtw":
             for k, v in params.items():
-                if k not in self.get_params():
-                    raise ValueError(f"invalid parameter {k!r} for KnnDtw")
+                if k not in _PARAMS:
+                    raise ValueError(f"invalid parameter {k!r} for KnnDtw; valid: {', '.join(_PARAMS)}")
                 setattr(self, k, v)
             return self
 
-        def score(self, X, y):
+        def score(self, X: npt.ArrayLike, y: npt.ArrayLike) -> float:
             return float(np.mean(self.predict(X) == np.asarray(y)))
 
-    def fit(self, X, y, *, probing="passive", pattern=None, training=None):
+    def fit(
+        self,
+        X: npt.ArrayLike,
+        y: npt.ArrayLike,
+        *,
+        probing: str = "passive",
+        pattern: Optional[str] = None,
+        training: Any = None,
+    ) -> "KnnDtw":
         """Store the training windows as the reference set. X: (n, w) RTT windows in ms; y: labels."""
-        X = _as_2d(X)
-        y = np.asarray(y)
-        if y.ndim != 1 or len(y) != X.shape[0]:
-            raise InvalidInputError(f"y must be 1-D with one label per window: X has {X.shape[0]} windows, y has shape {y.shape}")
-        self.classes_, idx = np.unique(y, return_inverse=True)
-        self.model_ = _opsel.Model.fit(
-            X,
+        Xa, ya = self._validate_fit(X, y)
+        classes, idx = np.unique(ya, return_inverse=True)
+        model = _opsel.Model.fit(
+            Xa,
             idx.astype(np.int64).tolist(),
-            [str(c) for c in self.classes_],
+            [str(c) for c in classes],
             k=int(self.n_neighbors),
             radius=None if self.radius is None else int(self.radius),
             cost=self.cost,
@@ -81,32 +134,36 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
             pattern=pattern,
             training=training,
         )
-        self.n_features_in_ = X.shape[1]
+        # Set only once the core accepted the parameters, so a failed fit
+        # leaves no half-fitted estimator behind.
+        self.classes_ = classes
+        self.model_ = model
+        self.n_features_in_ = int(Xa.shape[1])
         return self
 
-    def predict(self, X):
+    def predict(self, X: npt.ArrayLike) -> npt.NDArray[Any]:
         """Predicted labels for windows X of shape (n, w)."""
-        self._check_fitted()
-        idx = self.model_.predict_indices(_as_2d(X), threads=int(self.n_jobs))
+        Xa = self._validate_predict(X)
+        idx = self.model_.predict_indices(Xa, threads=int(self.n_jobs))
         return self.classes_[idx]
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Vote shares per class, columns in the order of ``classes_``."""
-        self._check_fitted()
-        return self.model_.predict_proba(_as_2d(X))
+        Xa = self._validate_predict(X)
+        return self.model_.predict_proba(Xa)
 
-    def kneighbors_distance(self, X):
+    def kneighbors_distance(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Distance to the nearest reference for each window (a novelty signal)."""
-        self._check_fitted()
-        return np.array([p.distance for p in self.model_.classify_batch(_as_2d(X), threads=int(self.n_jobs))])
+        Xa = self._validate_predict(X)
+        return np.array([p.distance for p in self.model_.classify_batch(Xa, threads=int(self.n_jobs))])
 
-    def save(self, path):
+    def save(self, path: str) -> None:
         """Write the fitted model as an opsel model file (JSON, version 1)."""
         self._check_fitted()
         self.model_.save(path)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str) -> "KnnDtw":
         """Load an opsel model file into a fitted estimator (labels become strings)."""
         model = _opsel.load_model(path)
         est = cls(
@@ -120,22 +177,96 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         est.n_features_in_ = model.window
         return est
 
-    def _check_fitted(self):
+    # --- input checks -------------------------------------------------------
+    # With scikit-learn, its own validators give the messages its tooling and
+    # users expect (sparse, complex, empty, NaN/inf, n_features_in_ at predict,
+    # continuous targets); without it, the numpy fallback checks the same things.
+
+    def _validate_fit(self, X: npt.ArrayLike, y: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], npt.NDArray[Any]]:
+        if y is None:
+            raise ValueError(
+                "KnnDtw requires y to be passed, but the target y is None: fit(X, y) needs one label per window"
+            )
+        if _HAVE_SKLEARN:
+            try:
+                if _sk_validate_data is not None:
+                    Xa, ya = _sk_validate_data(self, X, y, dtype=np.float64, ensure_min_features=1)
+                else:  # pragma: no cover - older scikit-learn
+                    Xa, ya = self._validate_data(X, y, dtype=np.float64)
+                check_classification_targets(ya)
+            except ValueError as e:
+                raise _invalid(e) from e
+        else:  # pragma: no cover - exercised only without sklearn
+            Xa = _as_2d(X)
+            ya = np.asarray(y)
+            if ya.ndim == 2 and ya.shape[1] == 1:
+                ya = ya.ravel()
+            if ya.ndim != 1 or len(ya) != Xa.shape[0]:
+                raise InvalidInputError(
+                    f"y must be 1-D with one label per window: X has {Xa.shape[0]} windows, y has shape {ya.shape}"
+                )
+            if ya.dtype.kind == "f":
+                if not np.isfinite(ya).all():
+                    raise InvalidInputError("y contains NaN or infinity; labels must be finite")
+                if not np.array_equal(ya, np.round(ya)):
+                    raise InvalidInputError("Unknown label type: continuous y; KnnDtw needs class labels")
+        if Xa.shape[0] < 1:
+            raise InvalidInputError(f"fit needs at least one window; X has shape {Xa.shape}")
+        return np.ascontiguousarray(Xa, dtype=np.float64), ya
+
+    def _validate_predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        self._check_fitted()
+        if _HAVE_SKLEARN:
+            try:
+                if _sk_validate_data is not None:
+                    Xa = _sk_validate_data(self, X, dtype=np.float64, reset=False)
+                else:  # pragma: no cover - older scikit-learn
+                    Xa = self._validate_data(X, dtype=np.float64, reset=False)
+            except ValueError as e:
+                raise _invalid(e) from e
+        else:  # pragma: no cover - exercised only without sklearn
+            Xa = _as_2d(X)
+            if Xa.shape[1] != self.n_features_in_:
+                raise InvalidInputError(
+                    f"X has {Xa.shape[1]} features (samples per window), but KnnDtw is fitted "
+                    f"for {self.n_features_in_}"
+                )
+        return np.ascontiguousarray(Xa, dtype=np.float64)
+
+    def _check_fitted(self) -> None:
         if not hasattr(self, "model_"):
             try:
-                from sklearn.exceptions import NotFittedError
+                from sklearn.exceptions import NotFittedError  # type: ignore[import-untyped,import-not-found,unused-ignore]
             except ImportError:  # pragma: no cover
-                NotFittedError = RuntimeError  # noqa: N806
+                raise RuntimeError("this KnnDtw is not fitted yet; call fit(X, y) first") from None
             raise NotFittedError("this KnnDtw is not fitted yet; call fit(X, y) first")
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
 
 
-def _as_2d(X):
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise InvalidInputError(f"X must be 2-D (windows × samples), got shape {X.shape}")
-    return X
+def _invalid(e: ValueError) -> ValueError:
+    """scikit-learn's message, raised as opsel's InvalidInputError (still a ValueError)."""
+    return e if isinstance(e, InvalidInputError) else InvalidInputError(str(e))
+
+
+def _as_2d(X: Union[npt.ArrayLike, Any]) -> npt.NDArray[np.float64]:
+    """The fallback check without scikit-learn: a dense, real, finite, non-empty 2-D array."""
+    if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+        raise InvalidInputError("sparse input is not supported: pass a dense array of windows (X.toarray())")
+    arr = np.asarray(X)
+    if np.iscomplexobj(arr):
+        raise InvalidInputError("complex data is not supported: RTT windows are real numbers in ms")
+    Xa = np.ascontiguousarray(arr, dtype=np.float64)
+    if Xa.ndim != 2:
+        raise InvalidInputError(
+            f"X must be 2-D (windows × samples), got shape {Xa.shape}; "
+            "reshape your data with X.reshape(1, -1) for a single window"
+        )
+    if Xa.shape[1] == 0:
+        raise InvalidInputError(f"X has 0 feature(s) (shape={Xa.shape}); windows need at least one sample")
+    if not np.isfinite(Xa).all():
+        raise InvalidInputError("X contains NaN or infinity; RTT samples must be finite")
+    return Xa
