@@ -8,10 +8,12 @@ delivery rate instead and apply each "set_cca" with opsel.set_cca.
     python examples/python/dps.py
 """
 
+from typing import Any, Optional
+
 import opsel
 
 S = 1_000_000_000
-SPEC = {
+SPEC: dict[str, Any] = {
     "ccas": ["cubic", "bbr"],
     # 002 Table 5.2, time-scaled by 10: T = 6 s, t = 3 s.
     "metrics": [
@@ -23,7 +25,7 @@ SPEC = {
 }
 
 
-def path(ccas):
+def path(ccas: list[Optional[str]]) -> list[tuple[float, float]]:
     """Per-flow (rtt_ms, mbps) on a 10 Mbit/s link for the CCAs in use."""
     share = {"cubic": 1.0, "bbr": 1.6}
     weights = [share.get(c, 1.0) if c else 0.0 for c in ccas]
@@ -32,10 +34,10 @@ def path(ccas):
     return [(rtt, 10.0 * w / total) for w in weights]
 
 
-def main():
+def main() -> None:
     manager = opsel.FairManager({"f_thresh": 0.8})
     agents = [opsel.DpsAgent({**SPEC, "seed": i + 1}, managed=True) for i in range(2)]
-    ccas = [None, None]
+    ccas: list[Optional[str]] = [None, None]
     for i, a in enumerate(agents):
         manager.register(i)
         a.start(0)
