@@ -434,6 +434,12 @@ typedef enum {
 } opsel_status;
 
 /**
+ * A streaming α-flow identifier. Opaque: `opsel_alpha_identifier_new()` /
+ * `opsel_alpha_identifier_free()`. One thread at a time.
+ */
+typedef struct opsel_alpha_identifier opsel_alpha_identifier;
+
+/**
  * The ML multi-rate estimator (001 Ch 6): a gbt/rf regressor on FFT-magnitude
  * features of (g_s ‖ g_r). Opaque; one call at a time (it owns its buffers).
  */
@@ -445,6 +451,12 @@ typedef struct opsel_bwe_ml opsel_bwe_ml;
  * One call at a time.
  */
 typedef struct opsel_bwe_workspace opsel_bwe_workspace;
+
+/**
+ * The per-destination-prefix decision cache. Opaque:
+ * `opsel_decision_cache_load()` / `opsel_decision_cache_free()`.
+ */
+typedef struct opsel_decision_cache opsel_decision_cache;
 
 /**
  * A DPS agent. Opaque: `opsel_dps_agent_new()` / `opsel_dps_agent_free()`.
@@ -725,6 +737,24 @@ typedef struct {
   double p_predictable;
   bool has_p_predictable;
 } opsel_fastprob_decision;
+
+/**
+ * One NetFlow / IPFIX flow report (003 Table 3.4). Addresses are
+ * NUL-terminated IPv4 or IPv6 text; times are ns since the Unix epoch;
+ * bytes and packets are as exported (sampled), `sampling_interval` is N.
+ */
+typedef struct {
+  const char *src_addr;
+  const char *dst_addr;
+  uint16_t src_port;
+  uint16_t dst_port;
+  uint8_t proto;
+  uint64_t bytes;
+  uint64_t packets;
+  uint64_t first_ns;
+  uint64_t last_ns;
+  uint32_t sampling_interval;
+} opsel_flow_record;
 
 /**
  * Classifier settings for `opsel_model_fit()`. Start from
@@ -1942,6 +1972,103 @@ opsel_status opsel_fastprob_probe_push(opsel_fastprob_probe *probe,
  * Forget the samples and start over (same model and threshold).
  */
 opsel_status opsel_fastprob_probe_reset(opsel_fastprob_probe *probe);
+
+/**
+ * Create an identifier. `spec_json` is NULL for the defaults (H = 1 GB,
+ * /24, daily intervals, 30-day aging) or an `opsel::flows::AlphaSpec`
+ * object such as `{"h_bytes": 1000000000, "prefix_len_v4": 32}`.
+ * Ownership: release with `opsel_alpha_identifier_free()`.
+ */
+opsel_status opsel_alpha_identifier_new(const char *spec_json,
+                                        opsel_alpha_identifier **out_identifier);
+
+/**
+ * Release an identifier. NULL is ignored.
+ */
+void opsel_alpha_identifier_free(opsel_alpha_identifier *identifier);
+
+/**
+ * Take `len` records; `*out_alpha` (may be NULL) counts the α reports
+ * among them (eq 3.1). A bad record (unparsable address, last before first
+ * packet) stops the call with `OPSEL_INVALID_INPUT` naming its index; the
+ * records before it are kept.
+ */
+opsel_status opsel_alpha_identifier_push(opsel_alpha_identifier *identifier,
+                                         const opsel_flow_record *records,
+                                         size_t len,
+                                         size_t *out_alpha);
+
+/**
+ * Close every aggregation interval that starts before `day` and write
+ * their reports as a JSON array into `*out_json` (day, reports,
+ * alpha_reports, alpha_flows, prefix_flows with alpha_bytes and
+ * alpha_time_ns). Ownership: release with `opsel_string_free()`.
+ */
+opsel_status opsel_alpha_identifier_take_days_json(opsel_alpha_identifier *identifier,
+                                                   uint64_t day,
+                                                   char **out_json);
+
+/**
+ * The two-class advice of 003 Ch. 4 as a tc plan, in JSON
+ * (`*out_plan_json`) and as a shell script for `dev` (`*out_script`, may be
+ * NULL). `prefix_ids` holds one α prefix ID per line (`SRC/len -> DST/len`);
+ * `spec` is a preset name (`default`, `exp2`, `testbed`) or a QoS spec
+ * object in JSON; `link_rate_bps` (0: the spec's) sets the rate. `netns` may
+ * be NULL. Ownership: release both strings with `opsel_string_free()`.
+ */
+opsel_status opsel_qos_plan(const char *prefix_ids,
+                            const char *spec,
+                            uint64_t link_rate_bps,
+                            const char *dev,
+                            const char *netns,
+                            char **out_plan_json,
+                            char **out_script);
+
+/**
+ * Read a decision-cache file (`path`), or start an empty cache when it does
+ * not exist. `spec_json` is NULL for the defaults (/24, /64, 30 days, 4096
+ * prefixes). A damaged file is `OPSEL_INVALID_INPUT` and is left as it is.
+ * Ownership: release with `opsel_decision_cache_free()`.
+ */
+opsel_status opsel_decision_cache_load(const char *path,
+                                       const char *spec_json,
+                                       opsel_decision_cache **out_cache);
+
+/**
+ * Release a cache. NULL is ignored.
+ */
+void opsel_decision_cache_free(opsel_decision_cache *cache);
+
+/**
+ * Record what OPS decided toward `dst` (class `label`, `cca`, `confidence`
+ * in [0, 1]) at `at_s` (Unix seconds).
+ */
+opsel_status opsel_decision_cache_record(opsel_decision_cache *cache,
+                                         const char *dst,
+                                         const char *label,
+                                         const char *cca,
+                                         double confidence,
+                                         double at_s);
+
+/**
+ * The decision toward `dst`'s prefix if younger than the maximum age at
+ * `now_s`, as JSON (`label`, `cca`, `confidence`, `at_s`) in `*out_json`;
+ * NULL when there is none. Ownership: release with `opsel_string_free()`.
+ */
+opsel_status opsel_decision_cache_lookup(const opsel_decision_cache *cache,
+                                         const char *dst,
+                                         double now_s,
+                                         char **out_json);
+
+/**
+ * Write the cache to `path` atomically, dropping entries aged out at `now_s`.
+ */
+opsel_status opsel_decision_cache_save(opsel_decision_cache *cache, const char *path, double now_s);
+
+/**
+ * Entries held (`*out_len`).
+ */
+opsel_status opsel_decision_cache_len(const opsel_decision_cache *cache, size_t *out_len);
 
 /**
  * The default settings: k = 1, radius 10, `OPSEL_COST_ABS`,

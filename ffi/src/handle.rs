@@ -74,6 +74,8 @@ handles! {
     crate::bwe::opsel_rate_adapter => "adapter",
     crate::fastprob::opsel_fastprob_model => "model",
     crate::fastprob::opsel_fastprob_probe => "probe",
+    crate::flows::opsel_alpha_identifier => "identifier",
+    crate::flows::opsel_decision_cache => "cache",
 }
 
 #[cfg(target_os = "linux")]

@@ -25,6 +25,7 @@ pub mod dps;
 pub mod dtw;
 pub mod error;
 pub mod fastprob;
+pub mod flows;
 mod handle;
 pub mod knn;
 pub mod model;
@@ -41,6 +42,7 @@ pub use dps::*;
 pub use dtw::*;
 pub use error::*;
 pub use fastprob::*;
+pub use flows::*;
 pub use knn::*;
 pub use model::*;
 #[cfg(target_os = "linux")]
