@@ -42,7 +42,8 @@ enum Cmd {
     Recv(transfer::args::RecvArgs),
     /// Receive transfer after transfer into a directory (like `iperf3 -s`).
     Serve(transfer::args::ServeArgs),
-    /// Classify RTT windows with a background-mix model (one window, a file, or labelled traces).
+    /// Classify RTT windows (given, from a CSV/JSON file or stdin, or probed live toward a host):
+    /// class, confidence and the CCA OPS would pick; or the accuracy over labelled traces.
     Classify(classify::ClassifyArgs),
     /// The RTT series toward a host as OPS samples it (000 §3.2), as CSV or JSON.
     Probe(probe::ProbeArgs),

@@ -10,7 +10,8 @@
 //! 1. `$OPSEL_MODELS` (a folder laid out like the repo's `models/`);
 //! 2. `<exe dir>/../share/opsel/models` (what `make install PREFIX=…` installs);
 //! 3. `./models` (run from a checkout);
-//! 4. the `models/` of the checkout the binary was built from;
+//! 4. `<exe dir>/../../models` when the binary is a checkout's
+//!    `target/release/opsel`;
 //! 5. the copies built into the binary (the two default models, see
 //!    [`EMBEDDED`]), so a lone binary still classifies.
 //!
@@ -71,17 +72,24 @@ pub fn search_roots() -> Vec<(PathBuf, &'static str)> {
     if let Some(d) = std::env::var_os("OPSEL_MODELS").filter(|d| !d.is_empty()) {
         roots.push((PathBuf::from(d), "$OPSEL_MODELS"));
     }
-    if let Some(dir) = std::env::current_exe()
+    let exe_dir = std::env::current_exe()
         .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
-        roots.push((dir.join("../share/opsel/models"), "installed beside the binary"));
+        .and_then(|e| e.parent().map(Path::to_path_buf));
+    if let Some(dir) = &exe_dir {
+        roots.push((
+            dir.join("../share/opsel/models"),
+            "installed beside the binary",
+        ));
     }
     roots.push((PathBuf::from("models"), "the current directory's checkout"));
-    roots.push((
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../models"),
-        "the checkout opsel was built from",
-    ));
+    // A binary run from a checkout's target/release (or target/debug).
+    if let Some(target) = exe_dir
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|t| t.file_name().is_some_and(|n| n == "target"))
+    {
+        roots.push((target.join("../models"), "the checkout of the binary"));
+    }
     roots
 }
 
@@ -118,7 +126,11 @@ fn locate_in(arg: Option<&Path>, default_name: &str, roots: &[(PathBuf, &str)]) 
     let mut looked: Vec<String> = Vec::new();
     let name = match arg {
         Some(p) => {
-            let file = if p.is_dir() { p.join("model.json") } else { p.to_path_buf() };
+            let file = if p.is_dir() {
+                p.join("model.json")
+            } else {
+                p.to_path_buf()
+            };
             if file.is_file() {
                 return Ok(Source::File(file));
             }
@@ -143,7 +155,11 @@ fn locate_in(arg: Option<&Path>, default_name: &str, roots: &[(PathBuf, &str)]) 
     }
     looked.push(format!(
         "the models built into opsel ({})",
-        EMBEDDED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        EMBEDDED
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
     Err(not_found(&name, &looked))
 }
@@ -251,8 +267,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"nope\" not found"), "{e}");
-        assert!(e.contains(&r1.join("nope/model.json").display().to_string()), "{e}");
-        assert!(e.contains(&r2.join("nope/model.json").display().to_string()), "{e}");
+        assert!(
+            e.contains(&r1.join("nope/model.json").display().to_string()),
+            "{e}"
+        );
+        assert!(
+            e.contains(&r2.join("nope/model.json").display().to_string()),
+            "{e}"
+        );
         assert!(e.contains("built into opsel"), "{e}");
         let e = locate_in(Some(&d.join("missing.json")), PASSIVE, &roots)
             .unwrap_err()
@@ -268,7 +290,10 @@ mod tests {
             let m = load(&src).unwrap();
             assert!(m.model.window() > 0);
             let p = as_path(&src).unwrap();
-            assert_eq!(KnnModelFile::load(&p).unwrap().model.window(), m.model.window());
+            assert_eq!(
+                KnnModelFile::load(&p).unwrap().model.window(),
+                m.model.window()
+            );
         }
     }
 }

@@ -16,9 +16,11 @@ use serde_json::json;
 use crate::rtt_series::{self, SeriesSpec};
 
 #[derive(Args)]
-#[command(after_help = "RTT only: no FastProb throughput model is shipped (004; see \
+#[command(
+    after_help = "RTT only: no FastProb throughput model is shipped (004; see \
 docs/results/fastprob.md), so there is no --throughput probe.\n\n\
-Example: opsel probe 192.0.2.1 --samples 40 > rtt.csv && opsel classify --file rtt.csv")]
+Example: opsel probe 192.0.2.1 --samples 40 > rtt.csv && opsel classify --file rtt.csv"
+)]
 pub struct ProbeArgs {
     /// HOST or icmp:HOST (ICMP echo: a ping socket, or raw as root) or
     /// udp:HOST:PORT (the UDP echo responder that `opsel recv` runs).

@@ -104,7 +104,10 @@ fn csv(text: &str, src: &str) -> Result<Parsed> {
         return Err(Error::invalid(format!("{src} has no data lines")));
     };
     let head = split(first);
-    let is_header = head.iter().any(|c| c.parse::<f64>().is_err());
+    // A header names columns: no token is a number (or it names rtt_ms).
+    // A line mixing numbers and a typo is data with a bad value.
+    let is_header =
+        head.iter().all(|c| c.parse::<f64>().is_err()) || head.iter().any(|c| c == "rtt_ms");
     if is_header {
         // Header: the series is the rtt_ms column; keep empty cells as
         // positions so a missing sample is reported on its line.
@@ -220,7 +223,12 @@ mod tests {
     fn csv_rows_are_windows_and_a_header_selects_the_series() {
         let w = parse("1,2,3\n4 5 6\n\n", "x", 3).unwrap();
         assert_eq!(w.windows, vec![vec![1.0, 2.0, 3.0], vec![4.0, 5.0, 6.0]]);
-        let w = parse("t_s,rtt_ms,answered\n0,1,10\n1,2,10\n2,3,10\n3,4,10\n", "x", 2).unwrap();
+        let w = parse(
+            "t_s,rtt_ms,answered\n0,1,10\n1,2,10\n2,3,10\n3,4,10\n",
+            "x",
+            2,
+        )
+        .unwrap();
         assert_eq!(w.windows, vec![vec![1.0, 2.0], vec![3.0, 4.0]]);
         let w = parse("t_s,rtt_ms\n0,1\n1,2\n2,3\n", "x", 2).unwrap();
         assert_eq!(w.leftover, 1);
@@ -230,12 +238,16 @@ mod tests {
     fn json_forms() {
         assert_eq!(parse("[1,2,3,4]", "x", 2).unwrap().windows.len(), 2);
         assert_eq!(parse("[[1,2],[3,4]]", "x", 2).unwrap().windows.len(), 2);
-        assert_eq!(parse(r#"{"rtt_ms":[1,2]}"#, "x", 2).unwrap().windows.len(), 1);
+        assert_eq!(
+            parse(r#"{"rtt_ms":[1,2]}"#, "x", 2).unwrap().windows.len(),
+            1
+        );
         assert_eq!(
             parse(r#"{"windows":[[1,2]]}"#, "x", 2).unwrap().windows,
             vec![vec![1.0, 2.0]]
         );
-        let probe = r#"{"target":"icmp:10.0.0.1","samples":[{"t_s":0,"rtt_ms":5.5},{"t_s":1,"rtt_ms":6}]}"#;
+        let probe =
+            r#"{"target":"icmp:10.0.0.1","samples":[{"t_s":0,"rtt_ms":5.5},{"t_s":1,"rtt_ms":6}]}"#;
         assert_eq!(parse(probe, "x", 2).unwrap().windows, vec![vec![5.5, 6.0]]);
     }
 

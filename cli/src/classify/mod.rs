@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use opsel::model::{KnnModelFile, ProbingMode};
-use opsel::ops::{Classifier, ControllerSpec, KnnClassifier, NoCallback, Policy, PolicyInput, PolicySpec};
+use opsel::ops::{
+    Classifier, ControllerSpec, KnnClassifier, NoCallback, Policy, PolicyInput, PolicySpec,
+};
 use opsel::{Error, Result};
 use opsel_netlab::collect::Mode;
 use serde::Serialize;
@@ -194,7 +196,12 @@ fn live_window(host: &str, file: &KnnModelFile) -> Result<Vec<f64>> {
 }
 
 /// Accuracy and confusion matrix over a folder of labelled traces.
-fn traces(a: &ClassifyArgs, file: &KnnModelFile, model_name: &str, dir: &std::path::Path) -> Result<()> {
+fn traces(
+    a: &ClassifyArgs,
+    file: &KnnModelFile,
+    model_name: &str,
+    dir: &std::path::Path,
+) -> Result<()> {
     let m = &file.model;
     let w = m.window();
     let mut ws = m.workspace();
