@@ -1,10 +1,10 @@
 //! `opsel probe`: the RTT series toward a host as OPS samples it (000 §3.2),
 //! printed as CSV or JSON that `opsel classify --file` reads back.
 //!
-//! RTT only. A FastProb early-stopping throughput probe (004) needs a trained
-//! FastProb model, and none is shipped in `models/` yet
-//! (docs/results/fastprob.md: the recorded corpus does not give a model
-//! good enough to ship), so `--throughput` is not offered.
+//! RTT only. A FastProb early-stopping throughput probe (004: `core::fastprob`
+//! with `sys::linux::tput`) needs a trained FastProb model, and `models/`
+//! ships none (the models trained on the recorded corpora and their errors
+//! are in docs/results/fastprob.md), so `--throughput` is not offered.
 
 use std::io::Write as _;
 use std::time::Duration;

@@ -355,3 +355,64 @@ fn probe_help_says_it_is_rtt_only() {
         "{out}"
     );
 }
+
+#[test]
+fn classify_host_probes_live_at_the_models_rate() {
+    // A tiny passive model (w = 4, samples 50 ms apart) so the live probe
+    // takes 0.2 s: loopback RTTs (~0.05 ms) are nearest the 0.05 ms
+    // reference of B0-C0, far from the 80 ms one of B1-C0.
+    let d = tmp("live");
+    let model = serde_json::json!({
+        "format": "opsel-model", "version": 1, "kind": "knn-dtw", "window": 4, "k": 1,
+        "dtw": {"radius": null, "cost": "abs"}, "normalization": "none",
+        "probing": {"mode": "passive", "echoes_per_sample": 3, "echo_interval_ms": 1.0,
+                    "sample_interval_ms": 50.0},
+        "classes": ["B0-C0", "B1-C0"],
+        "references": {"labels": [0, 1],
+                       "windows": [[0.05, 0.05, 0.05, 0.05], [80.0, 80.0, 80.0, 80.0]]}
+    });
+    let mp = d.join("tiny.json");
+    std::fs::write(&mp, model.to_string()).unwrap();
+    let o = run(
+        &[
+            "classify",
+            "--model",
+            mp.to_str().unwrap(),
+            "--host",
+            "127.0.0.1",
+            "--json",
+        ],
+        None,
+        &[],
+    );
+    let (out, err) = text(&o);
+    if !o.status.success() && (err.contains("ermission") || err.contains("not permitted")) {
+        eprintln!("SKIP classify --host: no ICMP socket for this user ({err})");
+        return;
+    }
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("4 samples, one every 0.05 s (3 echoes each)"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["label"], "B0-C0", "{out}");
+    assert_eq!(v["cca"], "cubic", "{out}");
+    // Active models cannot be probed passively.
+    let o = run(
+        &[
+            "classify",
+            "--model",
+            "active-s5c5s5b5",
+            "--host",
+            "127.0.0.1",
+        ],
+        None,
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(text(&o)
+        .1
+        .contains("trained with the active pattern S5-C5-S5-B5"));
+    let _ = std::fs::remove_dir_all(&d);
+}
