@@ -211,13 +211,10 @@ mod tests {
         );
         assert!(parse_target("udp:127.0.0.1").is_err());
         assert!(parse_target("").is_err());
-        assert_eq!(
-            parse_target("localhost")
-                .unwrap()
-                .to_string()
-                .starts_with("icmp:"),
-            true
-        );
+        assert!(parse_target("localhost")
+            .unwrap()
+            .to_string()
+            .starts_with("icmp:"));
     }
 
     fn s(v: Option<f64>) -> Sample {

@@ -164,8 +164,13 @@ fn run_section(h: &mut String, rec: &DemoRecord, i: usize, r: &RunRecord) {
     h.push_str(&c.finish("time since the background started (s)", "Mbit/s"));
     let _ = write!(
         h,
-        "<p class=\"note\">Dashed: FG start and the start of the measurement window ({} s). Solid black: an OPS decision (class → CCA).</p>",
-        r.measure_from_s
+        "<p class=\"note\">Dashed: FG start and the start of the measurement window ({} s).{}</p>",
+        r.measure_from_s,
+        if tl.decisions.is_empty() {
+            ""
+        } else {
+            " Solid black: an OPS decision (class → CCA)."
+        }
     );
     // RTT windows and their classes.
     if tl.rtt.is_empty() {
@@ -183,6 +188,18 @@ fn run_section(h: &mut String, rec: &DemoRecord, i: usize, r: &RunRecord) {
     let y0 = (lo * 0.95).floor().max(0.0);
     let y1 = y0 + nice_max((hi - y0) * 1.1);
     let mut c = Chart::new(1160.0, 240.0, (0.0, r.seconds), (y0, y1));
+    // A probe that ended in no decision (cut off by the run's end) still
+    // shows where its window was filling. Probes with a decision get their
+    // class colour only: amber beneath would turn it into another colour.
+    let undecided: Vec<(f64, f64)> = tl
+        .probes
+        .iter()
+        .copied()
+        .filter(|&(a, b)| !tl.decisions.iter().any(|d| d.at_s >= a && d.at_s <= b))
+        .collect();
+    for &(a, b) in &undecided {
+        c.span(a, b, PROBE, 0.12, None);
+    }
     for d in &tl.decisions {
         let ci = rec.setup.classes.iter().position(|c| *c == d.label);
         let color = ci.map_or("#999", |k| CLASS[k % CLASS.len()]);
@@ -191,10 +208,19 @@ fn run_section(h: &mut String, rec: &DemoRecord, i: usize, r: &RunRecord) {
     }
     c.line(&tl.rtt, "#222", 1.5);
     h.push_str("<h3>RTT samples (1 Hz) and the classified windows</h3>");
-    key(h, &[("#222", "RTT sample")]);
+    if undecided.is_empty() {
+        key(h, &[("#222", "RTT sample")]);
+    } else {
+        key(
+            h,
+            &[("#222", "RTT sample"), (PROBE, "probe without a decision")],
+        );
+    }
     h.push_str(&c.finish("time since the background started (s)", "RTT (ms)"));
-    h.push_str("<p class=\"note\">Each shaded window is one RTT window the model classified, labelled class (confidence: the 1-NN margin, 1 − d<sub>nearest</sub> / d<sub>other class</sub>).</p>");
-    if !tl.decisions.is_empty() {
+    if tl.decisions.is_empty() {
+        h.push_str("<p class=\"note\">No window was classified in this run (the first probe had not ended).</p>");
+    } else {
+        h.push_str("<p class=\"note\">Each window shaded in a class colour is one RTT window the model classified, labelled class (confidence: the 1-NN margin, 1 − d<sub>nearest</sub> / d<sub>other class</sub>).</p>");
         h.push_str("<p class=\"note\">Classes (window shading):");
         for (k, c) in rec.setup.classes.iter().enumerate() {
             let _ = write!(
@@ -255,5 +281,17 @@ mod tests {
             .count();
         assert_eq!(h.matches("<svg").count(), rec.runs.len() + ops);
         assert!(h.contains("probe phase"));
+    }
+
+    #[test]
+    fn a_fixed_cca_run_has_no_rtt_chart_and_no_decisions() {
+        let mut rec = fixture();
+        rec.runs.truncate(1);
+        rec.runs[0].fg = "fixed cubic".into();
+        rec.runs[0].events.retain(|e| e["kind"] == "cca_set");
+        let h = render(&rec);
+        assert_eq!(h.matches("<svg").count(), 1);
+        assert!(h.contains("No RTT samples: this foreground does not probe"));
+        assert!(h.contains("<td class=\"l\">–</td>"), "no decisions: a dash");
     }
 }

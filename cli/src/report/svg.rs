@@ -29,7 +29,7 @@ pub fn nice_max(v: f64) -> f64 {
 
 /// About `n` round tick values in [lo, hi].
 pub fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) || n == 0 {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) || n == 0 {
         return vec![lo];
     }
     let raw = (hi - lo) / n as f64;

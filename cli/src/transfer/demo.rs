@@ -565,6 +565,17 @@ pub fn main(a: DemoArgs) -> Result<()> {
         },
     )?;
     let model = models::as_path(&model_src)?;
+    // Tables and records name the model as given (or by its shipped name),
+    // not by where this machine keeps it: they end up in docs/results.
+    let model_label = match &a.model {
+        Some(p) => p.display().to_string(),
+        None => (if passive {
+            models::PASSIVE
+        } else {
+            models::ACTIVE
+        })
+        .to_string(),
+    };
     let steady = a.steady.unwrap_or(if passive { 60.0 } else { 100.0 });
     let ops = OpsOpts {
         pattern: pattern.clone(),
@@ -650,7 +661,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
             (n, _) if n > 1 => format!(", {n} windows per decision (min-sum)"),
             _ => String::new(),
         },
-        model.display()
+        model_label
     );
     let _ = writeln!(
         md,
@@ -785,7 +796,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n})).collect::<Vec<_>>(),
                         "windows": cell.windows.iter().map(|(t, i, c, d, l, m)| json!({"t_s": t, "window": i, "class_index": c, "distance": d, "leader": l, "margin": m})).collect::<Vec<_>>(),
                         "decision_latency_us": cell.latencies_us,
-                        "model": model.display().to_string(), "rtt_source": a.rtt,
+                        "model": model_label, "rtt_source": a.rtt,
                         "loadavg": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.trim().to_string())});
                     let _ = writeln!(f, "{v}");
                 }
@@ -806,7 +817,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                 buffer_bdp: a.buffer_bdp,
                 pattern: pattern.as_ref().map_or("passive".into(), |p| p.to_string()),
                 steady_s: steady,
-                model: model_src.to_string(),
+                model: model_label.clone(),
                 classes,
                 window,
             },
