@@ -416,3 +416,48 @@ fn classify_host_probes_live_at_the_models_rate() {
         .contains("trained with the active pattern S5-C5-S5-B5"));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn demo_replay_redraws_a_record_and_refuses_other_files() {
+    let d = tmp("replay");
+    let fixture = repo().join("cli/tests/fixtures/demo-report/record.json");
+    let o = run(
+        &[
+            "demo",
+            "--report",
+            d.join("out").to_str().unwrap(),
+            "--replay",
+            fixture.to_str().unwrap(),
+        ],
+        None,
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    let page = std::fs::read_to_string(d.join("out/report.html")).unwrap();
+    assert!(page.contains("Summary (000 Table 6.3 layout)"));
+    // The record written beside the page is the one read.
+    let a: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
+    let b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("out/record.json")).unwrap()).unwrap();
+    assert_eq!(a, b);
+    let model = repo().join("models/passive/model.json");
+    let o = run(
+        &[
+            "demo",
+            "--report",
+            d.join("bad").to_str().unwrap(),
+            "--replay",
+            model.to_str().unwrap(),
+        ],
+        None,
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o).1.contains("is not an opsel demo record"),
+        "{}",
+        text(&o).1
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
