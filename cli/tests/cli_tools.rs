@@ -256,6 +256,19 @@ fn completions_are_generated_and_parse() {
         .status()
         .unwrap();
     assert!(st.success(), "bash -n rejects the completion script");
+    // Completing in bash: `opsel cla<TAB>` and `opsel demo --rep<TAB>`.
+    let script = format!(
+        "source {}; COMP_WORDS=(opsel cla); COMP_CWORD=1; _opsel opsel cla opsel; echo \"${{COMPREPLY[*]}}\"; \
+         COMP_WORDS=(opsel demo --rep); COMP_CWORD=2; _opsel opsel --rep demo; echo \"${{COMPREPLY[*]}}\"",
+        d.join("opsel.bash").display()
+    );
+    let o = Command::new("bash").arg("-c").arg(script).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "classify\n--report --replay\n",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let zsh = text(&run(&["completions", "zsh"], None, &[])).0;
     assert!(
         zsh.starts_with("#compdef opsel"),
