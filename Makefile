@@ -33,7 +33,8 @@ python: deps py-models
 	cd bindings/python && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release -q
 
 # Rust: every crate. The sys and netlab suites create network namespaces (root);
-# sys-deps installs iproute2, ethtool and ping when missing.
+# sys-deps installs iproute2, ethtool, ping, chromium (the report screenshot test) and groff
+# (the man page check) when missing.
 test-rust: toolchain sys-deps
 	$(CARGO) test --workspace --release --exclude opsel-python
 

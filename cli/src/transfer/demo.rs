@@ -13,6 +13,11 @@
 //! the RTT probe as UDP echoes to a responder in the receiver namespace.
 //! Throughput is what the receivers count, averaged over
 //! [measure_from_s, duration].
+//!
+//! `--report DIR` also records every run (the receivers' throughput over
+//! time, the foreground's events in the core's schema) and draws them as a
+//! self-contained HTML page (`crate::report`); `--replay FILE` redraws a
+//! recorded page without the lab.
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, SocketAddrV4, TcpStream};
@@ -39,6 +44,11 @@ use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
 use serde_json::json;
 
 use super::send::{OpsOpts, ACTIVE_MODEL, PASSIVE_MODEL};
+use crate::models;
+use crate::report::{self, DemoRecord, RunRecord, Setup};
+
+/// Throughput bins of the report's charts (the receivers count per 100 ms).
+const REPORT_BIN_S: f64 = 1.0;
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -101,6 +111,14 @@ pub struct DemoArgs {
     /// Append one JSON line per run here (decisions, switches, latencies).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write DIR/report.html (one self-contained page: the 000 Table 6.3
+    /// summary, throughput over time with probe phases and decisions, RTT
+    /// windows with their classes) and DIR/record.json (the data it is drawn from).
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// With --report: draw the page from this record.json instead of running the lab.
+    #[arg(long, value_name = "FILE", requires = "report")]
+    replay: Option<PathBuf>,
     /// Seed of the steady-time jitter and of the pipe; run r of --runs uses
     /// seed + r for the jitter (the pipe is set up once, with this seed).
     #[arg(long, default_value_t = 1)]
@@ -260,6 +278,11 @@ struct Cell {
     /// indices are into the model's classes. Live margins calibrate the gate.
     windows: Vec<(f64, usize, usize, f64, usize, f64)>,
     latencies_us: Vec<f64>,
+    /// Receiver bins (bytes per 100 ms from the run's t0), for the report.
+    bg_bins: Vec<u64>,
+    fg_bins: Vec<u64>,
+    /// The foreground's events in the core's schema with `t_s` (report).
+    events: Vec<serde_json::Value>,
 }
 
 const BG_PORT: u16 = 5001;
@@ -276,6 +299,7 @@ fn run_cell(
     fg_start: f64,
     measure_from: f64,
     rtt_tcp_info: bool,
+    classes: &[String],
     progress: &mut dyn FnMut(f64),
 ) -> Result<Cell> {
     let dur_ns = (seconds * 1e9) as u64;
@@ -412,8 +436,9 @@ fn run_cell(
         eprintln!("(background sender: {e})");
     }
     let (report, evs) = fg_res?;
-    let bg_mbps = mean_mbps(&bg_bins.values(), measure_from, seconds);
-    let fg_mbps = mean_mbps(&fg_bins.values(), measure_from, seconds);
+    let (bg_bins, fg_bins) = (bg_bins.values(), fg_bins.values());
+    let bg_mbps = mean_mbps(&bg_bins, measure_from, seconds);
+    let fg_mbps = mean_mbps(&fg_bins, measure_from, seconds);
     let mut decisions = Vec::new();
     let mut windows = Vec::new();
     let mut latencies_us = Vec::new();
@@ -459,10 +484,21 @@ fn run_cell(
         decisions,
         windows,
         latencies_us,
+        bg_bins,
+        fg_bins,
+        events: evs
+            .iter()
+            .filter_map(|e| report::record::event_value(e, classes, t0))
+            .collect(),
     })
 }
 
 pub fn main(a: DemoArgs) -> Result<()> {
+    if let (Some(file), Some(dir)) = (&a.replay, &a.report) {
+        let page = report::write(dir, &report::read(file)?)?;
+        eprintln!("report: {}", page.display());
+        return Ok(());
+    }
     opsel_netlab::sys::install_interrupt_handler();
     opsel_netlab::sys::require_root()?;
     let bgs: Vec<Bg> =
@@ -517,10 +553,29 @@ pub fn main(a: DemoArgs) -> Result<()> {
     } else {
         Some(Pattern::parse(&a.pattern)?)
     };
-    let model = a
-        .model
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(if passive { PASSIVE_MODEL } else { ACTIVE_MODEL }));
+    // --model PATH or NAME, else the shipped default, found outside a
+    // checkout too (crate::models: $OPSEL_MODELS, the install prefix, the
+    // built-in copy).
+    let model_src = models::locate(
+        a.model.as_deref(),
+        if passive {
+            models::PASSIVE
+        } else {
+            models::ACTIVE
+        },
+    )?;
+    let model = models::as_path(&model_src)?;
+    // Tables and records name the model as given (or by its shipped name),
+    // not by where this machine keeps it: they end up in docs/results.
+    let model_label = match &a.model {
+        Some(p) => p.display().to_string(),
+        None => (if passive {
+            models::PASSIVE
+        } else {
+            models::ACTIVE
+        })
+        .to_string(),
+    };
     let steady = a.steady.unwrap_or(if passive { 60.0 } else { 100.0 });
     let ops = OpsOpts {
         pattern: pattern.clone(),
@@ -539,6 +594,8 @@ pub fn main(a: DemoArgs) -> Result<()> {
     };
     // Several windows per decision lengthen the first probe by (N − 1) windows.
     let mut extra_s = 0.0;
+    let mut classes: Vec<String> = Vec::new();
+    let mut window = 0;
     if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
         // Fail before the lab comes up if the model is missing or mismatched.
         let c = super::send::controller(&ops).map_err(|e| {
@@ -549,6 +606,8 @@ pub fn main(a: DemoArgs) -> Result<()> {
         if a.seconds.is_none() && a.extend_below.is_none() {
             extra_s = (a.cycles.saturating_sub(1) * c.window_len()) as f64;
         }
+        window = c.window_len();
+        classes = models::load(&model_src)?.model.classes().to_vec();
         // The default run lengths are laid out for the thesis's w = 20 (first
         // decision 20 s after the FG starts); a longer window (the default
         // passive model's w = 40) moves the first decision, the measurement
@@ -602,7 +661,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
             (n, _) if n > 1 => format!(", {n} windows per decision (min-sum)"),
             _ => String::new(),
         },
-        model.display()
+        model_label
     );
     let _ = writeln!(
         md,
@@ -620,6 +679,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         ),
         None => None,
     };
+    let mut runs: Vec<RunRecord> = Vec::new();
     for bg in &bgs {
         for fg in &fgs {
             for run in 1..=a.runs.max(1) {
@@ -651,6 +711,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                     plan.fg_start_s,
                     plan.measure_from_s,
                     rtt_tcp_info,
+                    &classes,
                     &mut |t| {
                         let s = t as i64;
                         if s % 10 == 0 && s != last {
@@ -660,6 +721,34 @@ pub fn main(a: DemoArgs) -> Result<()> {
                     },
                 )?;
                 eprintln!();
+                if a.report.is_some() {
+                    let bin_ns = opsel_netlab::traffic::BIN_NS;
+                    runs.push(RunRecord {
+                        bg: bg.name(),
+                        fg: fg.name(),
+                        run,
+                        seconds: plan.seconds,
+                        fg_start_s: plan.fg_start_s,
+                        measure_from_s: plan.measure_from_s,
+                        bg_mbps: cell.bg_mbps,
+                        fg_mbps: cell.fg_mbps,
+                        jain: cell.jain,
+                        bin_s: REPORT_BIN_S,
+                        bg_series_mbps: report::record::series_mbps(
+                            &cell.bg_bins,
+                            bin_ns,
+                            REPORT_BIN_S,
+                            plan.seconds,
+                        ),
+                        fg_series_mbps: report::record::series_mbps(
+                            &cell.fg_bins,
+                            bin_ns,
+                            REPORT_BIN_S,
+                            plan.seconds,
+                        ),
+                        events: cell.events.clone(),
+                    });
+                }
                 let (probe_s, switches) = cell.report.map_or((String::new(), String::new()), |r| {
                     (
                         format!("{:.0}", r.stats.probe_ns as f64 / 1e9),
@@ -707,7 +796,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n})).collect::<Vec<_>>(),
                         "windows": cell.windows.iter().map(|(t, i, c, d, l, m)| json!({"t_s": t, "window": i, "class_index": c, "distance": d, "leader": l, "margin": m})).collect::<Vec<_>>(),
                         "decision_latency_us": cell.latencies_us,
-                        "model": model.display().to_string(), "rtt_source": a.rtt,
+                        "model": model_label, "rtt_source": a.rtt,
                         "loadavg": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.trim().to_string())});
                     let _ = writeln!(f, "{v}");
                 }
@@ -718,6 +807,24 @@ pub fn main(a: DemoArgs) -> Result<()> {
     drop(lab);
     if let Some(p) = &a.markdown {
         std::fs::write(p, &md).map_err(|e| Error::io(format!("write {}", p.display()), e))?;
+    }
+    if let Some(dir) = &a.report {
+        let rec = DemoRecord {
+            format: report::record::FORMAT.into(),
+            setup: Setup {
+                rate_mbps: a.rate_mbps,
+                rtt_ms: a.rtt_ms,
+                buffer_bdp: a.buffer_bdp,
+                pattern: pattern.as_ref().map_or("passive".into(), |p| p.to_string()),
+                steady_s: steady,
+                model: model_label.clone(),
+                classes,
+                window,
+            },
+            runs,
+        };
+        let page = report::write(dir, &rec)?;
+        eprintln!("report: {}", page.display());
     }
     Ok(())
 }
