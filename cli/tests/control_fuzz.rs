@@ -1,5 +1,5 @@
 //! Stable-Rust fuzz harness for everything a transfer peer sends: the control
-//! lines of protocol v2 (hello, challenge, request, accept, end, confirmation),
+//! lines of protocol v3 (hello, challenge, request, accept, end, confirmation),
 //! the line reader that frames them, the data-connection preamble and the
 //! serve-mode name check, all from `cli/src/transfer/proto.rs` (included as is).
 //! Nothing may panic; an accepted message must re-encode to one that parses
@@ -46,20 +46,20 @@ fn seeds() -> Vec<Vec<u8>> {
         accept_msg(&Accept {
             token: [4; TOKEN_LEN],
             offset: 7,
-            prefix_sha256: [5; 32],
+            prefix_blake3: [5; 32],
             proof: Some([6; 32]),
         }),
         end_msg(&End {
             sent: 99,
-            sha256: [7; 32],
-            file_sha256: [8; 32],
+            blake3: [7; 32],
+            file_blake3: [8; 32],
         }),
         confirm_msg(&Confirm {
             ok: true,
             received: 99,
-            sha256: [7; 32],
+            blake3: [7; 32],
             file_size: 106,
-            file_sha256: [8; 32],
+            file_blake3: [8; 32],
             complete: false,
         }),
         refusal_msg("busy"),

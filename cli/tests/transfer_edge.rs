@@ -107,7 +107,7 @@ fn wait_listening(addr: &str) {
     }
 }
 
-/// A hand-rolled protocol-v2 client (no key) to misbehave at any step.
+/// A hand-rolled protocol-v3 client (no key) to misbehave at any step.
 struct Raw {
     s: TcpStream,
     r: BufReader<TcpStream>,
@@ -133,7 +133,7 @@ impl Raw {
     }
     fn hello(addr: &str) -> (Raw, Value) {
         let mut c = Raw::connect(addr);
-        c.send(&json!({"hello": "opsel-transfer", "version": 2, "nonce": "00112233445566778899aabbccddeeff"}));
+        c.send(&json!({"hello": "opsel-transfer", "version": 3, "nonce": "00112233445566778899aabbccddeeff"}));
         let ch = c.line().expect("a challenge");
         (c, ch)
     }
@@ -166,7 +166,7 @@ impl Raw {
 fn data_conn(addr: &str, token_hex: &str) -> TcpStream {
     let mut d = TcpStream::connect(addr).unwrap();
     let mut p = Vec::from(*b"OPSD");
-    p.extend_from_slice(&[2, 0, 0, 0]);
+    p.extend_from_slice(&[3, 0, 0, 0]);
     for i in 0..16 {
         p.push(u8::from_str_radix(&token_hex[2 * i..2 * i + 2], 16).unwrap());
     }
@@ -234,7 +234,7 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
     let mut c = Raw::connect(&addr);
     let t = Instant::now();
     let mut dropped = false;
-    for b in br#"{"hello":"opsel-transfer","version":2,"nonce":"00"#.iter() {
+    for b in br#"{"hello":"opsel-transfer","version":3,"nonce":"00"#.iter() {
         if c.s.write_all(&[*b]).is_err() {
             dropped = true;
             break;
@@ -266,7 +266,7 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
     let r = c.line().expect("a refusal");
     assert_eq!(r["ok"], false);
     let e = r["error"].as_str().unwrap();
-    assert!(e.contains("version 2") && e.contains("version 1"), "{e}");
+    assert!(e.contains("version 3") && e.contains("version 1"), "{e}");
     // 8. A valid hello, then gone.
     let (c, ch) = Raw::hello(&addr);
     assert_eq!(ch["auth"], "none");
@@ -351,7 +351,7 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
         "not an opsel sender",
         "longer than 4096",
         "not JSON",
-        "refused: this receiver speaks opsel-transfer protocol version 2",
+        "refused: this receiver speaks opsel-transfer protocol version 3",
         "dropped before its request",
         "--max-size",
         "belongs to no transfer",
@@ -393,14 +393,8 @@ fn a_second_sender_is_refused_without_disturbing_the_first() {
     // The first one completes and is verified.
     d1.write_all(&data[100_000..]).unwrap();
     drop(d1);
-    let sha = |b: &[u8]| {
-        use sha2::Digest;
-        sha2::Sha256::digest(b)
-            .iter()
-            .map(|x| format!("{x:02x}"))
-            .collect::<String>()
-    };
-    c.send(&json!({"end": 300_000, "sha256": sha(&data), "file_sha256": sha(&data)}));
+    let sha = |b: &[u8]| blake3::hash(b).to_hex().to_string();
+    c.send(&json!({"end": 300_000, "blake3": sha(&data), "file_blake3": sha(&data)}));
     let conf = c.line().expect("a confirmation");
     assert_eq!(
         (conf["ok"].clone(), conf["complete"].clone()),
@@ -774,12 +768,12 @@ fn a_receiver_fed_mutated_sessions_keeps_serving() {
     let dst = d.0.join("dst.bin");
     let addr = format!("127.0.0.1:{}", free_port());
     let rx = fast_recv(&addr, &dst, &[], None);
-    let hello = json!({"hello": "opsel-transfer", "version": 2, "nonce": "00112233445566778899aabbccddeeff"});
+    let hello = json!({"hello": "opsel-transfer", "version": 3, "nonce": "00112233445566778899aabbccddeeff"});
     let seeds: Vec<Vec<u8>> = [
         hello.clone(),
         json!({"size": 1000, "offset": 0, "name": "x", "streams": 1}),
         json!({"size": 1000}),
-        json!({"end": 10, "sha256": "00", "file_sha256": "11"}),
+        json!({"end": 10, "blake3": "00", "file_blake3": "11"}),
     ]
     .iter()
     .map(|v| v.to_string().into_bytes())
@@ -810,7 +804,7 @@ fn a_receiver_fed_mutated_sessions_keeps_serving() {
         }
         if i % 4 == 0 {
             // A mutated data preamble on its own connection.
-            let mut p = Vec::from(*b"OPSD\x02\x00\x00\x00");
+            let mut p = Vec::from(*b"OPSD\x03\x00\x00\x00");
             p.extend((0..16).map(|_| rng.next() as u8));
             fuzzing::mutate_bytes(&mut rng, &seeds, &mut p);
             if let Ok(mut dc) = TcpStream::connect(&addr) {

@@ -58,7 +58,7 @@ pub struct RecvArgs {
     #[arg(long)]
     out: PathBuf,
     /// Resume: the existing --out is the first bytes of the sender's file
-    /// (checked against it by SHA-256 before anything is sent).
+    /// (checked against it by BLAKE3 before anything is sent).
     #[arg(long)]
     append: bool,
     /// Give up if no sender connects for this many seconds while idle.
@@ -304,16 +304,16 @@ pub fn recv_main(a: RecvArgs) -> Result<()> {
     let r = rx.serve(Arc::new(move |n| pb2.inc(n)), log_line())?;
     pb.finish_and_clear();
     println!(
-        "received {} bytes from {} in {:.1} s ({:.2} Mbit/s); sha256 {} {}; {} now {} bytes, sha256 {}{}",
+        "received {} bytes from {} in {:.1} s ({:.2} Mbit/s); blake3 {} {}; {} now {} bytes, blake3 {}{}",
         r.received,
         r.peer,
         r.elapsed.as_secs_f64(),
         r.received as f64 * 8.0 / r.elapsed.as_secs_f64().max(1e-9) / 1e6,
-        r.sha256,
+        r.blake3,
         if r.verified { "verified" } else { "MISMATCH" },
         r.path.display(),
         r.file_size,
-        r.file_sha256,
+        r.file_blake3,
         if r.complete {
             ""
         } else {
@@ -453,11 +453,11 @@ pub fn send_main(a: SendArgs) -> Result<()> {
     pb.finish_and_clear();
     let secs = (r.driver.ended_ns - r.driver.started_ns) as f64 / 1e9;
     println!(
-        "sent {} bytes in {:.1} s ({:.2} Mbit/s), confirmed by the receiver, sha256 {}",
+        "sent {} bytes in {:.1} s ({:.2} Mbit/s), confirmed by the receiver, blake3 {}",
         r.driver.bytes_sent,
         secs,
         r.driver.bytes_sent as f64 * 8.0 / secs.max(1e-9) / 1e6,
-        r.sha256
+        r.blake3
     );
     if a.ops {
         let s = r.driver.stats;

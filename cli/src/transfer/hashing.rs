@@ -1,4 +1,4 @@
-//! The sender's SHA-256 off the data path: a second thread hashes the file
+//! The sender's BLAKE3 off the data path: a second thread hashes the file
 //! from the page cache while the data connection sends it, following the
 //! bytes known to be handed to the socket, so the completion message is
 //! ready as soon as the last byte is sent instead of after a second pass
@@ -11,17 +11,17 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
+use blake3::Hasher;
 use opsel::{Error, Result};
-use sha2::{Digest, Sha256};
 
-/// SHA-256 state over `len` bytes of `path` from `offset` (`None` = to EOF):
+/// BLAKE3 state over `len` bytes of `path` from `offset` (`None` = to EOF):
 /// (bytes hashed, the state, to be continued or finalised).
-pub fn sha256_state(path: &Path, offset: u64, len: Option<u64>) -> Result<(u64, Sha256)> {
+pub fn hash_state(path: &Path, offset: u64, len: Option<u64>) -> Result<(u64, Hasher)> {
     let mut f = File::open(path)
         .map_err(|e| Error::io(format!("open {} to hash it", path.display()), e))?;
     f.seek(std::io::SeekFrom::Start(offset))
         .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
-    let mut h = Sha256::new();
+    let mut h = Hasher::new();
     let mut buf = vec![0u8; 1 << 20];
     let n = hash_from(
         &mut f,
@@ -40,7 +40,7 @@ fn hash_from(
     path: &Path,
     len: u64,
     buf: &mut [u8],
-    hs: &mut [&mut Sha256],
+    hs: &mut [&mut Hasher],
 ) -> Result<u64> {
     let mut total = 0u64;
     while total < len {
@@ -61,8 +61,8 @@ fn hash_from(
     Ok(total)
 }
 
-/// What the hashing thread returns: (end reached, SHA-256 of `[offset, end)`,
-/// SHA-256 of `[0, end)`).
+/// What the hashing thread returns: (end reached, BLAKE3 of `[offset, end)`,
+/// BLAKE3 of `[0, end)`).
 type Digests = (u64, [u8; 32], [u8; 32]);
 
 /// A thread hashing `[offset, end)` of a file as the sender hands it to the
@@ -73,9 +73,9 @@ pub struct FollowHasher {
 }
 
 impl FollowHasher {
-    /// `prefix`: the SHA-256 state over `[0, offset)` (already computed for
+    /// `prefix`: the BLAKE3 state over `[0, offset)` (already computed for
     /// the resume check), continued into the whole-file hash.
-    pub fn start(path: PathBuf, offset: u64, prefix: Sha256) -> Result<Self> {
+    pub fn start(path: PathBuf, offset: u64, prefix: Hasher) -> Result<Self> {
         let mut f = File::open(&path)
             .map_err(|e| Error::io(format!("open {} to hash it", path.display()), e))?;
         f.seek(std::io::SeekFrom::Start(offset))
@@ -86,7 +86,7 @@ impl FollowHasher {
             .spawn(move || {
                 let mut whole = prefix;
                 // From offset 0 the range is the whole file: one hash, not two.
-                let mut range = (offset > 0).then(Sha256::new);
+                let mut range = (offset > 0).then(Hasher::new);
                 let mut pos = offset;
                 let mut buf = vec![0u8; 1 << 20];
                 // Every message is a position the sender has passed; the last
@@ -96,7 +96,7 @@ impl FollowHasher {
                     last = upto;
                     if upto > pos {
                         let n = {
-                            let mut hs: Vec<&mut Sha256> = vec![&mut whole];
+                            let mut hs: Vec<&mut Hasher> = vec![&mut whole];
                             if let Some(r) = range.as_mut() {
                                 hs.push(r);
                             }
@@ -115,8 +115,8 @@ impl FollowHasher {
                         "internal: the sender's hash covers {pos} bytes but only {last} were sent"
                     )));
                 }
-                let whole: [u8; 32] = whole.finalize().into();
-                let range = range.map_or(whole, |r| r.finalize().into());
+                let whole: [u8; 32] = *whole.finalize().as_bytes();
+                let range = range.map_or(whole, |r| *r.finalize().as_bytes());
                 Ok((pos, range, whole))
             })
             .map_err(|e| Error::io("start the hashing thread", e))?;
@@ -185,7 +185,7 @@ mod tests {
     use super::*;
 
     fn sha(b: &[u8]) -> [u8; 32] {
-        Sha256::digest(b).into()
+        *blake3::hash(b).as_bytes()
     }
 
     /// A file removed when dropped (the test suite has no temp-dir crate).
@@ -210,7 +210,7 @@ mod tests {
     fn follow(
         path: &Path,
         offset: u64,
-        prefix: Sha256,
+        prefix: Hasher,
         pieces: usize,
         sent_pieces: usize,
     ) -> Digests {
@@ -234,11 +234,11 @@ mod tests {
     fn the_hash_covers_exactly_the_bytes_sent() {
         let (_t, p, data) = file_of(1_000_000, "exact");
         // To EOF (the last read returns 0).
-        let (end, range, whole) = follow(&p, 0, Sha256::new(), 11, 11);
+        let (end, range, whole) = follow(&p, 0, Hasher::new(), 11, 11);
         assert_eq!(end, 1_000_000);
         assert_eq!((range, whole), (sha(&data), sha(&data)));
         // Stopped with a piece read but not sent (--time, Ctrl-C).
-        let (end, range, whole) = follow(&p, 0, Sha256::new(), 5, 4);
+        let (end, range, whole) = follow(&p, 0, Hasher::new(), 5, 4);
         assert_eq!(end, 400_000);
         assert_eq!(
             (range, whole),
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn a_resume_hashes_the_range_and_continues_the_prefix() {
         let (_t, p, data) = file_of(500_000, "resume");
-        let (n, prefix) = sha256_state(&p, 0, Some(123_457)).unwrap();
+        let (n, prefix) = hash_state(&p, 0, Some(123_457)).unwrap();
         assert_eq!(n, 123_457);
         let (end, range, whole) = follow(&p, 123_457, prefix, 3, 2);
         assert_eq!(end, 323_457);
@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn a_hash_ahead_of_the_bytes_sent_is_refused() {
         let (_t, p, _) = file_of(300_000, "ahead");
-        let h = FollowHasher::start(p.clone(), 0, Sha256::new()).unwrap();
+        let h = FollowHasher::start(p.clone(), 0, Hasher::new()).unwrap();
         let mut r = h.reader(File::open(&p).unwrap(), 0);
         let mut buf = vec![0u8; 100_000];
         for _ in 0..3 {

@@ -1,7 +1,7 @@
 //! `opsel send` / `opsel recv` / `opsel serve`: a reliable bulk file transfer
 //! whose sender runs OPS (000 Ch. 7, iPerfOPS) or a fixed CCA.
 //!
-//! Protocol version 2 (`proto.rs` has the messages): a control connection
+//! Protocol version 3 (`proto.rs` has the messages): a control connection
 //! (JSON lines: hello, challenge, request, accept, end, confirmation) and one
 //! data connection per transfer, attached by a per-transfer token and a
 //! stream index (000 §5.2 iPerf-DT semantics: every CCA switch happens on the

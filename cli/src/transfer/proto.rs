@@ -1,29 +1,34 @@
-//! opsel-transfer protocol version 2: message parsing, bounded line reading,
+//! opsel-transfer protocol version 3: message parsing, bounded line reading,
 //! the data-connection preamble and the pre-shared-key challenge-response.
 //!
 //! Everything a peer sends is parsed here, and nothing here touches a socket
 //! or a file, so the fuzz harness (cli/tests/control_fuzz.rs) includes this
 //! file as it is (std, serde_json, sha2 and hmac only).
 //!
+//! Version 3 checks the transfer with BLAKE3 instead of SHA-256 (the same
+//! 256-bit collision resistance at 2-2.5 times the speed on this machine's
+//! data path, docs/results/datapath.md); the handshake's HMAC stays
+//! HMAC-SHA256. A version-2 peer is refused with a message naming both.
+//!
 //! Control connection (one JSON object per line, at most [`MAX_LINE`] bytes):
 //!
-//! 1. sender → `{"hello":"opsel-transfer","version":2,"nonce":HEX16}`
-//! 2. receiver → `{"hello":"opsel-transfer","version":2,"auth":"hmac-sha256"|"none","challenge":HEX32}`
+//! 1. sender → `{"hello":"opsel-transfer","version":3,"nonce":HEX16}`
+//! 2. receiver → `{"hello":"opsel-transfer","version":3,"auth":"hmac-sha256"|"none","challenge":HEX32}`
 //!    (a hello of another version gets `{"ok":false,"error":...}` naming both versions)
 //! 3. sender → `{"mac":HEX32?,"size":S,"offset":N?,"name":NAME?,"streams":1}`;
-//!    `mac` = HMAC-SHA256(key, "opsel-transfer v2 sender" ‖ challenge ‖ nonce);
+//!    `mac` = HMAC-SHA256(key, "opsel-transfer v3 sender" ‖ challenge ‖ nonce);
 //!    no `offset` asks the receiver to resume wherever its verified prefix ends.
-//! 4. receiver → `{"ok":true,"token":HEX16,"offset":N,"prefix_sha256":HEX,"streams":1,"proof":HEX32?}`
-//!    or `{"ok":false,"error":...}`; `proof` = HMAC(key, "opsel-transfer v2 receiver" ‖ nonce ‖ challenge),
+//! 4. receiver → `{"ok":true,"token":HEX16,"offset":N,"prefix_blake3":HEX,"streams":1,"proof":HEX32?}`
+//!    or `{"ok":false,"error":...}`; `proof` = HMAC(key, "opsel-transfer v3 receiver" ‖ nonce ‖ challenge),
 //!    so the sender knows it talks to a key holder before it sends a byte of the file.
-//! 5. data connection(s): [`PREAMBLE_LEN`] bytes (`"OPSD"`, version 2, reserved,
-//!    stream index u16 BE, token) then the payload. Version 2 sends one stream
+//! 5. data connection(s): [`PREAMBLE_LEN`] bytes (`"OPSD"`, version 3, reserved,
+//!    stream index u16 BE, token) then the payload. Version 3 sends one stream
 //!    (index 0: the raw bytes from `offset` on); the token is per transfer and
 //!    the index names the stream, so several data connections can attach to
 //!    one transfer later without another protocol change.
-//! 6. sender → `{"end":BYTES,"sha256":HEX,"file_sha256":HEX}` (the range sent and
+//! 6. sender → `{"end":BYTES,"blake3":HEX,"file_blake3":HEX}` (the range sent and
 //!    the whole prefix `[0, offset + BYTES)`); receiver → `{"ok":bool,"received":R,
-//!    "sha256":HEX,"file_size":F,"file_sha256":HEX,"complete":bool}` once every
+//!    "blake3":HEX,"file_size":F,"file_blake3":HEX,"complete":bool}` once every
 //!    byte is on its disk, or `{"ok":false,"error":...}` whenever it gives up.
 
 #![allow(dead_code)]
@@ -35,7 +40,7 @@ use serde_json::{json, Map, Value};
 use sha2::Sha256;
 
 pub const HELLO: &str = "opsel-transfer";
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
 /// Longest control line accepted (the largest legitimate one is ~300 bytes).
 pub const MAX_LINE: usize = 4096;
 pub const DATA_MAGIC: [u8; 4] = *b"OPSD";
@@ -49,8 +54,8 @@ pub const MAX_NAME: usize = 200;
 /// Shortest pre-shared key accepted (128 bits).
 pub const MIN_KEY: usize = 16;
 
-const SENDER_LABEL: &[u8] = b"opsel-transfer v2 sender";
-const RECEIVER_LABEL: &[u8] = b"opsel-transfer v2 receiver";
+const SENDER_LABEL: &[u8] = b"opsel-transfer v3 sender";
+const RECEIVER_LABEL: &[u8] = b"opsel-transfer v3 receiver";
 
 /// A protocol violation, with a message meant for the log or the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -437,13 +442,13 @@ pub fn safe_name(name: &str) -> Result<&str, ProtoError> {
 pub struct Accept {
     pub token: [u8; TOKEN_LEN],
     pub offset: u64,
-    pub prefix_sha256: [u8; 32],
+    pub prefix_blake3: [u8; 32],
     pub proof: Option<[u8; 32]>,
 }
 
 pub fn accept_msg(a: &Accept) -> Value {
     let mut v = json!({"ok": true, "token": hex(&a.token), "offset": a.offset,
-                       "prefix_sha256": hex(&a.prefix_sha256), "streams": 1});
+                       "prefix_blake3": hex(&a.prefix_blake3), "streams": 1});
     if let Some(p) = &a.proof {
         v["proof"] = json!(hex(p));
     }
@@ -466,7 +471,7 @@ pub fn parse_accept(line: &[u8]) -> Result<Accept, ProtoError> {
     Ok(Accept {
         token: unhex(get_str(&m, "token")?, "token")?,
         offset: get_u64(&m, "offset")?,
-        prefix_sha256: unhex(get_str(&m, "prefix_sha256")?, "prefix_sha256")?,
+        prefix_blake3: unhex(get_str(&m, "prefix_blake3")?, "prefix_blake3")?,
         proof,
     })
 }
@@ -524,20 +529,20 @@ pub fn same_token(a: &[u8; TOKEN_LEN], b: &[u8; TOKEN_LEN]) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct End {
     pub sent: u64,
-    pub sha256: [u8; 32],
-    pub file_sha256: [u8; 32],
+    pub blake3: [u8; 32],
+    pub file_blake3: [u8; 32],
 }
 
 pub fn end_msg(e: &End) -> Value {
-    json!({"end": e.sent, "sha256": hex(&e.sha256), "file_sha256": hex(&e.file_sha256)})
+    json!({"end": e.sent, "blake3": hex(&e.blake3), "file_blake3": hex(&e.file_blake3)})
 }
 
 pub fn parse_end(line: &[u8]) -> Result<End, ProtoError> {
     let m = parse_line(line)?;
     Ok(End {
         sent: get_u64(&m, "end")?,
-        sha256: unhex(get_str(&m, "sha256")?, "sha256")?,
-        file_sha256: unhex(get_str(&m, "file_sha256")?, "file_sha256")?,
+        blake3: unhex(get_str(&m, "blake3")?, "blake3")?,
+        file_blake3: unhex(get_str(&m, "file_blake3")?, "file_blake3")?,
     })
 }
 
@@ -545,15 +550,15 @@ pub fn parse_end(line: &[u8]) -> Result<End, ProtoError> {
 pub struct Confirm {
     pub ok: bool,
     pub received: u64,
-    pub sha256: [u8; 32],
+    pub blake3: [u8; 32],
     pub file_size: u64,
-    pub file_sha256: [u8; 32],
+    pub file_blake3: [u8; 32],
     pub complete: bool,
 }
 
 pub fn confirm_msg(c: &Confirm) -> Value {
-    json!({"ok": c.ok, "received": c.received, "sha256": hex(&c.sha256),
-           "file_size": c.file_size, "file_sha256": hex(&c.file_sha256), "complete": c.complete})
+    json!({"ok": c.ok, "received": c.received, "blake3": hex(&c.blake3),
+           "file_size": c.file_size, "file_blake3": hex(&c.file_blake3), "complete": c.complete})
 }
 
 pub fn parse_confirm(line: &[u8]) -> Result<Confirm, ProtoError> {
@@ -564,9 +569,9 @@ pub fn parse_confirm(line: &[u8]) -> Result<Confirm, ProtoError> {
     Ok(Confirm {
         ok: get_bool(&m, "ok")?,
         received: get_u64(&m, "received")?,
-        sha256: unhex(get_str(&m, "sha256")?, "sha256")?,
+        blake3: unhex(get_str(&m, "blake3")?, "blake3")?,
         file_size: get_u64(&m, "file_size")?,
-        file_sha256: unhex(get_str(&m, "file_sha256")?, "file_sha256")?,
+        file_blake3: unhex(get_str(&m, "file_blake3")?, "file_blake3")?,
         complete: get_bool(&m, "complete")?,
     })
 }
@@ -682,7 +687,7 @@ mod tests {
         let a = Accept {
             token: [3; 16],
             offset: 4,
-            prefix_sha256: [5; 32],
+            prefix_blake3: [5; 32],
             proof: None,
         };
         assert_eq!(parse_accept(accept_msg(&a).to_string().as_bytes()), Ok(a));
@@ -694,7 +699,12 @@ mod tests {
     fn old_versions_are_named() {
         let v1 = br#"{"hello":"opsel-transfer","version":1,"offset":0,"size":5}"#;
         assert_eq!(parse_hello(v1), Err(HelloError::Version(1)));
-        assert!(version_refusal(1).contains("version 2 and the sender version 1"));
+        assert!(version_refusal(1).contains("version 3 and the sender version 1"));
+        // Version 2 (SHA-256) is refused the same way, not misread.
+        let v2 =
+            br#"{"hello":"opsel-transfer","version":2,"nonce":"00112233445566778899aabbccddeeff"}"#;
+        assert_eq!(parse_hello(v2), Err(HelloError::Version(2)));
+        assert!(version_refusal(2).contains("version 3 and the sender version 2"));
     }
 
     #[test]

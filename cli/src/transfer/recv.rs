@@ -1,7 +1,7 @@
 //! `opsel recv` / `opsel serve`: a network server that accepts transfers
 //! (protocol in `proto.rs`), writes each to a temporary file beside its
 //! destination and renames it into place only once the byte count and the
-//! SHA-256 are confirmed, and answers UDP echoes for the sender's RTT probe.
+//! BLAKE3 are confirmed, and answers UDP echoes for the sender's RTT probe.
 //!
 //! Robustness (what any peer that reaches the port can do):
 //! * every connection gets its own thread, a deadline for its handshake
@@ -26,11 +26,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use blake3::Hasher;
 use opsel::sys::linux::rtt::UdpEchoResponder;
 use opsel::{Error, Result};
-use sha2::{Digest, Sha256};
 
-use super::hashing::sha256_state;
+use super::hashing::hash_state;
 use super::proto::{self, Key, LineReader, MAX_LINE, PREAMBLE_LEN};
 use super::{random, write_line};
 
@@ -98,12 +98,12 @@ pub struct RecvReport {
     pub path: PathBuf,
     pub offset: u64,
     pub received: u64,
-    pub sha256: String,
+    pub blake3: String,
     pub verified: bool,
     /// The whole file arrived and was renamed into place.
     pub complete: bool,
     pub file_size: u64,
-    pub file_sha256: String,
+    pub file_blake3: String,
     pub elapsed: Duration,
 }
 
@@ -441,7 +441,7 @@ fn handle_data(sh: &Shared, mut s: TcpStream, peer: SocketAddr, first: [u8; 4], 
         log(format!(
             "data connection dropped: {} (stream {stream})",
             if matches {
-                "only stream 0 exists in protocol version 2"
+                "only stream 0 exists in protocol version 3"
             } else {
                 "its token belongs to no transfer waiting for data"
             }
@@ -625,7 +625,7 @@ fn prepare_part(
     size: u64,
     force: bool,
     max_size: u64,
-) -> Result<(File, u64, Sha256)> {
+) -> Result<(File, u64, Hasher)> {
     if size > max_size {
         return Err(Error::invalid(format!(
             "the file has {size} bytes, more than this receiver's --max-size {max_size}"
@@ -706,7 +706,7 @@ fn prepare_part(
         .map_err(|e| Error::io(format!("create {}", part.display()), e))?;
     f.set_len(offset)
         .map_err(|e| Error::io(format!("truncate {} to {offset}", part.display()), e))?;
-    let (n, prefix_state) = sha256_state(part, 0, Some(offset))?;
+    let (n, prefix_state) = hash_state(part, 0, Some(offset))?;
     if n != offset {
         return Err(Error::invalid(format!(
             "{} holds {n} bytes, not {offset}",
@@ -742,14 +742,14 @@ fn run_transfer(
         sh.opts.force,
         lim.max_size,
     )?;
-    let prefix: [u8; 32] = prefix_state.clone().finalize().into();
+    let prefix: [u8; 32] = *prefix_state.finalize().as_bytes();
     let token: [u8; proto::TOKEN_LEN] = random();
     let (tx, rx) = mpsc::sync_channel::<TcpStream>(1);
     *sh.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending { token, tx });
     let accept = proto::Accept {
         token,
         offset,
-        prefix_sha256: prefix,
+        prefix_blake3: prefix,
         proof,
     };
     let clear = || {
@@ -807,7 +807,7 @@ fn run_transfer(
             // The whole-file hash continues the prefix's (read from the part
             // file above); from offset 0 the range is the whole file.
             let mut whole = prefix_state;
-            let mut range = (offset > 0).then(Sha256::new);
+            let mut range = (offset > 0).then(Hasher::new);
             let mut written = 0u64;
             for (buf, n) in full_rx {
                 if let Err(e) = file.write_all(&buf[..n]) {
@@ -821,8 +821,8 @@ fn run_transfer(
                 written += n as u64;
                 let _ = free_tx.send(buf);
             }
-            let whole: [u8; 32] = whole.finalize().into();
-            let range = range.map_or(whole, |r| r.finalize().into());
+            let whole: [u8; 32] = *whole.finalize().as_bytes();
+            let range = range.map_or(whole, |r| *r.finalize().as_bytes());
             (file, written, Some((range, whole)), Ok(()))
         })
         .map_err(|e| Error::io("start the writer thread", e))?;
@@ -896,8 +896,8 @@ fn run_transfer(
         .len();
     let file_sha = whole_sha;
     let verified = end.sent == received
-        && end.sha256 == sha
-        && file_sha == end.file_sha256
+        && end.blake3 == sha
+        && file_sha == end.file_blake3
         && file_size == offset + received;
     let mut complete = verified && file_size == req.size;
     if !verified {
@@ -933,9 +933,9 @@ fn run_transfer(
     let conf = proto::Confirm {
         ok: verified,
         received,
-        sha256: sha,
+        blake3: sha,
         file_size,
-        file_sha256: file_sha,
+        file_blake3: file_sha,
         complete,
     };
     let _ = w.set_write_timeout(Some(lim.idle));
@@ -946,11 +946,11 @@ fn run_transfer(
         path: if complete { dest } else { part },
         offset,
         received,
-        sha256: proto::hex(&sha),
+        blake3: proto::hex(&sha),
         verified,
         complete,
         file_size,
-        file_sha256: proto::hex(&file_sha),
+        file_blake3: proto::hex(&file_sha),
         elapsed: start.elapsed(),
     })
 }

@@ -1,7 +1,7 @@
 //! `opsel send`: send a file (from an offset) over one control and one data
 //! connection, with a fixed CCA or with OPS choosing the CCA on the live data
 //! connection (000 Ch. 7, iPerfOPS), then wait until the receiver confirms
-//! every byte and its SHA-256.
+//! every byte and its BLAKE3.
 
 use std::io::{Seek, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -21,10 +21,9 @@ use opsel::sys::linux::ops_driver::{
 use opsel::{Error, Result};
 use serde_json::{json, Value};
 
-use super::hashing::{sha256_state, FollowHasher};
+use super::hashing::{hash_state, FollowHasher};
 use super::proto::{self, Key, LineReader};
 use super::{random, write_line};
-use sha2::Digest;
 
 /// Shipped models (trained on netlab; owned by the training issue).
 pub const ACTIVE_MODEL: &str = "models/active-s5c5s5b5/model.json";
@@ -99,7 +98,7 @@ pub struct SendReport {
     /// The receiver holds the whole file now, renamed into place.
     pub complete: bool,
     pub file_size: u64,
-    pub sha256: String,
+    pub blake3: String,
 }
 
 /// The CLI's options as the core's controller spec (field for field; the
@@ -361,9 +360,9 @@ pub fn run(
         )));
     }
     // Resume only onto a prefix identical to ours.
-    let (n, prefix_state) = sha256_state(path, 0, Some(offset))?;
-    let ours: [u8; 32] = prefix_state.clone().finalize().into();
-    if n != offset || ours != acc.prefix_sha256 {
+    let (n, prefix_state) = hash_state(path, 0, Some(offset))?;
+    let ours: [u8; 32] = *prefix_state.finalize().as_bytes();
+    if n != offset || ours != acc.prefix_blake3 {
         return Err(Error::invalid(format!(
             "the receiver's first {offset} bytes differ from {}'s; nothing was sent. Start over with --offset 0 (the receiver then replaces its partial file)",
             path.display()
@@ -389,7 +388,7 @@ pub fn run(
         log.event(e);
         on_event(e);
     };
-    // SHA-256 on a second thread, reading the page cache while the data
+    // BLAKE3 on a second thread, reading the page cache while the data
     // goes out, instead of a pass over the file after the last byte.
     let hasher = FollowHasher::start(path.to_path_buf(), offset, prefix_state)?;
     let mut src = hasher.reader(file, offset);
@@ -485,8 +484,8 @@ pub fn run(
         &mut ctl_w,
         &proto::end_msg(&proto::End {
             sent: driver.bytes_sent,
-            sha256: range_sha,
-            file_sha256: file_sha,
+            blake3: range_sha,
+            file_blake3: file_sha,
         }),
     )?;
     // The receiver answers once every byte is on its disk and hashed.
@@ -496,22 +495,22 @@ pub fn run(
         .map_err(|e| Error::io("control read timeout", e))?;
     let conf = proto::parse_confirm(&read(&mut ctl_r, "confirmation")?).map_err(proto_err)?;
     let sha = proto::hex(&range_sha);
-    let confirmed = conf.ok && conf.received == driver.bytes_sent && conf.sha256 == range_sha;
-    let file_identical = confirmed && conf.file_size == end && conf.file_sha256 == file_sha;
+    let confirmed = conf.ok && conf.received == driver.bytes_sent && conf.blake3 == range_sha;
+    let file_identical = confirmed && conf.file_size == end && conf.file_blake3 == file_sha;
     if let Some(w) = log.out.as_mut() {
         let v = json!({"run": log.label, "kind": "done", "bytes": driver.bytes_sent,
             "next_offset": end, "confirmed": confirmed, "complete": conf.complete,
-            "sha256": sha, "file_identical": file_identical, "file_size": conf.file_size,
+            "blake3": sha, "file_identical": file_identical, "file_size": conf.file_size,
             "end": driver.end, "stats": driver.stats});
         let _ = writeln!(w, "{v}");
         let _ = w.flush();
     }
     if !confirmed {
         return Err(Error::invalid(format!(
-            "the receiver did not confirm the transfer: it has {} of {} bytes, sha256 {} vs ours {sha}; it kept its verified prefix: resend with --resume",
+            "the receiver did not confirm the transfer: it has {} of {} bytes, blake3 {} vs ours {sha}; it kept its verified prefix: resend with --resume",
             conf.received,
             driver.bytes_sent,
-            proto::hex(&conf.sha256),
+            proto::hex(&conf.blake3),
         )));
     }
     Ok(SendReport {
@@ -520,7 +519,7 @@ pub fn run(
         file_identical,
         complete: conf.complete,
         file_size: conf.file_size,
-        sha256: sha,
+        blake3: sha,
     })
 }
 
