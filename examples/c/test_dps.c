@@ -8,18 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                                     \
-    do {                                                     \
-        if (cond) {                                          \
-            passed++;                                        \
-        } else {                                             \
-            failed++;                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                    \
-            fprintf(stderr, "\n");                           \
-        }                                                    \
-    } while (0)
+#include "check.h"
 
 static const uint64_t S = 1000000000ull;
 static const char *SPEC =

@@ -10,19 +10,7 @@
 #include <stdlib.h>
 
 #include "mini_json.h"
-
-static int passed, failed;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        if (cond) {                                              \
-            passed++;                                            \
-        } else {                                                 \
-            failed++;                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
+#include "check.h"
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(1.0, fabs(b)); }
 

@@ -6,11 +6,12 @@
 
 use crate::error::{guard, opsel_status, out_ptr, utf8, Fail};
 use crate::handle::Handle;
+use crate::json;
 use crate::model::clear_out;
 use crate::ops::cca_arr;
 use opsel::dps::{Agent, DpsSpec, Feedback};
 use opsel::fair::{Command, FairnessSpec, FlowReport, Manager};
-use std::ffi::{c_char, CString};
+use std::ffi::c_char;
 
 /// A DPS agent. Opaque: `opsel_dps_agent_new()` / `opsel_dps_agent_free()`.
 /// One thread at a time (a state machine fed by the socket's thread).
@@ -22,21 +23,6 @@ pub struct opsel_dps_agent {
 /// `opsel_fair_manager_free()`. One thread at a time.
 pub struct opsel_fair_manager {
     inner: Manager,
-}
-
-fn json_arg<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, Fail> {
-    serde_json::from_str(text).map_err(|e| Fail::invalid(format!("bad {what} JSON: {e}")))
-}
-
-/// A serializable core value as a new C string owned by the caller.
-fn json_out<T: serde::Serialize>(v: &T, out: &mut *mut c_char) -> Result<(), Fail> {
-    let text =
-        serde_json::to_string(v).map_err(|e| Fail::invalid(format!("cannot serialise: {e}")))?;
-    // serde_json escapes control characters, so the JSON holds no NUL.
-    *out = CString::new(text)
-        .map_err(|_| Fail::invalid("JSON contains NUL"))?
-        .into_raw();
-    Ok(())
 }
 
 /// Create an agent from a DPS spec (JSON text, `opsel::dps::DpsSpec`: `ccas`,
@@ -55,8 +41,7 @@ pub unsafe extern "C" fn opsel_dps_agent_new(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_agent)?;
-        let text = unsafe { utf8(spec_json, "spec_json") }?;
-        let spec = DpsSpec::from_json(text)?;
+        let spec = DpsSpec::from_json(unsafe { utf8(spec_json, "spec_json") }?)?;
         let inner = if managed {
             Agent::managed(&spec)?
         } else {
@@ -123,7 +108,7 @@ pub unsafe extern "C" fn opsel_dps_agent_handle_command(
 ) -> opsel_status {
     guard(|| {
         let a = unsafe { Handle::borrow_mut(agent) }?;
-        let cmd: Command = json_arg(unsafe { utf8(command_json, "command_json") }?, "command")?;
+        let cmd: Command = json::arg(command_json, "command_json")?;
         Ok(a.inner.handle_command(now_ns, &cmd)?)
     })
 }
@@ -142,7 +127,7 @@ pub unsafe extern "C" fn opsel_dps_agent_poll(
         let out = clear_out(out_json)?;
         let a = unsafe { Handle::borrow_mut(agent) }?;
         match a.inner.poll() {
-            Some(o) => json_out(&o, out),
+            Some(o) => json::out(&o, out),
             None => Ok(()),
         }
     })
@@ -205,7 +190,7 @@ pub unsafe extern "C" fn opsel_dps_agent_stats_json(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_json)?;
-        json_out(&unsafe { Handle::borrow(agent) }?.inner.stats(), out)
+        json::out(&unsafe { Handle::borrow(agent) }?.inner.stats(), out)
     })
 }
 
@@ -219,11 +204,7 @@ pub unsafe extern "C" fn opsel_fair_manager_new(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_manager)?;
-        let spec: FairnessSpec = if spec_json.is_null() {
-            FairnessSpec::default()
-        } else {
-            json_arg(unsafe { utf8(spec_json, "spec_json") }?, "fairness spec")?
-        };
+        let spec: FairnessSpec = json::arg_or_default(spec_json, "spec_json")?;
         opsel_fair_manager {
             inner: Manager::new(spec)?,
         }
@@ -274,8 +255,7 @@ pub unsafe extern "C" fn opsel_fair_manager_handle_report(
 ) -> opsel_status {
     guard(|| {
         let m = unsafe { Handle::borrow_mut(manager) }?;
-        let mut v: serde_json::Value =
-            json_arg(unsafe { utf8(report_json, "report_json") }?, "report")?;
+        let mut v: serde_json::Value = json::arg(report_json, "report_json")?;
         // The agent's output carries the schema's `kind` tag; the report is the rest.
         if let Some(o) = v.as_object_mut() {
             o.remove("kind");
@@ -337,7 +317,7 @@ pub unsafe extern "C" fn opsel_fair_manager_poll(
         match m.inner.poll() {
             Some((id, c)) => {
                 *flow = id;
-                json_out(&c, out)
+                json::out(&c, out)
             }
             None => Ok(()),
         }

@@ -6,6 +6,7 @@
 
 use crate::error::{guard, opsel_status, out_ptr, utf8, Fail};
 use crate::handle::Handle;
+use crate::json;
 use crate::model::clear_out;
 use opsel::flows::decision_cache::{CacheSpec, Decision, DecisionCache};
 use opsel::flows::qos::{self, QosSpec};
@@ -43,26 +44,6 @@ pub struct opsel_decision_cache {
     inner: DecisionCache,
 }
 
-fn json_arg<T: serde::de::DeserializeOwned + Default>(
-    p: *const c_char,
-    what: &str,
-) -> Result<T, Fail> {
-    if p.is_null() {
-        return Ok(T::default());
-    }
-    let text = unsafe { utf8(p, what) }?;
-    serde_json::from_str(text).map_err(|e| Fail::invalid(format!("bad {what}: {e}")))
-}
-
-fn json_out<T: serde::Serialize>(v: &T, out: &mut *mut c_char) -> Result<(), Fail> {
-    let text =
-        serde_json::to_string(v).map_err(|e| Fail::invalid(format!("cannot serialise: {e}")))?;
-    *out = CString::new(text)
-        .map_err(|_| Fail::invalid("JSON contains NUL"))?
-        .into_raw();
-    Ok(())
-}
-
 fn ip(p: *const c_char, what: &str) -> Result<IpAddr, Fail> {
     let s = unsafe { utf8(p, what) }?;
     s.parse()
@@ -80,7 +61,7 @@ pub unsafe extern "C" fn opsel_alpha_identifier_new(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_identifier)?;
-        let spec: AlphaSpec = json_arg(spec_json, "spec_json")?;
+        let spec: AlphaSpec = json::arg_or_default(spec_json, "spec_json")?;
         opsel_alpha_identifier {
             inner: AlphaAggregator::new(spec)?,
         }
@@ -158,7 +139,7 @@ pub unsafe extern "C" fn opsel_alpha_identifier_take_days_json(
     guard(|| {
         let out = clear_out(out_json)?;
         let a = unsafe { Handle::borrow_mut(identifier) }?;
-        json_out(&a.inner.take_days_before(day), out)
+        json::out(&a.inner.take_days_before(day), out)
     })
 }
 
@@ -204,7 +185,7 @@ pub unsafe extern "C" fn opsel_qos_plan(
                 .map_err(|_| Fail::invalid("script contains NUL"))?
                 .into_raw();
         }
-        json_out(&plan, out)
+        json::out(&plan, out)
     })
 }
 
@@ -221,7 +202,7 @@ pub unsafe extern "C" fn opsel_decision_cache_load(
     guard(|| {
         let out = clear_out(out_cache)?;
         let p = unsafe { utf8(path, "path") }?;
-        let spec: CacheSpec = json_arg(spec_json, "spec_json")?;
+        let spec: CacheSpec = json::arg_or_default(spec_json, "spec_json")?;
         opsel_decision_cache {
             inner: DecisionCache::load_or_new(p, spec)?,
         }
@@ -273,7 +254,7 @@ pub unsafe extern "C" fn opsel_decision_cache_lookup(
         let out = clear_out(out_json)?;
         let c = unsafe { Handle::borrow(cache) }?;
         match c.inner.lookup(ip(dst, "dst")?, now_s) {
-            Some(p) => json_out(p.decision, out),
+            Some(p) => json::out(p.decision, out),
             None => Ok(()),
         }
     })

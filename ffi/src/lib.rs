@@ -27,6 +27,7 @@ pub mod error;
 pub mod fastprob;
 pub mod flows;
 mod handle;
+mod json;
 pub mod knn;
 pub mod model;
 #[cfg(target_os = "linux")]

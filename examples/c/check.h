@@ -1,0 +1,22 @@
+/* CHECK(cond, fmt, ...) for the opsel C tests: counts passes and failures and
+ * prints each failure with its line; a test prints the totals and returns
+ * `failed != 0`. */
+#ifndef OPSEL_CHECK_H
+#define OPSEL_CHECK_H
+
+#include <stdio.h>
+
+static int passed, failed;
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (cond) {                                              \
+            passed++;                                            \
+        } else {                                                 \
+            failed++;                                            \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fprintf(stderr, "\n");                               \
+        }                                                        \
+    } while (0)
+
+#endif
