@@ -443,3 +443,98 @@ fn kill_9_of_either_side_then_resume_is_byte_identical() {
     eprintln!("receiver killed: {kept} bytes kept, resumed, byte-identical");
     drop(lab);
 }
+
+#[test]
+#[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
+fn dps_chooses_the_cca_on_a_live_transfer() {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to build a netlab pipe");
+        return;
+    }
+    use opsel_netlab::topo::{receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
+    let _ = opsel_netlab::topo::down(false);
+    let lab = Lab::up(
+        &TopologySpec {
+            pairs: 1,
+            mtu: 1500,
+            offloads_off: true,
+        },
+        &PipeSpec {
+            kind: PipeKind::Tun,
+            rate_bps: Some(50_000_000),
+            delay_ns: 10_000_000,
+            buffer_bytes: 125_000,
+            loss: 0.0,
+            seed: 7,
+        },
+    )
+    .expect("netlab up");
+    let d = TempDir::new("dps");
+    let src = d.0.join("src.bin");
+    let dst = d.0.join("dst.bin");
+    write_file(&src, 150_000_000, 5);
+    let model = d.0.join("model.json");
+    write_model(&model, 4, "C1-B1-C1-B1");
+    let addr = format!("{}:5302", receiver_ip(0));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let rx = spawn(
+        &["ip", "netns", "exec", &lab.receiver_ns[0]],
+        &[
+            "recv",
+            "--listen",
+            &addr,
+            "--out",
+            &s(&dst),
+            "--timeout",
+            "60",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let log = d.0.join("log.jsonl");
+    // DPS over {cubic, reno}: the stump would never pick reno, so a reno
+    // decision shows DPS is the policy; its learning phase tries both.
+    let spec = r#"{"ccas": ["cubic", "reno"], "metrics": [{"metric": "throughput_mbps", "range": [40, null, 30, null]}], "selection_period_ms": 2000, "random_period_ms": 2000, "seed": 3}"#;
+    let tx = spawn(
+        &["ip", "netns", "exec", &lab.sender_ns[0]],
+        &[
+            "send",
+            "--to",
+            &addr,
+            "--file",
+            &s(&src),
+            "--ops",
+            "--pattern",
+            "C1-B1-C1-B1",
+            "--steady",
+            "3",
+            "--model",
+            &s(&model),
+            "--dps",
+            spec,
+            "--log",
+            &s(&log),
+        ],
+    );
+    let (ok_tx, out_tx) = wait(tx, Duration::from_secs(120), "send");
+    let (ok_rx, out_rx) = wait(rx, Duration::from_secs(30), "recv");
+    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    assert!(out_tx.contains("byte-identical"), "{out_tx}");
+    assert!(!out_tx.contains("DPS feedback"), "{out_tx}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let chosen: std::collections::BTreeSet<&str> = lines
+        .iter()
+        .filter(|v| v["kind"] == "selected")
+        .filter_map(|v| v["cca"].as_str())
+        .collect();
+    assert_eq!(
+        chosen.into_iter().collect::<Vec<_>>(),
+        ["cubic", "reno"],
+        "DPS's learning phase tries both of its CCAs and nothing else"
+    );
+    drop(lab);
+}

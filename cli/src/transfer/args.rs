@@ -16,7 +16,7 @@ use opsel::{Error, Result};
 
 use super::proto::Key;
 use super::recv::{Limits, Receiver, RecvOpts, Target};
-use super::send::{self, OpsOpts, SendOpts, Strategy, ACTIVE_MODEL, PASSIVE_MODEL};
+use super::send::{self, OpsOpts, SendOpts, Strategy};
 
 /// Options `recv` and `serve` share: authentication and limits.
 #[derive(Args, Clone)]
@@ -161,6 +161,13 @@ pub struct SendArgs {
     /// the first window fills).
     #[arg(long, default_value = "cubic")]
     initial_cca: String,
+    /// With --ops: let DPS (002) choose the CCA from the application's QoS
+    /// instead of the stump; SPEC is a DPS spec file or inline JSON
+    /// (`{"ccas": ["cubic", "bbr"], "metrics": [...]}`). OPS's recognised
+    /// background is DPS's network state; each steady phase is a monitoring
+    /// period fed by the transfer's RTT and delivery rate.
+    #[arg(long, requires = "ops")]
+    dps: Option<String>,
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -342,10 +349,37 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         } else {
             Some(Pattern::parse(&a.pattern)?)
         };
-        let model = a
-            .model
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(if passive { PASSIVE_MODEL } else { ACTIVE_MODEL }));
+        // The shipped model by name wherever it is installed (or built in).
+        let default = if passive {
+            "passive"
+        } else {
+            "active-s5c5s5b5"
+        };
+        let model = crate::models::as_path(&crate::models::locate(a.model.as_deref(), default)?)?;
+        let dps = a
+            .dps
+            .as_deref()
+            .map(|s| {
+                let text = if s.trim_start().starts_with('{') {
+                    s.to_string()
+                } else {
+                    std::fs::read_to_string(s)
+                        .map_err(|e| Error::io(format!("read the DPS spec {s}"), e))?
+                };
+                opsel::dps::DpsSpec::from_json(&text)
+                    .map_err(|e| Error::invalid(format!("--dps {s}: {e}")))
+            })
+            .transpose()?;
+        if let Some(d) = &dps {
+            // Before connecting: a CCA the kernel lacks would fail mid-transfer.
+            let avail = opsel::sys::linux::available_ccas()?;
+            if let Some(c) = d.ccas.iter().find(|c| !avail.contains(c)) {
+                return Err(Error::invalid(format!(
+                    "--dps: this kernel has no congestion control {c:?} (it offers {}); load its module, e.g. `make bpf-vegas` for opsel_vegas",
+                    avail.join(", ")
+                )));
+            }
+        }
         let icmp = match a.rtt.as_str() {
             "udp" => false,
             "icmp" => true,
@@ -369,6 +403,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             cycles: a.cycles,
             extend_below: a.extend_below,
             initial_cca: CcaName::new(&a.initial_cca)?,
+            dps,
         })
     } else {
         Strategy::Fixed(CcaName::new(a.cca.as_deref().unwrap_or("cubic"))?)

@@ -591,6 +591,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         cycles: a.cycles,
         extend_below: a.extend_below,
         initial_cca: CcaName::new(&a.initial_cca)?,
+        dps: None,
     };
     // Several windows per decision lengthen the first probe by (N − 1) windows.
     let mut extra_s = 0.0;

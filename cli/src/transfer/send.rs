@@ -10,9 +10,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use opsel::dps::{DpsPolicy, FeedbackMeter};
 use opsel::ops::{
     AdaptiveSpec, AnyPolicy, Classifier, Controller, ControllerSpec, Event, Labeled, ModeSpec,
-    NoCallback, ProgressiveSpec,
+    Phase, Policy, PolicySpec, ProgressiveSpec,
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
@@ -67,6 +68,8 @@ pub struct OpsOpts {
     /// CCA before the first decision (`ops::Config::initial_cca`): passive
     /// probing sends with it while the first window fills.
     pub initial_cca: CcaName,
+    /// DPS (002) as the decision policy instead of the stump (`--dps`).
+    pub dps: Option<opsel::dps::DpsSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -126,13 +129,19 @@ pub fn spec(o: &OpsOpts) -> ControllerSpec {
         steady_jitter: o.jitter,
         seed: o.seed,
         model: Some(o.model.clone()),
+        // DPS is handed to `build` as the policy object.
+        policy: if o.dps.is_some() {
+            PolicySpec::Callback
+        } else {
+            PolicySpec::default()
+        },
         ..ControllerSpec::default()
     }
 }
 
 /// The OPS controller the CLI runs: the spec of `o` over its model file
 /// (checked against the pattern by the spec).
-pub type CliController = Controller<Box<dyn Classifier + Send>, AnyPolicy<NoCallback>>;
+pub type CliController = Controller<Box<dyn Classifier + Send>, AnyPolicy<DpsPolicy>>;
 
 /// Build the OPS controller from a model file (checked against the pattern).
 pub fn controller(o: &OpsOpts) -> Result<CliController> {
@@ -141,6 +150,12 @@ pub fn controller(o: &OpsOpts) -> Result<CliController> {
 
 /// [`controller`] and the model's class names (the log names classes by them).
 fn controller_with_classes(o: &OpsOpts) -> Result<(CliController, Vec<String>)> {
+    controller_and_dps(o).map(|(c, classes, _)| (c, classes))
+}
+
+/// The controller, the model's class names and, with `--dps`, a handle on
+/// the DPS policy the controller runs (the driver's events feed it).
+fn controller_and_dps(o: &OpsOpts) -> Result<(CliController, Vec<String>, Option<DpsPolicy>)> {
     let spec = spec(o);
     let shipped = if o.pattern.is_some() {
         ACTIVE_MODEL
@@ -155,10 +170,11 @@ fn controller_with_classes(o: &OpsOpts) -> Result<(CliController, Vec<String>)> 
                 .map_or("passive".into(), |p| p.to_string()),
         ))
     })?;
+    let dps = o.dps.as_ref().map(DpsPolicy::new).transpose()?;
     let c = spec
-        .build(&mf, None)
+        .build(&mf, dps.clone())
         .map_err(|e| Error::invalid(format!("{e} (model {})", o.model.display())))?;
-    Ok((c, mf.model.classes().to_vec()))
+    Ok((c, mf.model.classes().to_vec(), dps))
 }
 
 /// JSON-lines logger: one line per interval and per OPS event, each the
@@ -274,7 +290,7 @@ pub fn run(
     };
     // Build the controller before connecting, so a bad model fails fast.
     let ctl = match &opts.strategy {
-        Strategy::Ops(o) => Some(controller_with_classes(o)?),
+        Strategy::Ops(o) => Some(controller_and_dps(o)?),
         Strategy::Fixed(_) => None,
     };
     let connect = |what: &str| {
@@ -380,13 +396,40 @@ pub fn run(
         ..DriverConfig::default()
     };
     let mut log = open_log(&opts.log, offset)?;
-    let ctl = ctl.map(|(c, classes)| {
-        log.classes = classes;
-        c
-    });
+    let (ctl, mut dps) = match ctl {
+        Some((c, classes, dps)) => {
+            log.classes = classes;
+            (Some(c), dps)
+        }
+        None => (None, None),
+    };
+    // DPS learns from the transfer's own RTT samples and per-interval byte
+    // counts during steady phases (dps::FeedbackMeter, 002 §4.4).
+    let mut meter = FeedbackMeter::new();
+    let mut dps_error: Option<Error> = None;
     let mut cb = |e: &DriverEvent| {
         log.event(e);
         on_event(e);
+        if let Some(p) = dps.as_mut() {
+            match e {
+                DriverEvent::Rtt { rtt_ms, .. } => meter.rtt(*rtt_ms),
+                DriverEvent::Interval {
+                    start_ns,
+                    end_ns,
+                    bytes,
+                    acked_bytes,
+                    phase: Phase::Steady,
+                    ..
+                } => {
+                    if let Some(fb) = meter.interval(*start_ns, *end_ns, *bytes, *acked_bytes) {
+                        if let Err(err) = p.observe(&fb) {
+                            dps_error.get_or_insert(err);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     };
     // BLAKE3 on a second thread, reading the page cache while the data
     // goes out, instead of a pass over the file after the last byte.
@@ -445,6 +488,10 @@ pub fn run(
     };
     // The reader holds the hasher's channel open: drop it so `finish` ends it.
     drop(src);
+    if let Some(e) = dps_error {
+        // Feedback DPS refused (a NaN rate) costs it one sample, not the transfer.
+        eprintln!("opsel: warning: DPS feedback: {e}");
+    }
     let driver = match driven {
         Ok(d) => d,
         Err(e) => {
@@ -547,6 +594,7 @@ mod tests {
             cycles: 1,
             extend_below: None,
             initial_cca: CcaName::CUBIC,
+            dps: None,
         }
     }
 
