@@ -311,6 +311,22 @@ fn ops_transfer_with_switches_and_loss_is_byte_identical() {
     drop(lab);
 }
 
+/// `send --resume`, retried while the receiver refuses it as busy: it holds
+/// its one transfer slot until it has seen the killed sender go (that FIN
+/// can be lost on the lossy pipe and wait for its retransmission) and has
+/// synced the part file. The refusal tells the user to retry; so does this.
+fn resume_send(sns: &[&str], addr: &str, src: &str) -> (bool, String) {
+    let argv = ["send", "--to", addr, "--file", src, "--resume"];
+    let (mut ok, mut out) = wait(spawn(sns, &argv), Duration::from_secs(60), "send --resume");
+    let mut tries = 0;
+    while !ok && out.contains("busy:") && tries < 40 {
+        std::thread::sleep(Duration::from_millis(250));
+        tries += 1;
+        (ok, out) = wait(spawn(sns, &argv), Duration::from_secs(60), "send --resume");
+    }
+    (ok, out)
+}
+
 /// Wait until `p` holds at least `n` bytes (the transfer is under way).
 fn wait_len(p: &Path, n: u64, limit: Duration) {
     let start = Instant::now();
@@ -392,12 +408,11 @@ fn kill_9_of_either_side_then_resume_is_byte_identical() {
     assert_eq!(std::fs::read(&dst).unwrap(), b"an older version");
     let kept = std::fs::metadata(&part).unwrap().len();
     assert!(kept > 0 && kept < 12_000_000, "kept {kept}");
-    let tx = spawn(
-        &sns,
-        &["send", "--to", &addr, "--file", &s(&src), "--resume"],
-    );
-    let (ok_tx, out_tx) = wait(tx, Duration::from_secs(60), "send --resume");
-    let (ok_rx, out_rx) = wait(rx, Duration::from_secs(20), "recv");
+    let (ok_tx, out_tx) = resume_send(&sns, &addr, &s(&src));
+    let (ok_rx, out_rx) = match common::wait_within(rx, Duration::from_secs(20)) {
+        (Some(ok), out) => (ok, out),
+        (None, out) => panic!("recv did not finish within 20 s\nsend: {out_tx}\nrecv: {out}"),
+    };
     assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
     assert!(out_tx.contains("byte-identical"), "{out_tx}");
     assert!(
@@ -431,12 +446,11 @@ fn kill_9_of_either_side_then_resume_is_byte_identical() {
     let kept = std::fs::metadata(&part).unwrap().len();
     let rx = spawn(&rns, &recv_args);
     std::thread::sleep(Duration::from_millis(400));
-    let tx = spawn(
-        &sns,
-        &["send", "--to", &addr, "--file", &s(&src), "--resume"],
-    );
-    let (ok_tx, out_tx) = wait(tx, Duration::from_secs(60), "send --resume");
-    let (ok_rx, out_rx) = wait(rx, Duration::from_secs(20), "recv");
+    let (ok_tx, out_tx) = resume_send(&sns, &addr, &s(&src));
+    let (ok_rx, out_rx) = match common::wait_within(rx, Duration::from_secs(20)) {
+        (Some(ok), out) => (ok, out),
+        (None, out) => panic!("recv did not finish within 20 s\nsend: {out_tx}\nrecv: {out}"),
+    };
     assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
     assert!(out_rx.contains(&format!("from offset {kept}")), "{out_rx}");
     assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&dst).unwrap());
