@@ -496,9 +496,9 @@ pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>
     started: bool,
     /// The lead-in segment ([`Config::lead_in`], active probing only).
     lead: Option<Segment>,
-    /// When the next lead-in begins (in a steady phase) and, before the first
-    /// probe, when the running lead-in ends.
+    /// When the next lead-in begins (in a steady phase).
     lead_at_ns: Option<u64>,
+    /// With a lead-in before the first probe: when that probe begins.
     first_probe_ns: Option<u64>,
     /// Where the prober's 1 Hz grid starts: the start of the transfer, then
     /// of each probe (sample k ↔ second k of the pattern).
@@ -954,7 +954,13 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
     /// the same actions as that segment in a probe.
     fn begin_lead_in(&mut self, seg: Segment, until_ns: u64) {
         self.lead_at_ns = None;
-        match seg.kind {
+        self.run_segment(seg.kind, until_ns);
+    }
+
+    /// The actions of a pattern segment (in a probe or as the lead-in):
+    /// silence, or a full-speed burst with the segment's CCA.
+    fn run_segment(&mut self, kind: SegmentKind, until_ns: u64) {
+        match kind {
             SegmentKind::Silence => self
                 .out
                 .push_back(Output::Action(Action::Silence { until_ns })),
@@ -1011,16 +1017,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         };
         self.seg_abs = abs;
         self.next_boundary_ns = next;
-        match seg.kind {
-            SegmentKind::Silence => self
-                .out
-                .push_back(Output::Action(Action::Silence { until_ns })),
-            SegmentKind::Burst(cca) => {
-                self.set_cca(cca);
-                self.out
-                    .push_back(Output::Action(Action::SendFullSpeed { cca, until_ns }));
-            }
-        }
+        self.run_segment(seg.kind, until_ns);
     }
 
     fn probe_incomplete(&mut self, at_ns: u64) {
