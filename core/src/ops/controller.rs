@@ -765,6 +765,17 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         }
     }
 
+    /// Hand the policy one interval's measurements of the transfer
+    /// ([`Policy::observe`]; a DPS policy learns CCA utilities from them,
+    /// 002 §1.7 Monitoring). `now_ns` is the controller time of the call (a
+    /// monotonic input like every other); the policy's error, if any, is
+    /// returned. The OPS policies (stump, table) ignore feedback.
+    pub fn handle_feedback(&mut self, now_ns: u64, feedback: &crate::dps::Feedback) -> Result<()> {
+        self.check_time(now_ns)?;
+        self.advance(now_ns);
+        self.policy.observe(feedback)
+    }
+
     /// Account bytes sent (e.g. per 1 s interval) to the current phase.
     pub fn handle_bytes(&mut self, now_ns: u64, bytes: u64) -> Result<()> {
         self.check_time(now_ns)?;

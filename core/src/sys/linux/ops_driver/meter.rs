@@ -3,10 +3,14 @@
 //! [`send_fixed`](super::send_fixed) so the OPS run and its fixed-CCA
 //! baselines (000 Table 6.3) count bytes the same way: bytes handed to the
 //! socket per interval, and the peer-acknowledged delta from `TCP_INFO`.
+//! The same `TCP_INFO` read gives the interval's smoothed RTT and delivery
+//! rate, the per-interval feedback a DPS policy learns from (002 §1.7,
+//! Monitoring; [`Interval::feedback`]).
 
 use std::os::fd::BorrowedFd;
 
 use super::DriverEvent;
+use crate::dps::Feedback;
 use crate::ops::Phase;
 use crate::probe::CcaName;
 use crate::sys::linux::tcp_info::tcp_info;
@@ -27,6 +31,16 @@ pub(super) struct Interval {
     pub(super) end_ns: u64,
     pub(super) bytes: u64,
     pub(super) acked_bytes: Option<u64>,
+    /// What `TCP_INFO` said at the close.
+    pub(super) info: InfoSample,
+}
+
+/// The fields of one `TCP_INFO` read the meter uses.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(super) struct InfoSample {
+    pub(super) bytes_acked: Option<u64>,
+    pub(super) rtt_ms: Option<f64>,
+    pub(super) delivery_rate_mbps: Option<f64>,
 }
 
 impl Interval {
@@ -42,13 +56,24 @@ impl Interval {
             phase,
         }
     }
+
+    /// The interval as DPS feedback (002 §1.7): the kernel's smoothed RTT
+    /// and delivery rate at its end; `None` where the kernel has none.
+    pub(super) fn feedback(&self) -> Feedback {
+        Feedback {
+            at_ns: self.end_ns,
+            rtt_ms: self.info.rtt_ms,
+            delivery_rate_mbps: self.info.delivery_rate_mbps,
+            ..Feedback::default()
+        }
+    }
 }
 
 impl IntervalMeter {
     /// Intervals of `len_ns` from `t0_ns`; the acknowledged count starts at
     /// what `TCP_INFO` says now.
     pub(super) fn new(fd: BorrowedFd<'_>, t0_ns: u64, len_ns: u64) -> Self {
-        Self::with_acked(t0_ns, len_ns, acked(fd))
+        Self::with_acked(t0_ns, len_ns, info(fd).bytes_acked)
     }
 
     fn with_acked(t0_ns: u64, len_ns: u64, acked_base: Option<u64>) -> Self {
@@ -77,10 +102,11 @@ impl IntervalMeter {
         if now_ns < self.end_ns {
             return None;
         }
-        Some(self.close_with(total_bytes, acked(fd)))
+        Some(self.close_with(total_bytes, info(fd)))
     }
 
-    fn close_with(&mut self, total_bytes: u64, acked: Option<u64>) -> Interval {
+    fn close_with(&mut self, total_bytes: u64, info: InfoSample) -> Interval {
+        let acked = info.bytes_acked;
         let acked_bytes = match (acked, self.acked_base) {
             (Some(a), Some(b)) => Some(a.saturating_sub(b)),
             _ => None,
@@ -91,6 +117,7 @@ impl IntervalMeter {
             end_ns: self.end_ns,
             bytes: total_bytes - self.base_bytes,
             acked_bytes,
+            info,
         };
         self.base_bytes = total_bytes;
         self.start_ns = self.end_ns;
@@ -99,9 +126,17 @@ impl IntervalMeter {
     }
 }
 
-/// The peer-acknowledged byte count, where the kernel reports it.
-fn acked(fd: BorrowedFd<'_>) -> Option<u64> {
-    tcp_info(fd).ok().and_then(|i| i.bytes_acked)
+/// One `TCP_INFO` read: acknowledged bytes, smoothed RTT (µs → ms) and
+/// delivery rate (bytes/s → Mb/s), where the kernel reports them.
+fn info(fd: BorrowedFd<'_>) -> InfoSample {
+    match tcp_info(fd) {
+        Ok(i) => InfoSample {
+            bytes_acked: i.bytes_acked,
+            rtt_ms: (i.rtt_us > 0).then(|| f64::from(i.rtt_us) / 1e3),
+            delivery_rate_mbps: i.delivery_rate_bytes_per_s.map(|r| r as f64 * 8.0 / 1e6),
+        },
+        Err(_) => InfoSample::default(),
+    }
 }
 
 #[cfg(test)]
@@ -112,27 +147,26 @@ mod tests {
     fn intervals_are_consecutive_and_count_deltas() {
         let mut m = IntervalMeter::with_acked(100, 10, Some(5));
         assert_eq!(m.due_ns(), 110);
-        let a = m.close_with(40, Some(25));
+        let acked = |a: Option<u64>| InfoSample {
+            bytes_acked: a,
+            ..InfoSample::default()
+        };
+        let a = m.close_with(40, acked(Some(25)));
         assert_eq!(
-            a,
-            Interval {
-                start_ns: 100,
-                end_ns: 110,
-                bytes: 40,
-                acked_bytes: Some(20)
-            }
+            (a.start_ns, a.end_ns, a.bytes, a.acked_bytes),
+            (100, 110, 40, Some(20))
         );
         // A late close keeps the grid: the next interval is [110, 120).
-        let b = m.close_with(100, None);
+        let b = m.close_with(100, acked(None));
         assert_eq!(
             (b.start_ns, b.end_ns, b.bytes, b.acked_bytes),
             (110, 120, 60, None)
         );
         // No acknowledged base: no delta, then one again.
-        let c = m.close_with(100, Some(30));
+        let c = m.close_with(100, acked(Some(30)));
         assert_eq!((c.bytes, c.acked_bytes), (0, None));
         let e = m
-            .close_with(150, Some(70))
+            .close_with(150, acked(Some(70)))
             .event(150, CcaName::BBR, Phase::Probe);
         assert_eq!(
             e,
@@ -144,6 +178,23 @@ mod tests {
                 total_bytes: 150,
                 cca: CcaName::BBR,
                 phase: Phase::Probe
+            }
+        );
+        // Feedback for a DPS policy: the interval's end and the kernel's
+        // RTT and delivery rate.
+        let info = InfoSample {
+            bytes_acked: Some(80),
+            rtt_ms: Some(12.5),
+            delivery_rate_mbps: Some(96.0),
+        };
+        let f = m.close_with(160, info).feedback();
+        assert_eq!(
+            f,
+            Feedback {
+                at_ns: 150,
+                rtt_ms: Some(12.5),
+                delivery_rate_mbps: Some(96.0),
+                ..Feedback::default()
             }
         );
     }

@@ -137,6 +137,8 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
             }
             if let Some(iv) = meter.close(fd, now, pump.total) {
                 self.ctl.handle_bytes(now, iv.bytes)?;
+                // The policy's feedback hook (a DPS policy learns from it).
+                self.ctl.handle_feedback(now, &iv.feedback())?;
                 self.apply(fd, None, on_event)?;
                 let cca = self.actual.unwrap_or(self.ctl.socket_cca());
                 on_event(&iv.event(pump.total, cca, self.ctl.phase()));
