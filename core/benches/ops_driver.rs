@@ -33,6 +33,7 @@ use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -141,7 +142,11 @@ fn armed(model: Model, cfg: &Config, q: &[f64], sock: &TcpStream, base: u64) -> 
     let mut d = OpsDriver::new(
         ctl,
         RttSource::UdpEcho("127.0.0.1:9".parse().unwrap()),
-        DriverConfig::default(),
+        // No lead-in: the window starts at `start`.
+        DriverConfig {
+            lead_in: false,
+            ..DriverConfig::default()
+        },
     )
     .unwrap();
     d.start(sock, base, &mut |_| {}).unwrap();
@@ -368,7 +373,7 @@ fn run_part(m: &Shipped, secs: u64) {
     let lat2 = lat.clone();
     let mut src = std::io::repeat(0x5a);
     let rep = d
-        .run(&sock, &mut src, &mut |e| {
+        .run(&sock, &mut src, &AtomicBool::new(false), &mut |e| {
             if let DriverEvent::Decision {
                 latency_ns,
                 switched,

@@ -30,7 +30,11 @@ fn sample_path_does_not_allocate() {
     let mut d = OpsDriver::new(
         ctl,
         RttSource::UdpEcho("127.0.0.1:9".parse().unwrap()),
-        DriverConfig::default(),
+        // No lead-in: the window starts at `start`.
+        DriverConfig {
+            lead_in: false,
+            ..DriverConfig::default()
+        },
     )
     .unwrap();
     let mut sets = 0usize;
@@ -95,7 +99,11 @@ fn knn_probe_path_with_preparation_does_not_allocate() {
     let mut d = OpsDriver::new(
         ctl,
         RttSource::UdpEcho("127.0.0.1:9".parse().unwrap()),
-        DriverConfig::default(),
+        // No lead-in: the window starts at `start`.
+        DriverConfig {
+            lead_in: false,
+            ..DriverConfig::default()
+        },
     )
     .unwrap();
     let mut last = None;

@@ -1,8 +1,10 @@
 //! DPS plugged into the OPS controller as its policy: the recognised
 //! background mix is DPS's network-state label, each steady phase is a
 //! monitoring period, and the driver feeds steady-phase feedback through a
-//! clone of the policy. Against alternating backgrounds, DPS learns the CCA
-//! that meets the QoS in each.
+//! clone of the policy or through the controller's feedback hook
+//! (`Controller::handle_feedback`, what `OpsDriver` calls each interval).
+//! Against alternating backgrounds, DPS learns the CCA that meets the QoS in
+//! each.
 
 use opsel::dps::{DpsPolicy, DpsSpec, Feedback, Guard};
 use opsel::ops::doubles::ScriptedClassifier;
@@ -12,6 +14,17 @@ const S: u64 = 1_000_000_000;
 
 #[test]
 fn ops_controller_with_dps_policy() {
+    learns_per_background(false);
+}
+
+#[test]
+fn feedback_through_the_controller_hook_teaches_the_policy() {
+    learns_per_background(true);
+}
+
+/// `hook`: feedback goes through `Controller::handle_feedback`, else straight
+/// to a clone of the policy.
+fn learns_per_background(hook: bool) {
     let classes = ["B0-C1", "B1-C0"];
     let classifier = ScriptedClassifier::new(5, &classes, &[("B0-C1", 0.9), ("B1-C0", 0.9)])
         .unwrap()
@@ -45,7 +58,12 @@ fn ops_controller_with_dps_policy() {
             let bg = classes[(decisions.len() - 1) % 2];
             let meets = (bg == "B0-C1") == (cca == "cubic");
             let tput = if meets { 9.8 } else { 6.5 };
-            feeder.observe(&Feedback::sender(now, 70.0, tput)).unwrap();
+            let fb = Feedback::sender(now, 70.0, tput);
+            if hook {
+                ops.handle_feedback(now, &fb).unwrap();
+            } else {
+                feeder.observe(&fb).unwrap();
+            }
         }
     }
     assert!(decisions.len() > 60, "{} decisions", decisions.len());

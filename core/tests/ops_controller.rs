@@ -867,3 +867,187 @@ fn passive_table_policy_must_cover_backgrounds() {
     let t = TablePolicy::parse("B0-C1=cubic, B1-C1=bbr, B1-C0=bbr, B0-C0=cubic").unwrap();
     assert!(Controller::new(Config::passive(), sc, t).is_ok());
 }
+
+/// Records every window it classifies; answers class 0 (B1-C0 → bbr).
+struct Recorder {
+    classes: Vec<opsel::mix::Mix>,
+    w: usize,
+    windows: Vec<Vec<f64>>,
+}
+
+impl Recorder {
+    fn new(w: usize) -> Self {
+        let classes = SIX
+            .iter()
+            .map(|l| opsel::mix::Mix::parse(l).unwrap())
+            .collect();
+        Self {
+            classes,
+            w,
+            windows: Vec::new(),
+        }
+    }
+}
+
+impl opsel::ops::Classifier for Recorder {
+    fn window_len(&self) -> usize {
+        self.w
+    }
+    fn classes(&self) -> &[opsel::mix::Mix] {
+        &self.classes
+    }
+    fn classify(&mut self, window: &[f64]) -> opsel::Result<Classified> {
+        self.windows.push(window.to_vec());
+        Ok(Classified {
+            mix: self.classes[0].clone(),
+            class_index: 0,
+            confidence: 1.0,
+            distance: 0.0,
+        })
+    }
+}
+
+const MS: u64 = 1_000_000;
+
+#[test]
+fn echo_sample_read_at_the_probe_start_is_sample_zero() {
+    let cfg = Config::active(Pattern::parse("S5-C5-S5-B5").unwrap());
+    let mut c = Controller::new(cfg, Recorder::new(20), Stump::default()).unwrap();
+    c.start(0).unwrap();
+    assert_eq!(c.sample_grid_origin_ns(), 0);
+    // A lost sample before any answered one has nothing to repeat.
+    c.handle_echo_sample(2 * MS, 0, None).unwrap();
+    assert_eq!(c.poll_timeout(), Some(5 * S));
+    // The burst fired at the probe's start, read 12 ms later: held until
+    // half a period in (the controller's convention), then sample 0.
+    c.handle_echo_sample(12 * MS, 0, Some(50.0)).unwrap();
+    assert_eq!(c.poll_timeout(), Some(S / 2));
+    c.handle_timeout(S / 2).unwrap();
+    assert_eq!(c.poll_timeout(), Some(5 * S));
+    for k in 1..20u64 {
+        c.handle_timeout(k * S).unwrap();
+        // Sample 7's echoes are all lost: sample 6 is repeated.
+        let rtt = (k != 7).then_some(50.0 + k as f64);
+        c.handle_echo_sample(k * S + 12 * MS, k * S, rtt).unwrap();
+    }
+    let mut want: Vec<f64> = (0..20).map(|k| 50.0 + k as f64).collect();
+    want[7] = 56.0;
+    assert_eq!(c.classifier().windows, [want]);
+    assert_eq!(c.phase(), Phase::Steady);
+    // The next probe moves the grid to its start.
+    let next = c.poll_timeout().unwrap();
+    c.handle_timeout(next).unwrap();
+    assert_eq!((c.phase(), c.sample_grid_origin_ns()), (Phase::Probe, next));
+}
+
+#[test]
+fn echo_sample_begun_before_the_probe_is_not_sample_zero() {
+    let cfg = Config::active(Pattern::parse("S5-C5-S5-B5").unwrap());
+    let mut c = Controller::new(cfg.clone(), Recorder::new(20), Stump::default()).unwrap();
+    c.start(S).unwrap();
+    // Begun 200 ms before the probe (more than the slack): a sample of the
+    // period before it, dropped like any sample less than half inside.
+    c.handle_echo_sample(S + 12 * MS, S - 200 * MS, Some(40.0))
+        .unwrap();
+    assert_eq!(c.poll_timeout(), Some(6 * S));
+    // Begun within the slack: sample 0.
+    let mut c = Controller::new(cfg, Recorder::new(20), Stump::default()).unwrap();
+    c.start(S).unwrap();
+    let late = S - opsel::ops::FIRST_SAMPLE_SLACK_NS;
+    c.handle_echo_sample(S + 12 * MS, late, Some(40.0)).unwrap();
+    assert_eq!(c.poll_timeout(), Some(S + S / 2));
+    // Not finite: rejected like handle_sample, nothing held.
+    let e = c
+        .handle_echo_sample(S + 20 * MS, S, Some(f64::NAN))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a finite"), "{e}");
+}
+
+#[test]
+fn lead_in_runs_the_last_segment_before_every_probe() {
+    let mut cfg = Config::active(Pattern::parse("S5-C5-S5-B5").unwrap());
+    cfg.lead_in = true;
+    let mut c = ctl(cfg.clone(), &[("B0-C1", 1.0)]);
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    // The first probe waits for the lead-in.
+    assert_eq!((c.phase(), c.poll_timeout()), (Phase::Idle, Some(5 * S)));
+    run(&mut c, 0, 130, &mut log);
+    use Action::*;
+    let (cubic, bbr) = (CcaName::CUBIC, CcaName::BBR);
+    let full = |cca, t: u64| SendFullSpeed {
+        cca,
+        until_ns: t * S,
+    };
+    assert_eq!(
+        actions(&log),
+        [
+            // Lead-in: the B5 segment before the first probe.
+            (0, SetCca(bbr)),
+            (0, full(bbr, 5)),
+            (5, Silence { until_ns: 10 * S }),
+            (10, SetCca(cubic)),
+            (10, full(cubic, 15)),
+            (15, Silence { until_ns: 20 * S }),
+            (20, SetCca(bbr)),
+            (20, full(bbr, 25)),
+            // B0-C1 → cubic.
+            (25, SetCca(cubic)),
+            (
+                25,
+                Steady {
+                    cca: cubic,
+                    until_ns: Some(125 * S)
+                }
+            ),
+            // The steady phase's last 5 s are the lead-in of the next probe.
+            (120, SetCca(bbr)),
+            (120, full(bbr, 125)),
+            (125, Silence { until_ns: 130 * S }),
+            (130, SetCca(cubic)),
+            (130, full(cubic, 135)),
+        ]
+    );
+    assert_eq!(
+        phases(&log),
+        [
+            (Phase::Probe, 5),
+            (Phase::Classify, 25),
+            (Phase::Select, 25),
+            (Phase::Steady, 25),
+            (Phase::Probe, 125),
+        ]
+    );
+    // The lead-in before the first probe is neither probe nor steady time.
+    let st = c.stats_at(130 * S);
+    assert_eq!((st.probe_ns, st.steady_ns), (25 * S, 100 * S));
+
+    // A steady phase shorter than the segment is all lead-in.
+    cfg.steady_ns = 3 * S;
+    let mut c = ctl(cfg.clone(), &[("B0-C1", 1.0)]);
+    let mut log = Vec::new();
+    c.start(0).unwrap();
+    run(&mut c, 0, 28, &mut log);
+    let a = actions(&log);
+    let i = a
+        .iter()
+        .position(|(_, x)| matches!(x, Steady { .. }))
+        .unwrap();
+    assert_eq!(a[i + 1..i + 3], [(25, SetCca(bbr)), (25, full(bbr, 28))]);
+    assert_eq!(a[i + 3], (28, Silence { until_ns: 33 * S }));
+
+    // Passive probing has no segment to lead in with.
+    let mut p = Config::passive();
+    p.lead_in = true;
+    let mut c = ctl(p, &[("B0-C1", 1.0)]);
+    c.start(0).unwrap();
+    assert_eq!(c.phase(), Phase::Probe);
+
+    // Set before start only.
+    let mut c = ctl(cfg, &[("B0-C1", 1.0)]);
+    c.set_lead_in(false).unwrap();
+    c.start(0).unwrap();
+    assert_eq!(c.phase(), Phase::Probe);
+    assert!(c.set_lead_in(true).is_err());
+}

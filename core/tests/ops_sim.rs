@@ -253,3 +253,47 @@ fn deterministic() {
     let b = run(cfg, &Background::alt(30), 9);
     assert_eq!(a, b);
 }
+
+#[test]
+fn lead_in_precedes_every_probe_in_the_simulator() {
+    let cfg = Config {
+        lead_in: true,
+        ..base()
+    };
+    let r = run(cfg, &static_bg("B0-C1"), 5);
+    let mut last_action: Option<(u64, Action)> = None;
+    let mut probes = 0;
+    for e in &r.trace {
+        match &e.output {
+            Output::Event(Event::Phase {
+                phase: Phase::Probe,
+                at_ns,
+                ..
+            }) => {
+                // The B5 burst ran for the 5 s before the probe.
+                assert_eq!(
+                    last_action,
+                    Some((
+                        e.t_s - 5,
+                        Action::SendFullSpeed {
+                            cca: CcaName::BBR,
+                            until_ns: *at_ns
+                        }
+                    )),
+                    "probe at {} s",
+                    e.t_s
+                );
+                probes += 1;
+            }
+            Output::Action(a) => last_action = Some((e.t_s, *a)),
+            _ => {}
+        }
+    }
+    // 5 s lead-in, then cycles of 20 s probe + 100 s steady (lead-in inside).
+    assert_eq!(probes, 15);
+    assert_eq!(r.correct_decisions, r.decisions);
+    assert_eq!(r.decisions, 15);
+    let plain = run(base(), &static_bg("B0-C1"), 5);
+    // Each lead-in switches the socket to bbr for its burst and back after.
+    assert!(r.cca_switches > plain.cca_switches);
+}

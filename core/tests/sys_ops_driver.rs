@@ -7,6 +7,7 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opsel::mix::SIX_CLASSES;
@@ -104,7 +105,9 @@ fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
         let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(addr), dcfg).unwrap();
         let mut events = Vec::new();
         let report = drv
-            .run(&sock, &mut Stream(0), &mut |e| events.push(e.clone()))
+            .run(&sock, &mut Stream(0), &AtomicBool::new(false), &mut |e| {
+                events.push(e.clone())
+            })
             .unwrap();
         let final_cca = opsel::sys::linux::get_cca(&sock).unwrap();
         drop(sock);
@@ -224,7 +227,7 @@ fn rejects_a_socket_that_is_not_tcp() {
     let target = udp.local_addr().unwrap();
     let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(target), DriverConfig::default()).unwrap();
     let e = drv
-        .run(&udp, &mut Stream(0), &mut |_| {})
+        .run(&udp, &mut Stream(0), &AtomicBool::new(false), &mut |_| {})
         .unwrap_err()
         .to_string();
     assert!(e.contains("TCP") || e.contains("tcp"), "{e}");
@@ -241,11 +244,98 @@ fn an_unavailable_cca_in_the_pattern_fails_with_the_kernel_list() {
     let mut drv = OpsDriver::new(
         ctl,
         RttSource::UdpEcho("127.0.0.1:9".parse().unwrap()),
-        DriverConfig::default(),
+        // No lead-in: the probe, and its first segment, begin at `start`.
+        DriverConfig {
+            lead_in: false,
+            ..DriverConfig::default()
+        },
     )
     .unwrap();
     let e = drv.start(&sock, 0, &mut |_| {}).unwrap_err().to_string();
     assert!(e.contains("nosuchcca") && e.contains("available"), "{e}");
     // The socket keeps its last good CCA.
     assert_eq!(opsel::sys::linux::get_cca(&sock).unwrap(), "cubic");
+}
+
+/// On loopback: the controller's lead-in (the B1 burst of S1-C1-S1-B1)
+/// runs before the first probe, which starts exactly one segment after the
+/// run; the caller's stop flag, raised from another thread, ends the run.
+#[test]
+fn lead_in_runs_first_and_the_callers_flag_stops_the_run() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let sock = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut peer, _) = l.accept().unwrap();
+    let sink = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while matches!(peer.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let echo_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let echo_addr = echo_sock.local_addr().unwrap();
+    let echo = UdpEchoResponder::spawn(echo_sock, Duration::ZERO).unwrap();
+    let classifier = ScriptedClassifier::new(4, &SIX_CLASSES, &[("B0-C1", 0.9)]).unwrap();
+    let mut cfg = Config::active(Pattern::parse("S1-C1-S1-B1").unwrap());
+    cfg.steady_ns = 60_000_000_000;
+    let ctl = Controller::new(cfg, classifier, Stump::default()).unwrap();
+    let dcfg = DriverConfig {
+        interval_ns: 250_000_000,
+        ..DriverConfig::default()
+    };
+    let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(echo_addr), dcfg).unwrap();
+    let stop = AtomicBool::new(false);
+    let mut events = Vec::new();
+    let report = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(2500));
+            stop.store(true, Ordering::Relaxed);
+        });
+        drv.run(&sock, &mut Stream(0), &stop, &mut |e| {
+            events.push(e.clone())
+        })
+        .unwrap()
+    });
+    drop(sock);
+    sink.join().unwrap();
+    echo.stop().unwrap();
+    assert_eq!(report.end, EndReason::Stopped);
+    let secs = (report.ended_ns - report.started_ns) as f64 / 1e9;
+    assert!((2.4..3.5).contains(&secs), "stopped after {secs} s");
+    // Initial cubic, then bbr for the lead-in, before the first probe.
+    let first_probe = events
+        .iter()
+        .position(|e| {
+            matches!(
+                e,
+                DriverEvent::Ops(Event::Phase {
+                    phase: Phase::Probe,
+                    ..
+                })
+            )
+        })
+        .expect("a probe began");
+    let sets: Vec<&str> = events[..first_probe]
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::CcaSet { cca, .. } => Some(cca.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sets, ["cubic", "bbr"]);
+    let DriverEvent::Ops(Event::Phase { at_ns, .. }) = &events[first_probe] else {
+        unreachable!()
+    };
+    assert_eq!(*at_ns - report.started_ns, 1_000_000_000);
+    // The lead-in sent: its intervals carry bytes, with phase idle.
+    let lead: u64 = events
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::Interval {
+                end_ns,
+                bytes,
+                phase: Phase::Idle,
+                ..
+            } if *end_ns <= *at_ns => Some(*bytes),
+            _ => None,
+        })
+        .sum();
+    assert!(lead > 0, "the lead-in burst sent nothing");
 }

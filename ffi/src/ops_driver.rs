@@ -347,7 +347,7 @@ pub unsafe extern "C" fn opsel_ops_driver_new(
         let rtt = rtt_source_from_c(&dc)?;
         let (ctl, names): (CtlCore, _) = unsafe { build_controller(model, policy, ops_config) }?;
         let drv = OpsDriver::new(ctl, rtt, driver_config_from_c(&dc))?;
-        let stop = drv.stop_handle();
+        let stop = Arc::new(AtomicBool::new(false));
         Handle::into_out(
             opsel_ops_driver {
                 inner: Mutex::new(drv),
@@ -578,7 +578,7 @@ fn run_driver(
     let cb = on_event.map(|f| (f, event_user));
     let stop = Arc::clone(&d.stop);
     let names = &d.names;
-    let report = drv.run(sock, source, &mut |e| deliver(e, names, cb, &stop))?;
+    let report = drv.run(sock, source, &stop, &mut |e| deliver(e, names, cb, &stop))?;
     if let Some(o) = unsafe { out_report.as_mut() } {
         let ctl = drv.controller();
         *o = report_c(&report, stats_c(ctl, report.stats));

@@ -525,6 +525,8 @@ pub struct DriverRun {
     /// With a policy function: its first failure, and the flag that stops
     /// the driver when a decision failed because of it.
     failure: Option<(FailureSlot, Arc<AtomicBool>)>,
+    /// The run's stop flag (`OpsDriver.stop()`; never raised for `sendFixed`).
+    stop: Arc<AtomicBool>,
 }
 
 pub struct RunOut {
@@ -608,15 +610,12 @@ impl Task for DriverRun {
                     events.push(js);
                 }
             };
-            let source = &mut self.source;
+            let (source, stop) = (&mut self.source, &self.stop);
             let report = with_raw_fd(self.fd, |fd| match mode {
                 // The driver (and a policy's threadsafe function) is
                 // dropped here, on the worker, when the run ends.
-                Mode::Ops(mut drv) => drv.run(fd, source, &mut sink),
-                Mode::Fixed(cca, cfg) => {
-                    let stop = AtomicBool::new(false);
-                    core_send_fixed(fd, source, cca, &cfg, &stop, &mut sink)
-                }
+                Mode::Ops(mut drv) => drv.run(fd, source, &stop, &mut sink),
+                Mode::Fixed(cca, cfg) => core_send_fixed(fd, source, cca, &cfg, &stop, &mut sink),
             });
             // Release the listener now so the process may exit once the
             // queued events are delivered.
@@ -726,7 +725,7 @@ impl OpsDriver {
             let ctl = spec.build(&file, callback).map_err(to_js)?;
             let drv = Core::new(ctl, rtt, cfg).map_err(to_js)?;
             Ok(Self {
-                stop: drv.stop_handle(),
+                stop: Arc::new(AtomicBool::new(false)),
                 inner: Arc::new(Mutex::new(Some(drv))),
                 classes,
                 failure,
@@ -777,6 +776,7 @@ impl OpsDriver {
                     .failure
                     .as_ref()
                     .map(|f| (Arc::clone(f), Arc::clone(&self.stop))),
+                stop: Arc::clone(&self.stop),
             }))
         })
     }
@@ -826,6 +826,7 @@ pub fn send_fixed(
             classes: Vec::new(),
             collect: collect_events.unwrap_or(true),
             failure: None,
+            stop: Arc::new(AtomicBool::new(false)),
         }))
     })
 }

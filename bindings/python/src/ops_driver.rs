@@ -364,7 +364,7 @@ impl OpsDriver {
         let (core, classes, policy_raised) = ctl.borrow().take_core()?;
         let drv = Core::new(core, rtt, cfg).py_err()?;
         Ok(Self {
-            stop: drv.stop_handle(),
+            stop: Arc::new(AtomicBool::new(false)),
             inner: Mutex::new(drv),
             classes,
             policy_raised,
@@ -402,7 +402,9 @@ impl OpsDriver {
         })?;
         let drv: &mut Drv = &mut drv;
         let (fd, source, sink) = (ctx.fd, &mut ctx.source, &mut ctx.sink);
-        let r = py.detach(|| with_raw_fd(fd, |b| drv.run(b, source, &mut |e| sink.deliver(e))));
+        let stop = Arc::clone(&self.stop);
+        let r =
+            py.detach(|| with_raw_fd(fd, |b| drv.run(b, source, &stop, &mut |e| sink.deliver(e))));
         let policy_raised = self
             .policy_raised
             .lock()

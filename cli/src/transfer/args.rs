@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -427,18 +426,8 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         log,
         interval_s: a.interval,
     };
-    let stop = Arc::new(AtomicBool::new(false));
+    // Ctrl-C raises the signal flag, which the driver reads as its stop flag.
     opsel_netlab::sys::install_interrupt_handler();
-    {
-        let stop = stop.clone();
-        std::thread::spawn(move || loop {
-            if opsel_netlab::sys::interrupted() {
-                stop.store(true, Ordering::Relaxed);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        });
-    }
     let pb = bytes_bar(Some(size.saturating_sub(a.offset.unwrap_or(0))));
     pb.set_message(match &opts.strategy {
         Strategy::Fixed(c) => c.to_string(),
@@ -484,7 +473,11 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         )),
         _ => {}
     };
-    let r = send::run(&opts, Some(stop), &mut on_event)?;
+    let r = send::run(
+        &opts,
+        opsel::sys::linux::signal::interrupt_flag(),
+        &mut on_event,
+    )?;
     pb.finish_and_clear();
     let secs = (r.driver.ended_ns - r.driver.started_ns) as f64 / 1e9;
     println!(

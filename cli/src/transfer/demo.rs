@@ -391,18 +391,7 @@ fn run_cell(
                     RttSource::UdpEcho(echo_addr)
                 };
                 let mut drv = OpsDriver::new(ctl, rtt, cfg)?;
-                let h = drv.stop_handle();
-                let s = stop2.clone();
-                let watcher = std::thread::spawn(move || {
-                    while !s.load(Ordering::Relaxed) && Arc::strong_count(&h) > 1 {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    h.store(true, Ordering::Relaxed);
-                });
-                let r = drv.run(&sock, &mut zeros, &mut |e| evs.push(e.clone()));
-                drop(drv);
-                let _ = watcher.join();
-                r?
+                drv.run(&sock, &mut zeros, &stop2, &mut |e| evs.push(e.clone()))?
             }
         };
         Ok((rep, evs))

@@ -7,7 +7,6 @@ use std::io::{Seek, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use opsel::dps::{DpsPolicy, FeedbackMeter};
@@ -265,7 +264,7 @@ fn open_log(log: &Option<(PathBuf, String)>, offset: u64) -> Result<Log> {
 /// them as a verified prefix for a resume).
 pub fn run(
     opts: &SendOpts,
-    stop: Option<Arc<AtomicBool>>,
+    stop: &AtomicBool,
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<SendReport> {
     let path: &Path = &opts.file;
@@ -454,26 +453,9 @@ pub fn run(
                 ..dcfg
             };
             let mut drv = OpsDriver::new(ctl, rtt, dcfg)?;
-            if let Some(s) = &stop {
-                let h = drv.stop_handle();
-                let s = s.clone();
-                // Forward the caller's stop flag (Ctrl-C) to the driver.
-                std::thread::spawn(move || loop {
-                    if s.load(std::sync::atomic::Ordering::Relaxed) {
-                        h.store(true, std::sync::atomic::Ordering::Relaxed);
-                        return;
-                    }
-                    if Arc::strong_count(&h) == 1 {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                });
-            }
-            drv.run(&data, &mut src, &mut cb)
+            drv.run(&data, &mut src, stop, &mut cb)
         }
         (_, Strategy::Fixed(cca)) => {
-            let never = AtomicBool::new(false);
-            let s: &AtomicBool = stop.as_deref().unwrap_or(&never);
             // A fixed CCA has no silent segments to start on time, so the
             // send buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups)
             // and the file is read in larger pieces.
@@ -482,7 +464,7 @@ pub fn run(
                 chunk_bytes: 1 << 20,
                 ..dcfg
             };
-            send_fixed(&data, &mut src, *cca, &dcfg, s, &mut cb)
+            send_fixed(&data, &mut src, *cca, &dcfg, stop, &mut cb)
         }
         _ => unreachable!("controller built for OPS only"),
     };

@@ -16,14 +16,30 @@
 //!   `now_ns >= probe_start + period/2`. With an active pattern, window sample
 //!   k then covers pattern time [k·P, (k+1)·P), matching
 //!   [`Pattern::segment_of_sample`](crate::probe::Pattern::segment_of_sample).
+//! * a sample handed in with the time its echo burst *began*
+//!   ([`Controller::handle_echo_sample`]) is aligned here, not in the driver:
+//!   the burst fired at a probe's start (the netlab training collection reads
+//!   sample k at second k of the pattern, 000 §3.2) is window sample 0, held
+//!   until half a period into the probe; the prober's 1 Hz grid starts at
+//!   [`Controller::sample_grid_origin_ns`]. A sample whose echoes were all lost
+//!   repeats the previous one so the window keeps its 1 Hz alignment.
+//! * the lead-in ([`Config::lead_in`]) is a pair of actions like any probe
+//!   segment: the pattern's last segment runs before the first probe and at
+//!   the end of every steady phase, so the simulator and the tests see it.
 
 use super::classifier::{Classified, Classifier};
 use super::policy::Policy;
 use crate::error::{Error, Result};
-use crate::probe::{CcaName, Pattern, SegmentKind};
+use crate::probe::{CcaName, Pattern, Segment, SegmentKind};
 use std::collections::VecDeque;
 
 const NS_PER_S: u64 = 1_000_000_000;
+
+/// How long before a probe's start an echo burst may begin and still be that
+/// probe's sample 0 ([`Controller::handle_echo_sample`]): the prober notices
+/// its tick up to this late, and a burst that began this early belongs to
+/// the probe that started during it.
+pub const FIRST_SAMPLE_SLACK_NS: u64 = 100_000_000;
 
 /// How the controller probes the background (000 §3.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,6 +186,15 @@ pub struct Config {
     /// [`MAX_CYCLES`]. Progressive probing then checks only at window
     /// boundaries, see [`Progressive`].
     pub cycles: usize,
+    /// Active probing only: run the pattern's last segment (e.g. the B5 burst
+    /// of S5-C5-S5-B5) right before every probe: before the first one and at
+    /// the end of each steady phase. Models trained on back-to-back pattern
+    /// runs (the netlab collection, 000 §3.2) saw every window follow that
+    /// segment, and the background's state at the window's start (a CUBIC
+    /// flow just knocked back by a BBR burst) is part of the signature.
+    /// Off by default (the thesis's cycle); `OpsDriver` sets it from
+    /// `DriverConfig::lead_in` (on by default there).
+    pub lead_in: bool,
 }
 
 /// The largest [`Config::cycles`] accepted (the probe buffer holds
@@ -190,6 +215,7 @@ impl Config {
             steady_jitter: 0.0,
             seed: 0,
             cycles: 1,
+            lead_in: false,
         }
     }
 
@@ -272,7 +298,8 @@ impl Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
-    /// Created, `start` not called yet.
+    /// Created, `start` not called yet; or started and running the lead-in
+    /// before the first probe ([`Config::lead_in`]).
     Idle,
     /// Step 1: collecting the RTT window (000 §1.2).
     Probe,
@@ -466,6 +493,21 @@ pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>
     /// their running sums over the probe's windows (both one per class).
     cycle_dist: Vec<f64>,
     cycle_sums: Vec<f64>,
+    started: bool,
+    /// The lead-in segment ([`Config::lead_in`], active probing only).
+    lead: Option<Segment>,
+    /// When the next lead-in begins (in a steady phase).
+    lead_at_ns: Option<u64>,
+    /// With a lead-in before the first probe: when that probe begins.
+    first_probe_ns: Option<u64>,
+    /// Where the prober's 1 Hz grid starts: the start of the transfer, then
+    /// of each probe (sample k ↔ second k of the pattern).
+    grid_origin_ns: u64,
+    /// Sample 0 of the probe, read at its start, waiting to join the window
+    /// half a period in (the module's time conventions).
+    held_rtt_ms: Option<f64>,
+    /// The last answered sample, repeated for a sample whose echoes were lost.
+    last_rtt_ms: Option<f64>,
 }
 
 impl<C: Classifier, P: Policy> Controller<C, P> {
@@ -552,21 +594,62 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             rng: 0,
             cycle_dist: vec![0.0; n_classes],
             cycle_sums: vec![0.0; n_classes],
+            started: false,
+            lead: None,
+            lead_at_ns: None,
+            first_probe_ns: None,
+            grid_origin_ns: 0,
+            held_rtt_ms: None,
+            last_rtt_ms: None,
         };
         me.rng = rng;
+        me.lead = me.lead_segment();
         Ok(me)
     }
 
+    /// The lead-in segment if [`Config::lead_in`] is on and probing is active.
+    fn lead_segment(&self) -> Option<Segment> {
+        match &self.cfg.mode {
+            ProbeMode::Active(p) if self.cfg.lead_in => p.segments().last().copied(),
+            _ => None,
+        }
+    }
+
+    /// Turn the lead-in ([`Config::lead_in`]) on or off before `start` (a
+    /// driver's own setting, e.g. `DriverConfig::lead_in`, applied to a
+    /// controller built from a spec).
+    pub fn set_lead_in(&mut self, on: bool) -> Result<()> {
+        if self.started {
+            return Err(Error::invalid(
+                "the lead-in is set before the controller starts; create a new controller",
+            ));
+        }
+        self.cfg.lead_in = on;
+        self.lead = self.lead_segment();
+        Ok(())
+    }
+
     /// Begin the first probe at `now_ns`.
+    /// With a lead-in ([`Config::lead_in`]) the first probe begins after it,
+    /// at `now_ns` + the segment's length; until then the phase stays `Idle`.
     pub fn start(&mut self, now_ns: u64) -> Result<()> {
-        if self.phase != Phase::Idle {
+        if self.started {
             return Err(Error::invalid(
                 "OPS controller already started; create a new controller for a new transfer",
             ));
         }
+        self.started = true;
         self.last_now_ns = now_ns;
         self.phase_since_ns = now_ns;
-        self.start_probe(now_ns);
+        self.grid_origin_ns = now_ns;
+        match self.lead {
+            Some(seg) => {
+                let until_ns = now_ns.saturating_add(seg.duration_ns);
+                self.first_probe_ns = Some(until_ns);
+                self.begin_lead_in(seg, until_ns);
+            }
+            None => self.start_probe(now_ns),
+        }
         Ok(())
     }
 
@@ -581,13 +664,76 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         }
         self.check_time(now_ns)?;
         self.advance(now_ns);
+        self.take_sample(now_ns, rtt_ms);
+        Ok(())
+    }
+
+    /// Feed one RTT sample as a live prober reads it: `first_echo_ns` is when
+    /// its echo burst began, `now_ns` when its last reply came in (or its
+    /// timeout ran out), `rtt_ms` the mean of the answered echoes (`None`:
+    /// every echo was lost, the previous sample is repeated; before any
+    /// answered sample there is nothing to repeat and the sample is dropped).
+    ///
+    /// The burst that began at a probe's start (up to
+    /// [`FIRST_SAMPLE_SLACK_NS`] before it) is the window's sample 0, as in
+    /// the training collection; by this controller's convention it joins the
+    /// window half a period into the probe, so it is held until then
+    /// ([`Controller::poll_timeout`] includes that time). Every other sample
+    /// is taken as by [`Controller::handle_sample`]. Errors as `handle_sample`.
+    pub fn handle_echo_sample(
+        &mut self,
+        now_ns: u64,
+        first_echo_ns: u64,
+        rtt_ms: Option<f64>,
+    ) -> Result<()> {
+        if let Some(v) = rtt_ms.filter(|v| !v.is_finite() || *v < 0.0) {
+            return Err(Error::invalid(format!(
+                "RTT sample {v} ms at {now_ns} ns is not a finite non-negative number; pass None for a sample whose echoes were all lost"
+            )));
+        }
+        self.check_time(now_ns)?;
+        self.advance(now_ns);
+        if rtt_ms.is_some() {
+            self.last_rtt_ms = rtt_ms;
+        }
+        let Some(v) = self.last_rtt_ms else {
+            return Ok(());
+        };
+        if self.phase == Phase::Probe
+            && first_echo_ns.saturating_add(FIRST_SAMPLE_SLACK_NS) >= self.probe_start_ns
+            && now_ns < self.sample0_due_ns()
+        {
+            self.held_rtt_ms = Some(v);
+            return Ok(());
+        }
+        self.take_sample(now_ns, v);
+        Ok(())
+    }
+
+    /// When a probe's sample 0 joins the window: half a period in.
+    fn sample0_due_ns(&self) -> u64 {
+        self.probe_start_ns
+            .saturating_add(self.cfg.sample_period_ns / 2)
+    }
+
+    /// Where the live prober's 1 Hz grid starts: the time given to `start`,
+    /// then the start of the current (or last) probe, so that sample k of a
+    /// window is read at second k of the probe (000 §3.2). A driver reads it
+    /// after every step and fires its echo bursts at `origin + k·period`.
+    pub fn sample_grid_origin_ns(&self) -> u64 {
+        self.grid_origin_ns
+    }
+
+    /// Add a sample summarising the period ending at `now_ns` to the probe
+    /// window, if it belongs there, and decide when the window is full.
+    fn take_sample(&mut self, now_ns: u64, rtt_ms: f64) {
         if self.phase != Phase::Probe
             || now_ns
                 < self
                     .probe_start_ns
                     .saturating_add(self.cfg.sample_period_ns / 2)
         {
-            return Ok(()); // steady path: nothing to do, nothing allocated.
+            return; // steady path: nothing to do, nothing allocated.
         }
         self.window.push(rtt_ms);
         let n = self.window.len();
@@ -600,7 +746,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
                 // distances cost one row per reference (latency).
                 self.classifier.prepare(&self.window[n + 1 - self.w..]);
             }
-            return Ok(());
+            return;
         }
         if n >= self.w {
             self.decide(now_ns, None, false);
@@ -617,7 +763,17 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
                 self.classifier.prepare(&self.window);
             }
         }
-        Ok(())
+    }
+
+    /// Hand the policy one interval's measurements of the transfer
+    /// ([`Policy::observe`]; a DPS policy learns CCA utilities from them,
+    /// 002 §1.7 Monitoring). `now_ns` is the controller time of the call (a
+    /// monotonic input like every other); the policy's error, if any, is
+    /// returned. The OPS policies (stump, table) ignore feedback.
+    pub fn handle_feedback(&mut self, now_ns: u64, feedback: &crate::dps::Feedback) -> Result<()> {
+        self.check_time(now_ns)?;
+        self.advance(now_ns);
+        self.policy.observe(feedback)
     }
 
     /// Account bytes sent (e.g. per 1 s interval) to the current phase.
@@ -645,11 +801,19 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
     /// When `handle_timeout` should next be called, if ever.
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.phase {
-            Phase::Probe => Some(match self.next_boundary_ns {
-                Some(b) => b.min(self.probe_deadline_ns),
-                None => self.probe_deadline_ns,
-            }),
-            Phase::Steady => self.steady_until_ns,
+            Phase::Probe => {
+                let mut t = match self.next_boundary_ns {
+                    Some(b) => b.min(self.probe_deadline_ns),
+                    None => self.probe_deadline_ns,
+                };
+                if self.held_rtt_ms.is_some() {
+                    t = t.min(self.sample0_due_ns());
+                }
+                Some(t)
+            }
+            // A pending lead-in begins before the steady phase ends.
+            Phase::Steady => self.lead_at_ns.or(self.steady_until_ns),
+            Phase::Idle => self.first_probe_ns,
             _ => None,
         }
     }
@@ -712,7 +876,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
     }
 
     fn check_time(&mut self, now_ns: u64) -> Result<()> {
-        if self.phase == Phase::Idle {
+        if !self.started {
             return Err(Error::invalid(
                 "OPS controller not started; call start(now_ns) first",
             ));
@@ -761,19 +925,35 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
                     let boundary = self
                         .next_boundary_ns
                         .filter(|&b| b <= self.probe_deadline_ns);
-                    match boundary {
-                        Some(b) if b <= now_ns => self.enter_segment(self.seg_abs + 1, b),
+                    let due = self.sample0_due_ns();
+                    match (self.held_rtt_ms, boundary) {
+                        // The held sample 0 first if it is due before the
+                        // next segment change (each input at its own time).
+                        (Some(v), b) if due <= now_ns && b.is_none_or(|b| due <= b) => {
+                            self.held_rtt_ms = None;
+                            self.take_sample(due, v);
+                        }
+                        (_, Some(b)) if b <= now_ns => self.enter_segment(self.seg_abs + 1, b),
                         _ if self.probe_deadline_ns <= now_ns => {
                             self.probe_incomplete(self.probe_deadline_ns)
                         }
                         _ => return,
                     }
                 }
-                Phase::Steady => match self.steady_until_ns {
-                    Some(u) if u <= now_ns => {
+                Phase::Steady => match (self.lead_at_ns, self.steady_until_ns) {
+                    (Some(l), Some(u)) if l <= now_ns => {
+                        if let Some(seg) = self.lead {
+                            self.begin_lead_in(seg, u);
+                        }
+                    }
+                    (_, Some(u)) if u <= now_ns => {
                         self.cycle += 1;
                         self.start_probe(u);
                     }
+                    _ => return,
+                },
+                Phase::Idle => match self.first_probe_ns {
+                    Some(t) if t <= now_ns => self.start_probe(t),
                     _ => return,
                 },
                 _ => return,
@@ -781,8 +961,34 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         }
     }
 
+    /// Run the lead-in segment until `until_ns` (the next probe's start):
+    /// the same actions as that segment in a probe.
+    fn begin_lead_in(&mut self, seg: Segment, until_ns: u64) {
+        self.lead_at_ns = None;
+        self.run_segment(seg.kind, until_ns);
+    }
+
+    /// The actions of a pattern segment (in a probe or as the lead-in):
+    /// silence, or a full-speed burst with the segment's CCA.
+    fn run_segment(&mut self, kind: SegmentKind, until_ns: u64) {
+        match kind {
+            SegmentKind::Silence => self
+                .out
+                .push_back(Output::Action(Action::Silence { until_ns })),
+            SegmentKind::Burst(cca) => {
+                self.set_cca(cca);
+                self.out
+                    .push_back(Output::Action(Action::SendFullSpeed { cca, until_ns }));
+            }
+        }
+    }
+
     fn start_probe(&mut self, at_ns: u64) {
         self.emit_phase(Phase::Probe, at_ns);
+        self.first_probe_ns = None;
+        self.lead_at_ns = None;
+        self.held_rtt_ms = None;
+        self.grid_origin_ns = at_ns;
         self.window.clear();
         self.agree = None;
         self.cycle_sums.iter_mut().for_each(|s| *s = 0.0);
@@ -822,16 +1028,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         };
         self.seg_abs = abs;
         self.next_boundary_ns = next;
-        match seg.kind {
-            SegmentKind::Silence => self
-                .out
-                .push_back(Output::Action(Action::Silence { until_ns })),
-            SegmentKind::Burst(cca) => {
-                self.set_cca(cca);
-                self.out
-                    .push_back(Output::Action(Action::SendFullSpeed { cca, until_ns }));
-            }
-        }
+        self.run_segment(seg.kind, until_ns);
     }
 
     fn probe_incomplete(&mut self, at_ns: u64) {
@@ -1051,8 +1248,21 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         self.set_cca(cca);
         let until_ns = (self.cfg.steady_ns > 0).then(|| at_ns.saturating_add(y_ns));
         self.steady_until_ns = until_ns;
+        self.held_rtt_ms = None;
+        // The lead-in takes the steady phase's last segment length (all of a
+        // shorter steady phase).
+        self.lead_at_ns = match (self.lead, until_ns) {
+            (Some(seg), Some(u)) => Some(u.saturating_sub(seg.duration_ns).max(at_ns)),
+            _ => None,
+        };
         self.out
             .push_back(Output::Action(Action::Steady { cca, until_ns }));
+        if let (Some(seg), Some(u), Some(at)) = (self.lead, until_ns, self.lead_at_ns) {
+            if at <= at_ns {
+                // No room before the lead-in: it starts with the phase.
+                self.begin_lead_in(seg, u);
+            }
+        }
     }
 }
 

@@ -57,7 +57,7 @@ pub use crate::probe::CcaName;
 pub use classifier::{Classified, Classifier, PrefixEnsemble};
 pub use controller::{
     Action, AdaptiveSteady, Config, Controller, Event, Output, Phase, ProbeMode, Progressive,
-    StabilityKey, Stats, MAX_CYCLES,
+    StabilityKey, Stats, FIRST_SAMPLE_SLACK_NS, MAX_CYCLES,
 };
 pub use knn_classifier::KnnClassifier;
 pub use policy::{FnPolicy, Policy, Stump, TablePolicy};

@@ -27,6 +27,14 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::Relaxed)
 }
 
+/// The flag itself, to hand to a driver as its stop flag
+/// ([`OpsDriver::run`](super::ops_driver::OpsDriver::run),
+/// [`send_fixed`](super::ops_driver::send_fixed)): Ctrl-C then ends the
+/// transfer through its normal path without a thread relaying the flag.
+pub fn interrupt_flag() -> &'static AtomicBool {
+    &INTERRUPTED
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,75 @@
+//! The fixed-CCA baseline of 000 Table 6.3 (foreground "fixed CUBIC" /
+//! "fixed BBR"): the same pump, interval meter and end conditions as
+//! [`OpsDriver::run`](super::OpsDriver::run), with one CCA and no controller.
+
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::sync::atomic::AtomicBool;
+
+use super::lowat::LowatGuard;
+use super::meter::IntervalMeter;
+use super::prober::pipe;
+use super::pump::{wait, Pump, MAX_WAIT_NS};
+use super::{DriverConfig, DriverEvent, DriverReport, NS_PER_S};
+use crate::ops::{Phase, Stats};
+use crate::probe::CcaName;
+use crate::sys::linux::cca::set_cca;
+use crate::sys::linux::clock::monotonic_ns;
+use crate::sys::linux::sockopt::require_tcp;
+use crate::Result;
+
+/// Set `cca` once, then send from `source` until EOF, the time limit or
+/// `stop`, reporting [`DriverEvent::Interval`]s as [`OpsDriver::run`](super::OpsDriver::run)
+/// does (phase `steady`). No RTT probe runs.
+pub fn send_fixed(
+    sock: impl AsFd,
+    source: &mut dyn Read,
+    cca: CcaName,
+    cfg: &DriverConfig,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<DriverReport> {
+    let fd = sock.as_fd();
+    cfg.validate(NS_PER_S)?;
+    require_tcp(fd, "send")?;
+    set_cca(fd, cca.as_str())?;
+    let t0 = monotonic_ns();
+    on_event(&DriverEvent::CcaSet {
+        cca,
+        at_ns: t0,
+        latency_ns: None,
+    });
+    let _lowat = LowatGuard::set(fd, cfg.notsent_lowat_bytes)?;
+    // Nothing writes to this pipe: `wait` then waits for the socket alone.
+    let (rx, _tx) = pipe()?;
+    let mut pump = Pump::new(fd, cfg.chunk_bytes);
+    let limit = cfg.time_limit_ns.map(|l| t0.saturating_add(l));
+    let mut meter = IntervalMeter::new(fd, t0, cfg.interval_ns);
+    let end = loop {
+        let now = monotonic_ns();
+        if let Some(iv) = meter.close(fd, now, pump.total) {
+            on_event(&iv.event(pump.total, cca, Phase::Steady));
+        }
+        if let Some(end) = pump.end(stop, now, limit) {
+            break end;
+        }
+        if pump.try_send(source)? || pump.drained() {
+            continue;
+        }
+        let mut deadline = meter.due_ns().min(now + MAX_WAIT_NS);
+        if let Some(l) = limit {
+            deadline = deadline.min(l);
+        }
+        wait(fd, true, &rx, deadline);
+    };
+    let ended = monotonic_ns();
+    Ok(DriverReport {
+        bytes_sent: pump.total,
+        started_ns: t0,
+        ended_ns: ended,
+        end,
+        stats: Stats::default(),
+        cca_sets: 1,
+        lost_samples: 0,
+    })
+}
