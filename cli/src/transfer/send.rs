@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use opsel::dps::{DpsPolicy, FeedbackMeter};
+use opsel::dps::DpsPolicy;
 use opsel::ops::{
     AdaptiveSpec, AnyPolicy, Classifier, Controller, ControllerSpec, Event, Labeled, ModeSpec,
-    Phase, Policy, PolicySpec, ProgressiveSpec,
+    PolicySpec, ProgressiveSpec,
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
@@ -148,13 +148,9 @@ pub fn controller(o: &OpsOpts) -> Result<CliController> {
 }
 
 /// [`controller`] and the model's class names (the log names classes by them).
+/// With `--dps` the policy is DPS; the driver hands it each interval's
+/// TCP_INFO feedback (`Controller::handle_feedback`).
 fn controller_with_classes(o: &OpsOpts) -> Result<(CliController, Vec<String>)> {
-    controller_and_dps(o).map(|(c, classes, _)| (c, classes))
-}
-
-/// The controller, the model's class names and, with `--dps`, a handle on
-/// the DPS policy the controller runs (the driver's events feed it).
-fn controller_and_dps(o: &OpsOpts) -> Result<(CliController, Vec<String>, Option<DpsPolicy>)> {
     let spec = spec(o);
     let shipped = if o.pattern.is_some() {
         ACTIVE_MODEL
@@ -171,9 +167,9 @@ fn controller_and_dps(o: &OpsOpts) -> Result<(CliController, Vec<String>, Option
     })?;
     let dps = o.dps.as_ref().map(DpsPolicy::new).transpose()?;
     let c = spec
-        .build(&mf, dps.clone())
+        .build(&mf, dps)
         .map_err(|e| Error::invalid(format!("{e} (model {})", o.model.display())))?;
-    Ok((c, mf.model.classes().to_vec(), dps))
+    Ok((c, mf.model.classes().to_vec()))
 }
 
 /// JSON-lines logger: one line per interval and per OPS event, each the
@@ -289,7 +285,7 @@ pub fn run(
     };
     // Build the controller before connecting, so a bad model fails fast.
     let ctl = match &opts.strategy {
-        Strategy::Ops(o) => Some(controller_and_dps(o)?),
+        Strategy::Ops(o) => Some(controller_with_classes(o)?),
         Strategy::Fixed(_) => None,
     };
     let connect = |what: &str| {
@@ -395,40 +391,13 @@ pub fn run(
         ..DriverConfig::default()
     };
     let mut log = open_log(&opts.log, offset)?;
-    let (ctl, mut dps) = match ctl {
-        Some((c, classes, dps)) => {
-            log.classes = classes;
-            (Some(c), dps)
-        }
-        None => (None, None),
-    };
-    // DPS learns from the transfer's own RTT samples and per-interval byte
-    // counts during steady phases (dps::FeedbackMeter, 002 §4.4).
-    let mut meter = FeedbackMeter::new();
-    let mut dps_error: Option<Error> = None;
+    let ctl = ctl.map(|(c, classes)| {
+        log.classes = classes;
+        c
+    });
     let mut cb = |e: &DriverEvent| {
         log.event(e);
         on_event(e);
-        if let Some(p) = dps.as_mut() {
-            match e {
-                DriverEvent::Rtt { rtt_ms, .. } => meter.rtt(*rtt_ms),
-                DriverEvent::Interval {
-                    start_ns,
-                    end_ns,
-                    bytes,
-                    acked_bytes,
-                    phase: Phase::Steady,
-                    ..
-                } => {
-                    if let Some(fb) = meter.interval(*start_ns, *end_ns, *bytes, *acked_bytes) {
-                        if let Err(err) = p.observe(&fb) {
-                            dps_error.get_or_insert(err);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
     };
     // BLAKE3 on a second thread, reading the page cache while the data
     // goes out, instead of a pass over the file after the last byte.
@@ -470,10 +439,6 @@ pub fn run(
     };
     // The reader holds the hasher's channel open: drop it so `finish` ends it.
     drop(src);
-    if let Some(e) = dps_error {
-        // Feedback DPS refused (a NaN rate) costs it one sample, not the transfer.
-        eprintln!("opsel: warning: DPS feedback: {e}");
-    }
     let driver = match driven {
         Ok(d) => d,
         Err(e) => {

@@ -79,84 +79,9 @@ impl Feedback {
     }
 }
 
-/// The one hook that turns a socket driver's measurements into [`Feedback`]
-/// (what the OPS driver's event stream carries: 1 Hz RTT samples and
-/// per-interval byte counts), so DPS needs no driver of its own.
-///
-/// Feed it every RTT sample ([`FeedbackMeter::rtt`]) and every sending
-/// interval ([`FeedbackMeter::interval`]); each interval gives one
-/// `Feedback` with the latest RTT, the delivery rate from the bytes the peer
-/// acknowledged (`TCP_INFO`'s `tcpi_bytes_acked` delta) and the sending rate
-/// from the bytes handed to the socket (002 §4.6 compares sending rates
-/// across flows). No allocation.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FeedbackMeter {
-    rtt_ms: Option<f64>,
-}
-
-impl FeedbackMeter {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A 1 Hz RTT sample (ms); `None` (every echo lost) keeps the last one.
-    pub fn rtt(&mut self, rtt_ms: Option<f64>) {
-        if let Some(r) = rtt_ms.filter(|r| r.is_finite() && *r >= 0.0) {
-            self.rtt_ms = Some(r);
-        }
-    }
-
-    /// One sending interval `[start_ns, end_ns)`: `bytes` handed to the
-    /// socket, `acked_bytes` acknowledged by the peer when the kernel reports
-    /// it. `None` for an empty interval.
-    pub fn interval(
-        &self,
-        start_ns: u64,
-        end_ns: u64,
-        bytes: u64,
-        acked_bytes: Option<u64>,
-    ) -> Option<Feedback> {
-        let dt_s = end_ns.checked_sub(start_ns).filter(|&d| d > 0)? as f64 / 1e9;
-        let mbps = |b: u64| b as f64 * 8.0 / dt_s / 1e6;
-        Some(Feedback {
-            at_ns: end_ns,
-            rtt_ms: self.rtt_ms,
-            delivery_rate_mbps: acked_bytes.map(mbps),
-            goodput_mbps: None,
-            sending_rate_mbps: Some(mbps(bytes)),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn meter_turns_driver_measurements_into_feedback() {
-        let mut m = FeedbackMeter::new();
-        // No RTT yet: the interval still gives rates.
-        let f = m
-            .interval(0, 1_000_000_000, 1_250_000, Some(1_000_000))
-            .unwrap();
-        assert_eq!(f.rtt_ms, None);
-        assert_eq!(f.sending_rate_mbps, Some(10.0));
-        assert_eq!(f.delivery_rate_mbps, Some(8.0));
-        assert_eq!(f.throughput_mbps(), Some(8.0));
-        m.rtt(Some(42.0));
-        m.rtt(None); // all echoes lost: keep 42
-        m.rtt(Some(f64::NAN));
-        let f = m
-            .interval(2_000_000_000, 2_500_000_000, 625_000, None)
-            .unwrap();
-        assert_eq!(f.at_ns, 2_500_000_000);
-        assert_eq!(f.rtt_ms, Some(42.0));
-        assert_eq!(f.sending_rate_mbps, Some(10.0));
-        assert_eq!(f.delivery_rate_mbps, None);
-        f.validate().unwrap();
-        assert!(m.interval(5, 5, 1, None).is_none());
-        assert!(m.interval(6, 5, 1, None).is_none());
-    }
 
     #[test]
     fn json_and_checks() {

@@ -57,7 +57,7 @@ mod stats;
 mod utility;
 
 pub use agent::{Agent, AgentStats, Decision, Event, Mode, Output, Phase, Reason};
-pub use feedback::{Feedback, FeedbackMeter};
+pub use feedback::Feedback;
 pub use policy::DpsPolicy;
 pub use select::{Database, ProtocolStats, SelectedBy, StateStats, TIE_EPS};
 pub use spec::{DpsSpec, Exploration, Guard, MetricSpec, MAX_CCAS};
