@@ -6,7 +6,7 @@
 //! `target_os = "linux"` and holds
 //!
 //! * congestion-control listing, live get/set with read-back ([`linux::cca`]),
-//! * `TCP_INFO` snapshots and a per-interval sampler ([`linux::tcp_info`]),
+//! * `TCP_INFO` snapshots and a per-interval sampler ([`linux::tcp_info`](mod@linux::tcp_info)),
 //! * the `SO_MAX_PACING_RATE` cap ([`linux::pacing_rate`]),
 //! * a paced UDP sender for probe trains and p-streams with an honest
 //!   `SO_TXTIME` / user-space fallback ([`linux::sender`], [`linux::qdisc`]),

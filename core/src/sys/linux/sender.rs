@@ -2,10 +2,10 @@
 //! probes rate `r_i` through its gap `g_s^i = p_i / r_i`; the estimators need
 //! the gaps that really happened, so every departure is reported).
 //!
-//! Two backends (001 §2.4 [Ours]):
+//! Two backends (001 §2.4 \[Ours\]):
 //!
 //! * **`SO_TXTIME`** — each packet carries an `SCM_TXTIME` launch time and
-//!   the qdisc releases it. Chosen only when [`qdisc::detect_txtime`] finds
+//!   the qdisc releases it. Chosen only when [`qdisc::detect_txtime`](super::qdisc::detect_txtime) finds
 //!   fq/etf on the egress device; `setsockopt` success proves nothing (it
 //!   succeeds on every qdisc and the times are then silently ignored).
 //! * **User space** — absolute `CLOCK_MONOTONIC` deadlines (no drift, and no

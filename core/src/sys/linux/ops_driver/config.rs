@@ -13,7 +13,7 @@ pub struct DriverConfig {
     /// Echoes per sample and their spacing; the reply timeout is capped at
     /// half the sample period so a lost echo never delays the next sample.
     pub burst: BurstConfig,
-    /// Length of the byte-accounting interval of [`DriverEvent::Interval`].
+    /// Length of the byte-accounting interval of [`DriverEvent::Interval`](super::DriverEvent::Interval).
     pub interval_ns: u64,
     /// Stop after this long (fixed-time transfer, iPerfOPS `-t`); `None` = until EOF.
     pub time_limit_ns: Option<u64>,
@@ -24,7 +24,7 @@ pub struct DriverConfig {
     pub chunk_bytes: usize,
     /// Active probing only: run the pattern's last segment (e.g. the B5 burst
     /// of S5-C5-S5-B5) right before every probe, at the end of the steady
-    /// phase and before the first probe. [`OpsDriver::new`] sets the
+    /// phase and before the first probe. [`OpsDriver::new`](super::OpsDriver::new) sets the
     /// controller's [`Config::lead_in`](crate::ops::Config::lead_in) from it;
     /// the controller schedules the segment as actions.
     pub lead_in: bool,

@@ -64,7 +64,7 @@ impl ClassRefs for DriverEvent {
     }
 }
 
-/// Why [`OpsDriver::run`] returned (serialized in snake_case: `"time_limit"`).
+/// Why [`OpsDriver::run`](super::OpsDriver::run) returned (serialized in snake_case: `"time_limit"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EndReason {
