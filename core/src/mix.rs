@@ -1,6 +1,23 @@
 //! Background-mix labels: how many flows of which congestion control share the
 //! bottleneck (000 §3.1, Table 6.1), and the derived views the OPS decision uses
 //! (000 §4.1: "BBR present", "heterogeneous").
+//!
+//! Parsing a label and asking the questions OPS asks:
+//!
+//! ```
+//! use opsel::mix::Mix;
+//!
+//! let m = Mix::parse("B1-C1")?;
+//! assert!(m.bbr_present() && m.heterogeneous());
+//! assert_eq!((m.count("bbr"), m.count("cubic"), m.total()), (1, 1, 2));
+//! assert_eq!(m.to_string(), "bbr:1-cubic:1"); // canonical general form
+//! assert_eq!(Mix::parse("bbr:1-cubic:1")?, m);
+//! // The background a BBR sender sees when it is itself one of the flows.
+//! assert!(!m.without_one("bbr").unwrap().bbr_present());
+//! assert_eq!(Mix::parse("B0-C0")?, Mix::empty());
+//! assert!(Mix::parse("X1").is_err());
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;

@@ -16,6 +16,31 @@
 //! - [`ml`]: the ML multi-rate estimator (features + tree regressor, 001 Ch 6)
 //! - [`wire`]: the live probe/reflector messages and the pairing of departures with
 //!   arrivals (001 §2.3, §7.2); the socket loops are `sys::linux::bwe_driver`
+//!
+//! ABest of one p-stream: the thesis's stream (4 rates × 16 packets, harmonic
+//! mean 7 Gbit/s, 001 §5.5) crosses a bottleneck with 7 Gbit/s available, so
+//! the packets sent faster leave it 7 Gbit/s apart and their receive gaps
+//! exceed their send gaps; ABest is the rate just below that terminal
+//! excursion (001 Alg. 1). Measured gaps go through [`estimate_multi_rate`],
+//! which denoises them with BASS (coalescing, 001 §5.3) before the same step.
+//!
+//! ```
+//! use opsel::bwe::{abest, AbestConfig, PStreamSpec};
+//!
+//! let spec = PStreamSpec::thesis_default(7e9);
+//! let rates: Vec<f64> = (0..spec.n_rates).map(|k| spec.rate_bps(k).unwrap()).collect();
+//! assert!(rates[1] < 7e9 && 7e9 < rates[2]); // 5.7, 6.6, 7.6, 8.7 Gbit/s
+//! let mut send_gap_ns = vec![0.0; spec.len()];
+//! spec.send_gaps_into(&mut send_gap_ns)?;
+//! let out_gap_ns = spec.packet_bytes as f64 * 8.0 / 7e9 * 1e9; // 7 Gbit/s departures
+//! let recv_gap_ns: Vec<f64> = send_gap_ns.iter().map(|&g| g.max(out_gap_ns)).collect();
+//!
+//! let est = abest(&send_gap_ns, &recv_gap_ns, &spec, &AbestConfig::default())?;
+//! assert_eq!(est.excursion_start, Some(2 * spec.packets_per_rate)); // first 7.6 Gbit/s packet
+//! assert_eq!(est.abest_bps, rates[1]);
+//! assert!(!est.below_range && !est.above_range);
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 pub mod abest;
 pub mod adapter;

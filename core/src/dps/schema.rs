@@ -1,5 +1,5 @@
-//! The serialized form of the agent's outputs, as for OPS
-//! (`ops::schema`): one object tagged by `kind` with units in field
+//! The serialized form of the agent's outputs, as for OPS's
+//! [`crate::ops::Output`]: one object tagged by `kind` with units in field
 //! names. Python's dicts, Node's objects and C's JSON strings are this form.
 //!
 //! | `kind` | fields |

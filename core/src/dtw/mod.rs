@@ -7,6 +7,25 @@
 //!   by the length difference, as dtaidistance does.
 //! - [`Cost::Abs`] sums |a − b| along the path; [`Cost::Squared`] sums (a − b)²
 //!   and reports the square root, like dtaidistance and tslearn.
+//!
+//! A peak shifted by one sample costs nothing once the band lets the path
+//! warp by one, while the lock-step alignment (radius 0) pays for it:
+//!
+//! ```
+//! use opsel::dtw::{self, Cost, DtwParams};
+//!
+//! let a = [0.0, 0.0, 1.0, 2.0, 1.0, 0.0, 0.0];
+//! let b = [0.0, 1.0, 2.0, 1.0, 0.0, 0.0, 0.0]; // a, one sample earlier
+//! let band1 = DtwParams { radius: Some(1), cost: Cost::Abs };
+//! let lockstep = DtwParams { radius: Some(0), cost: Cost::Abs };
+//! assert_eq!(dtw::distance(&a, &b, &band1)?, 0.0);
+//! assert_eq!(dtw::distance(&a, &b, &lockstep)?, 4.0); // Σ|a_i − b_i|
+//! // The default is the thesis's "max warping 10" with |a − b| cost.
+//! assert_eq!(DtwParams::default().radius, Some(dtw::DEFAULT_RADIUS));
+//! // Lower bounds never exceed the distance they prune for.
+//! assert!(dtw::lb_kim(&a, &b, Cost::Abs) <= dtw::distance(&a, &b, &band1)?);
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 mod bounds;
 mod core_dp;

@@ -5,6 +5,35 @@
 //! The thesis computes Jain over the foreground and background streams sharing
 //! the bottleneck and calls the equal split of the bottleneck the fair share
 //! ("250 Mb/s represents a fair share" of 500 Mb/s with 2 streams, 000 §4.2).
+//!
+//! Jain's index, then one round of the manager (002 Fig 4.4: unlock → learnt →
+//! lock → locked(cca) → the next flow's unlock) and a violation (Alg 4):
+//!
+//! ```
+//! use opsel::fair::{self, Command, FairnessSpec, FlowReport, FlowState, Manager};
+//!
+//! assert_eq!(fair::jain(&[250.0, 250.0])?, 1.0); // equal split
+//! assert_eq!(fair::jain(&[500.0, 0.0])?, 0.5); // one stream takes all: 1/n
+//! assert_eq!(fair::fair_share(500.0, 2)?, 250.0);
+//!
+//! let mut m = Manager::new(FairnessSpec::default())?;
+//! m.register(1)?;
+//! m.register(2)?; // waits for its turn
+//! assert_eq!(m.poll(), Some((1, Command::Unlock { state: vec![] })));
+//! m.handle_report(1, &FlowReport::Learnt)?;
+//! assert_eq!(m.poll(), Some((1, Command::Lock)));
+//! m.handle_report(1, &FlowReport::Locked { cca: "bbr".into() })?;
+//! assert_eq!(m.flow(1), Some((FlowState::Locked, Some("bbr"))));
+//! assert_eq!(m.poll(), Some((2, Command::Unlock { state: vec!["bbr".into()] })));
+//! // Flow 2 starves flow 1: J = 0.61 < F_thresh 0.80, sample after sample.
+//! m.report_rate(1, 10.0)?;
+//! m.report_rate(2, 90.0)?;
+//! for _ in 0..4 {
+//!     assert!(m.evaluate().unwrap() < 0.8);
+//! }
+//! assert!(matches!(m.poll(), Some((2, Command::Violation { .. }))));
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 mod manager;
 mod messages;

@@ -22,6 +22,41 @@
 //! - [`export`]: NetFlow v5 / v9 / IPFIX decoding with templates and sampling
 //! - [`synth`]: a seeded multi-day record generator (notes §10)
 //! - [`study`]: the whole offline analysis over a record source
+//!
+//! A day of sampled reports (1 in 1000 packets) between two /24s, aggregated
+//! into its α prefix flow (eq 3.1–3.3), then the decision cache that lets the
+//! next transfer toward that /24 start from the last OPS decision:
+//!
+//! ```
+//! use opsel::flows::decision_cache::{CacheSpec, Decision, DecisionCache};
+//! use opsel::flows::{self, AlphaSpec, FlowRecord};
+//!
+//! const S: u64 = 1_000_000_000;
+//! let rec = |src: &str, dst: &str, bytes: u64, first_s: u64, last_s: u64| FlowRecord {
+//!     src_addr: src.parse().unwrap(), dst_addr: dst.parse().unwrap(),
+//!     src_port: 5000, dst_port: 2811, proto: 6, bytes, packets: bytes / 1448 + 1,
+//!     first_ns: first_s * S, last_ns: last_s * S, sampling_interval: 1000,
+//! };
+//! let records = [
+//!     rec("10.0.0.1", "10.1.0.1", 2_000_000, 0, 60), // 2 GB corrected ≥ H = 1 GB: α
+//!     rec("10.0.0.2", "10.1.0.9", 1_500_000, 30, 90), // same /24 pair, overlapping
+//!     rec("10.0.0.1", "10.1.0.1", 10, 0, 1000), // β: adds nothing to η or μ
+//! ];
+//! let days = flows::aggregate(&AlphaSpec::default(), &records)?;
+//! let day = &days[0];
+//! assert_eq!((days.len(), day.reports, day.alpha_reports), (1, 3, 2));
+//! assert_eq!(day.prefix_flows.len(), 1); // 10.0.0.0/24 → 10.1.0.0/24
+//! assert_eq!(day.alpha_bytes(), 3_500_000_000);
+//! assert_eq!(day.alpha_time_ns(), 90 * S); // [0, 60] ∪ [30, 90] s (eq 3.3)
+//!
+//! let mut cache = DecisionCache::new(CacheSpec::default())?; // /24 keys, 30 days
+//! let decided = Decision { label: "B1-C1".into(), cca: "bbr".into(), confidence: 0.9, at_s: 0.0 };
+//! cache.record("10.1.0.1".parse().unwrap(), decided)?;
+//! let prior = cache.lookup("10.1.0.77".parse().unwrap(), 86_400.0).unwrap(); // same /24, a day on
+//! assert_eq!((prior.decision.cca.as_str(), prior.age_s), ("bbr", 86_400.0));
+//! assert!(cache.lookup("10.1.0.1".parse().unwrap(), 31.0 * 86_400.0).is_none()); // aged out
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 pub mod accuracy;
 pub mod aging;

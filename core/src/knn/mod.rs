@@ -5,6 +5,29 @@
 //! reference's band envelope precomputed at fit time, so a query runs the UCR
 //! Suite cascade (LB_Enhanced over every reference in SIMD lanes, early-abandoned DTW with the
 //! cumulative bound) without allocating.
+//!
+//! Fitting on a few labelled windows and classifying a new one:
+//!
+//! ```
+//! use opsel::knn::{KnnConfig, Model};
+//!
+//! // Four references of 5 samples (ms): an idle path and one with a BBR flow.
+//! let refs = [
+//!     20.0, 20.5, 20.0, 21.0, 20.0, //
+//!     21.0, 20.0, 20.5, 20.0, 20.5, //
+//!     45.0, 60.0, 52.0, 48.0, 58.0, //
+//!     50.0, 47.0, 61.0, 55.0, 49.0,
+//! ];
+//! let labels = ["B0-C0", "B0-C0", "B1-C0", "B1-C0"];
+//! let model = Model::fit_labels(&refs, 5, &labels, KnnConfig::default())?;
+//! assert_eq!(model.classes(), ["B0-C0", "B1-C0"]);
+//!
+//! let mut ws = model.workspace(); // reused across queries: no allocation
+//! let p = model.classify(&[46.0, 59.0, 51.0, 50.0, 57.0], &mut ws)?;
+//! assert_eq!(model.classes()[p.class], "B1-C0");
+//! assert!(model.class_mix(p.class)?.bbr_present());
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 mod batch;
 pub mod cv;

@@ -1,6 +1,29 @@
 //! Versioned JSON model files (DESIGN.md, Conventions: `"format": "opsel-model"`,
 //! `"version": 1`, `"kind"`, training metadata). Loading validates everything
 //! and rejects unknown formats, kinds and versions with a clear error.
+//!
+//! Saving a fitted classifier and loading it back:
+//!
+//! ```
+//! use opsel::knn::{KnnConfig, Model};
+//! use opsel::model::{KnnModelFile, Metadata};
+//!
+//! let refs = [20.0, 20.5, 21.0, 50.0, 58.0, 47.0];
+//! let model = Model::fit_labels(&refs, 3, &["B0-C0", "B1-C0"], KnnConfig::default())?;
+//! let file = KnnModelFile { model, meta: Metadata::default() };
+//!
+//! let json = file.to_json()?;
+//! assert!(json.contains(r#""format":"opsel-model""#));
+//! let path = std::env::temp_dir().join(format!("opsel-doc-model-{}.json", std::process::id()));
+//! file.save(&path)?;
+//! let back = KnnModelFile::load(&path)?;
+//! std::fs::remove_file(&path).ok();
+//! assert_eq!(back.to_json()?, json); // floats round-trip exactly
+//! assert_eq!(back.model.classes(), ["B0-C0", "B1-C0"]);
+//! // A file that is not an opsel model is rejected with a clear error.
+//! assert!(KnnModelFile::from_json(r#"{"format": "something-else"}"#).is_err());
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 use crate::dtw::{Cost, DtwParams};
 use crate::error::{Error, Result};

@@ -10,6 +10,27 @@
 //! Durations are decimal seconds with at most 9 fractional digits (whole
 //! nanoseconds), parsed exactly without floating point so that
 //! `Pattern::parse(&p.to_string()) == p` always holds.
+//!
+//! The end-to-end pattern of §7.6 and its schedule:
+//!
+//! ```
+//! use opsel::probe::{Pattern, SegmentKind};
+//!
+//! let p = Pattern::parse(Pattern::S5_C5_S5_B5)?;
+//! assert_eq!(p.segments().len(), 4);
+//! assert_eq!(p.segments()[0].kind, SegmentKind::Silence);
+//! assert_eq!(p.segments()[1].cca().unwrap().as_str(), "cubic");
+//! assert_eq!(p.total_ns(), 20_000_000_000);
+//! assert!(p.uses("bbr") && !p.uses("reno"));
+//! // Which segment is running 12 s in, and how many 1 Hz samples one run takes.
+//! assert_eq!(p.segment_index_at(12_000_000_000), Some(2));
+//! assert_eq!(p.samples_per_run(1_000_000_000)?, 20);
+//! // Any CCA name works; the canonical form re-parses to the same pattern.
+//! let q = Pattern::parse("cubic:5-silence:5-bbr:2.5")?;
+//! assert_eq!(q.to_string(), "C5-S5-B2.5");
+//! assert_eq!(Pattern::parse(&q.to_string())?, q);
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 mod cca;
 

@@ -1,5 +1,26 @@
 //! RTT series: aggregation of echoes into 1 Hz samples, fixed-length windows
 //! and optional normalisation (000 §3.2, §3.4).
+//!
+//! From echo RTTs to a normalised window: 10 echoes make one 1 Hz sample
+//! (§3.2), samples are cut into non-overlapping windows (§3.4):
+//!
+//! ```
+//! use opsel::series::{self, Normalization};
+//!
+//! // 40 echoes: four samples of 10 echoes each, around 20, 22, 30 and 24 ms.
+//! let echoes: Vec<f64> = [20.0, 22.0, 30.0, 24.0]
+//!     .iter()
+//!     .flat_map(|&ms| [ms - 0.5, ms + 0.5].repeat(5))
+//!     .collect();
+//! let samples = series::aggregate(&echoes, series::DEFAULT_ECHOES_PER_SAMPLE)?;
+//! assert_eq!(samples, [20.0, 22.0, 30.0, 24.0]);
+//! let mut windows: Vec<Vec<f64>> = series::windows(&samples, 2)?.map(<[f64]>::to_vec).collect();
+//! assert_eq!(windows.len(), 2);
+//! // Queueing delay above the window's base RTT.
+//! Normalization::parse("subtract-min")?.apply(&mut windows[1])?;
+//! assert_eq!(windows[1], [6.0, 0.0]);
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 pub mod synth;
 

@@ -23,6 +23,26 @@
 //! `num_threshold`; leaves already carry the shrinkage, so such files say
 //! `learning_rate: 1`). The default `"float32"` is the rule of scikit-learn's
 //! `DecisionTree`-based ensembles.
+//!
+//! Loading a one-tree boosted regressor and predicting: `x₀ ≤ 0.25` goes left
+//! (leaf 0.1), otherwise right (leaf −0.2), scaled by the learning rate and
+//! added to the base score:
+//!
+//! ```
+//! use opsel::trees::{Ensemble, Kind};
+//!
+//! let model = Ensemble::from_json(r#"{
+//!     "format": "opsel-model", "version": 1, "kind": "gbt-regressor",
+//!     "n_features": 2, "n_outputs": 1, "base_score": [0.93], "learning_rate": 0.1,
+//!     "trees": [{"feature": [0, -1, -1], "threshold": [0.25, 0, 0],
+//!                "left": [1, -1, -1], "right": [2, -1, -1], "value": [0, 0.1, -0.2]}]
+//! }"#)?;
+//! assert_eq!((model.kind(), model.n_features(), model.n_trees()), (Kind::GbtRegressor, 2, 1));
+//! assert!((model.predict(&[0.1, 7.0])? - 0.94).abs() < 1e-12); // 0.93 + 0.1 · 0.1
+//! assert!((model.predict(&[0.5, 7.0])? - 0.91).abs() < 1e-12); // 0.93 + 0.1 · (−0.2)
+//! assert!(model.predict(&[0.1]).is_err()); // one feature short
+//! # Ok::<(), opsel::Error>(())
+//! ```
 
 use crate::error::{Error, Result};
 use serde::Deserialize;
