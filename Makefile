@@ -50,7 +50,7 @@ include $(wildcard mk/*.mk) $(wildcard research/*.mk)
 # a collect smoke run (~30 s), and the BPF Vegas CCA on netlab (~70 s); the packaging checks
 # from mk/packaging.mk: the wheel, the npm tarball and the C install tree, each installed into
 # a clean temp dir and used there.
-test: test-rust test-python test-bind test-packaging test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect test-bpf-cca
+test: test-rust test-rustdoc test-python test-bind test-packaging test-socket-examples test-driver-examples test-netlab test-ops test-bwe test-collect test-bpf-cca
 	@echo "make test: all suites passed"
 
 # The main job (000 Table 6.3): on netlab, fixed CUBIC, fixed BBR and OPS with

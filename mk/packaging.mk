@@ -20,7 +20,7 @@ PKG_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' $(PKG_ROOT)/Cargo.toml
 PKG_VPY = $(abspath $(VENV))/bin/python
 PREFIX ?= /usr/local
 
-.PHONY: py-models dist npm-pack install crate-check test-packaging \
+.PHONY: py-models dist npm-pack install crate-check test-rustdoc test-packaging \
         test-packaging-python test-packaging-node test-packaging-c
 
 py-models:
@@ -142,3 +142,8 @@ test-packaging-c: bind-deps-c
 	! ldd build-static/consumer | grep -q libopsel && \
 	cd / && OPSEL_MODELS= $$tmp/prefix/bin/opsel --help >/dev/null && \
 	echo "test-packaging-c: install tree builds with pkg-config and CMake (shared and static) and runs"
+
+# The crate's rustdoc as docs.rs builds it, with broken intra-doc links as
+# errors (part of `make test`; the module examples run in `cargo test`).
+test-rustdoc:
+	cd $(PKG_ROOT) && RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" $(CARGO) doc -p opsel --no-deps
