@@ -552,3 +552,121 @@ fn dps_chooses_the_cca_on_a_live_transfer() {
     );
     drop(lab);
 }
+
+#[test]
+#[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
+fn decision_cache_starts_the_next_transfer_with_the_last_decision() {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to build a netlab pipe");
+        return;
+    }
+    use opsel_netlab::topo::{receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
+    let _ = opsel_netlab::topo::down(false);
+    let lab = Lab::up(
+        &TopologySpec {
+            pairs: 1,
+            mtu: 1500,
+            offloads_off: true,
+        },
+        &PipeSpec {
+            kind: PipeKind::Tun,
+            rate_bps: Some(50_000_000),
+            delay_ns: 10_000_000,
+            buffer_bytes: 125_000,
+            loss: 0.0,
+            seed: 9,
+        },
+    )
+    .expect("netlab up");
+    let d = TempDir::new("dcache");
+    let src = d.0.join("src.bin");
+    write_file(&src, 30_000_000, 8);
+    let model = d.0.join("model.json");
+    write_model(&model, 4, "C1-B1-C1-B1");
+    let cache = d.0.join("cache.json");
+    let addr = format!("{}:5303", receiver_ip(0));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    // Two transfers to the same receiver, both asking to start on reno; the
+    // second starts on what OPS chose in the first (cubic or bbr: never reno).
+    let mut first_cca = Vec::new();
+    for run in 0..2 {
+        let dst = d.0.join(format!("dst{run}.bin"));
+        let rx = spawn(
+            &["ip", "netns", "exec", &lab.receiver_ns[0]],
+            &[
+                "recv",
+                "--listen",
+                &addr,
+                "--out",
+                &s(&dst),
+                "--timeout",
+                "60",
+            ],
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        let log = d.0.join(format!("log{run}.jsonl"));
+        let tx = spawn(
+            &["ip", "netns", "exec", &lab.sender_ns[0]],
+            &[
+                "send",
+                "--to",
+                &addr,
+                "--file",
+                &s(&src),
+                "--ops",
+                "--pattern",
+                "C1-B1-C1-B1",
+                "--steady",
+                "2",
+                "--model",
+                &s(&model),
+                "--initial-cca",
+                "reno",
+                "--decision-cache",
+                &s(&cache),
+                "--log",
+                &s(&log),
+            ],
+        );
+        let (ok_tx, out_tx) = wait(tx, Duration::from_secs(90), "send");
+        let (ok_rx, out_rx) = wait(rx, Duration::from_secs(30), "recv");
+        assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let first = lines
+            .iter()
+            .find(|v| v["kind"] == "cca_set")
+            .and_then(|v| v["cca"].as_str())
+            .unwrap()
+            .to_string();
+        first_cca.push(first);
+    }
+    let c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cache).unwrap()).unwrap();
+    let entry = &c["entries"][0];
+    assert_eq!(
+        entry["prefix"],
+        format!(
+            "{}/24",
+            receiver_ip(0)
+                .to_string()
+                .rsplit_once('.')
+                .unwrap()
+                .0
+                .to_owned()
+                + ".0"
+        )
+    );
+    let cached = entry["cca"].as_str().unwrap();
+    assert_eq!(first_cca[0], "reno", "no prior on the first transfer");
+    assert_ne!(cached, "reno");
+    assert_eq!(
+        first_cca[1], cached,
+        "the second transfer starts on the cached decision"
+    );
+    drop(lab);
+}

@@ -167,6 +167,12 @@ pub struct SendArgs {
     /// period fed by the transfer's RTT and delivery rate.
     #[arg(long, requires = "ops")]
     dps: Option<String>,
+    /// With --ops: a decision cache file (created if missing). OPS starts
+    /// with the CCA it chose last time toward the receiver's /24 (003: bulk
+    /// transfers repeat between the same prefixes), then records this
+    /// transfer's decision. Entries older than 30 days are not used.
+    #[arg(long, requires = "ops")]
+    decision_cache: Option<PathBuf>,
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -425,6 +431,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         key: load_key(a.key_file.as_deref())?,
         log,
         interval_s: a.interval,
+        decision_cache: a.decision_cache.clone(),
     };
     // Ctrl-C raises the signal flag, which the driver reads as its stop flag.
     opsel_netlab::sys::install_interrupt_handler();

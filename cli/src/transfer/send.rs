@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use opsel::dps::DpsPolicy;
+use opsel::flows::decision_cache::{CacheSpec, Decision, DecisionCache};
 use opsel::ops::{
     AdaptiveSpec, AnyPolicy, Classifier, Controller, ControllerSpec, Event, Labeled, ModeSpec,
     PolicySpec, ProgressiveSpec,
@@ -88,6 +89,9 @@ pub struct SendOpts {
     /// JSON-lines log file and run label.
     pub log: Option<(PathBuf, String)>,
     pub interval_s: f64,
+    /// The per-destination-prefix decision cache (003 H2, `flows::decision_cache`):
+    /// OPS starts with the CCA last chosen toward this /24 and records its decision.
+    pub decision_cache: Option<PathBuf>,
 }
 
 /// Outcome of a confirmed transfer.
@@ -101,6 +105,14 @@ pub struct SendReport {
     pub complete: bool,
     pub file_size: u64,
     pub blake3: String,
+}
+
+/// Wall-clock seconds since the Unix epoch: the decision cache's time base,
+/// shared between runs (a monotonic clock restarts with each process).
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The CLI's options as the core's controller spec (field for field; the
@@ -284,8 +296,26 @@ pub fn run(
             .unwrap_or_default(),
     };
     // Build the controller before connecting, so a bad model fails fast.
+    let mut cache = match (&opts.decision_cache, &opts.strategy) {
+        (Some(p), Strategy::Ops(_)) => Some(DecisionCache::load_or_new(p, CacheSpec::default())?),
+        _ => None,
+    };
     let ctl = match &opts.strategy {
-        Strategy::Ops(o) => Some(controller_with_classes(o)?),
+        Strategy::Ops(o) => {
+            // A prior from the cache: start with the CCA OPS chose toward this
+            // prefix last time; passive probing then confirms or corrects it.
+            let prior = cache
+                .as_ref()
+                .and_then(|c| c.lookup(opts.to.ip(), unix_now_s()));
+            let o = match prior {
+                Some(p) => OpsOpts {
+                    initial_cca: CcaName::new(&p.decision.cca)?,
+                    ..o.clone()
+                },
+                None => o.clone(),
+            };
+            Some(controller_with_classes(&o)?)
+        }
         Strategy::Fixed(_) => None,
     };
     let connect = |what: &str| {
@@ -395,9 +425,31 @@ pub fn run(
         log.classes = classes;
         c
     });
+    let classes = log.classes.clone();
+    let mut decided: Option<Decision> = None;
+    let mut classified: Option<(String, f64)> = None;
     let mut cb = |e: &DriverEvent| {
         log.event(e);
         on_event(e);
+        // The last decision, for the decision cache: the class and its
+        // confidence, then the CCA the policy chose for it.
+        match e {
+            DriverEvent::Ops(Event::Classified { classified: c, .. }) => {
+                let label = classes.get(c.class_index).cloned().unwrap_or_default();
+                classified = Some((label, c.confidence.clamp(0.0, 1.0)));
+            }
+            DriverEvent::Ops(Event::Selected { cca, .. }) => {
+                if let Some((label, confidence)) = classified.take() {
+                    decided = Some(Decision {
+                        label,
+                        cca: cca.to_string(),
+                        confidence,
+                        at_s: unix_now_s(),
+                    });
+                }
+            }
+            _ => {}
+        }
     };
     // BLAKE3 on a second thread, reading the page cache while the data
     // goes out, instead of a pass over the file after the last byte.
@@ -460,6 +512,11 @@ pub fn run(
             });
         }
     };
+    // What OPS decided toward this prefix, for the next transfer there.
+    if let (Some(c), Some(path), Some(d)) = (cache.as_mut(), &opts.decision_cache, decided) {
+        c.record(opts.to.ip(), d)?;
+        c.save(path, unix_now_s())?;
+    }
     if let Some(w) = log.out.as_mut() {
         let _ = w.flush();
     }
