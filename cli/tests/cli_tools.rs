@@ -360,12 +360,68 @@ fn probe_on_loopback_feeds_classify() {
 }
 
 #[test]
-fn probe_help_says_it_is_rtt_only() {
-    let o = run(&["probe", "--help"], None, &[]);
-    let (out, _) = text(&o);
+fn probe_throughput_stops_where_fastprob_decides() {
+    // A sink on loopback, then the FastProb probe with the shared fixture
+    // model (1 s interval, cap 15): it must end with a stop or at the cap,
+    // with a positive prediction and a probe time of samples x interval.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut sink = opsel()
+        .args(["probe", "--sink", &addr, "--timeout", "30"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let model = repo().join("tests/fixtures/fastprob/model_small.json");
+    let o = run(
+        &[
+            "probe",
+            "--throughput",
+            &addr,
+            "--model",
+            model.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+        &[],
+    );
+    let _ = sink.kill();
+    let _ = sink.wait();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert!(
-        out.contains("RTT only: no FastProb throughput model is shipped"),
-        "{out}"
+        ["stop", "forced_stop"].contains(&v["decision"].as_str().unwrap()),
+        "{v}"
+    );
+    let n = v["samples"].as_u64().unwrap();
+    assert!((1..=15).contains(&n), "{v}");
+    assert_eq!(v["probe_ns"].as_u64().unwrap(), n * 1_000_000_000);
+    assert!(v["throughput_bps"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(
+        v["forced"].as_bool().unwrap(),
+        v["decision"] == "forced_stop"
+    );
+    // A model that is not there is named in the error.
+    let o = run(
+        &[
+            "probe",
+            "--throughput",
+            &addr,
+            "--model",
+            "/nonexistent/fastprob.json",
+        ],
+        None,
+        &[],
+    );
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("/nonexistent/fastprob.json"),
+        "{err}"
     );
 }
 
