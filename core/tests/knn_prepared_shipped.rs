@@ -99,7 +99,7 @@ fn check_speculative(rel: &str, m: &Model) {
     }
     assert_eq!(speculative, n, "{rel}: every decision speculative");
     // The search without preparation computes a median of 425 DTWs of 1181
-    // (docs/results/ops-latency.md, Session 5); the bound leaves a few.
+    // (docs/results/ops-latency.md); the bound leaves a few.
     work.sort_unstable();
     let median = work[n / 2];
     assert!(median <= 40, "{rel}: median {median} DTWs per decision");

@@ -61,7 +61,7 @@ impl MlEstimator {
 
     /// Wrap a regressor whose feature kind is read off its feature count: `n + 2`
     /// values for [`FeatureKind::Magnitude`], `2n + 1` for [`FeatureKind::ReIm`] (the
-    /// two differ for every `n ≥ 2`). Session 6 ships an `fft-reim` model
+    /// two differ for every `n ≥ 2`). opsel ships an `fft-reim` model
     /// (models/bwe-mr) beside the magnitude ones, so callers holding only a model file
     /// need not know which transform it was trained on.
     pub fn for_model(model: Ensemble, n_packets: usize) -> Result<Self> {

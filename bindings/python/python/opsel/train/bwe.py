@@ -163,7 +163,7 @@ def summary(err):
     )
 
 
-# Session 4: the multi-rate regressor is scikit-learn's histogram gradient boosting
+# The multi-rate regressor is scikit-learn's histogram gradient boosting
 # (same boosting, 255-bin split search: ~20x faster to fit, which is what made the 5-fold
 # hyper-parameter search of 001 §6.1 affordable on this machine). Parameters chosen by
 # `bwe.py cv` on the training set only (docs/results/bwe.md §2): the
