@@ -110,9 +110,7 @@ pub struct SendReport {
 /// Wall-clock seconds since the Unix epoch: the decision cache's time base,
 /// shared between runs (a monotonic clock restarts with each process).
 fn unix_now_s() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    opsel::sys::linux::clock::realtime_ns() as f64 / 1e9
 }
 
 /// The CLI's options as the core's controller spec (field for field; the

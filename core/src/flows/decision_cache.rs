@@ -332,21 +332,7 @@ impl DecisionCache {
     pub fn save(&mut self, path: impl AsRef<Path>, now_s: f64) -> Result<()> {
         let path = path.as_ref();
         self.expire(now_s);
-        let text = self.to_json()?;
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = std::path::PathBuf::from(tmp);
-        std::fs::write(&tmp, text)
-            .map_err(|e| Error::io(format!("cannot write {}", tmp.display()), e))?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            Error::io(
-                format!(
-                    "cannot move the decision cache into place at {}",
-                    path.display()
-                ),
-                e,
-            )
-        })
+        crate::model::write_atomic(path, &self.to_json()?, "the decision cache")
     }
 }
 

@@ -264,18 +264,24 @@ impl KnnModelFile {
     /// Write the model file atomically (temporary file, then rename), so a
     /// crash never leaves half a model where a good one was.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        let text = self.to_json()?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text)
-            .map_err(|e| Error::io(format!("cannot write {}", tmp.display()), e))?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            Error::io(
-                format!("cannot move model into place at {}", path.display()),
-                e,
-            )
-        })
+        write_atomic(path.as_ref(), &self.to_json()?, "model")
     }
+}
+
+/// Write `text` to `path` through `PATH.tmp` and a rename, so a crash never
+/// leaves half a file where a good one was. `what` names the file in errors.
+pub fn write_atomic(path: &Path, text: &str, what: &str) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text)
+        .map_err(|e| Error::io(format!("cannot write {}", tmp.display()), e))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        Error::io(
+            format!("cannot move {what} into place at {}", path.display()),
+            e,
+        )
+    })
 }
 
 /// The part of the header every opsel model file shares, whatever its kind
