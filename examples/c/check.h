@@ -1,6 +1,6 @@
 /* CHECK(cond, fmt, ...) for the opsel C tests: counts passes and failures and
- * prints each failure with its line; a test prints the totals and returns
- * `failed != 0`. */
+ * prints each failure with its line and opsel's last error message; a test
+ * prints the totals and returns `failed != 0`. Include after <opsel.h>. */
 #ifndef OPSEL_CHECK_H
 #define OPSEL_CHECK_H
 
@@ -15,7 +15,7 @@ static int passed, failed;
             failed++;                                            \
             fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
             fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
+            fprintf(stderr, " [last error: %s]\n", opsel_last_error_message()); \
         }                                                        \
     } while (0)
 

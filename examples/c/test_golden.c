@@ -16,19 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) {                                                        \
-            passed++;                                                      \
-        } else {                                                           \
-            failed++;                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, " [last error: %s]\n", opsel_last_error_message()); \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static double tol;
 

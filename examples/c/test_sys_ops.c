@@ -29,19 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) {                                                        \
-            passed++;                                                      \
-        } else {                                                           \
-            failed++;                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, " [last error: %s]\n", opsel_last_error_message()); \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static const char *PHASES[] = {"idle", "probe", "classify", "select", "steady"};
 
