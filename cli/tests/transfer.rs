@@ -17,6 +17,7 @@ use opsel::knn::{KnnConfig, Model};
 use opsel::mix::SIX_CLASSES;
 use opsel::model::{KnnModelFile, Metadata, Probing, ProbingMode};
 use opsel::series::synth;
+use opsel_netlab::topo::receiver_ip;
 
 const BIN: &str = env!("CARGO_BIN_EXE_opsel");
 
@@ -100,6 +101,42 @@ fn spawn(prefix: &[&str], args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// One sender/receiver pair behind a netlab TUN pipe (rate, one-way delay,
+/// drop-tail buffer, random loss, seed); `None` (test skipped) without root.
+fn netlab_pair(
+    rate_bps: u64,
+    delay_ns: u64,
+    buffer_bytes: u64,
+    loss: f64,
+    seed: u64,
+) -> Option<opsel_netlab::topo::Lab> {
+    use opsel_netlab::topo::{Lab, PipeKind, PipeSpec, TopologySpec};
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to build a netlab pipe");
+        return None;
+    }
+    let _ = opsel_netlab::topo::down(false);
+    Some(
+        Lab::up(
+            &TopologySpec {
+                pairs: 1,
+                mtu: 1500,
+                offloads_off: true,
+            },
+            &PipeSpec {
+                kind: PipeKind::Tun,
+                rate_bps: Some(rate_bps),
+                delay_ns,
+                buffer_bytes,
+                loss,
+                seed,
+            },
+        )
+        .expect("netlab up"),
+    )
 }
 
 fn free_port() -> u16 {
@@ -222,30 +259,10 @@ fn loopback_transfer_resume_and_refusal() {
 #[test]
 #[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
 fn ops_transfer_with_switches_and_loss_is_byte_identical() {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to build a netlab pipe");
+    // 1 x BDP at 50 Mbit/s and 20 ms.
+    let Some(lab) = netlab_pair(50_000_000, 10_000_000, 125_000, 0.001, 7) else {
         return;
-    }
-    use opsel_netlab::topo::{receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
-    let _ = opsel_netlab::topo::down(false);
-    let lab = Lab::up(
-        &TopologySpec {
-            pairs: 1,
-            mtu: 1500,
-            offloads_off: true,
-        },
-        &PipeSpec {
-            kind: PipeKind::Tun,
-            rate_bps: Some(50_000_000),
-            delay_ns: 10_000_000,
-            // 1 x BDP at 50 Mbit/s and 20 ms.
-            buffer_bytes: 125_000,
-            loss: 0.001,
-            seed: 7,
-        },
-    )
-    .expect("netlab up");
+    };
     let d = TempDir::new("loss");
     let src = d.0.join("src.bin");
     let dst = d.0.join("dst.bin");
@@ -349,31 +366,11 @@ fn kill9(c: &mut Child) {
 #[test]
 #[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
 fn kill_9_of_either_side_then_resume_is_byte_identical() {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to build a netlab pipe");
-        return;
-    }
-    use opsel_netlab::topo::{receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
-    let _ = opsel_netlab::topo::down(false);
     // 40 Mbit/s with 0.5% random loss: a 12 MB file takes a few seconds, long
     // enough to kill either side in the middle.
-    let lab = Lab::up(
-        &TopologySpec {
-            pairs: 1,
-            mtu: 1500,
-            offloads_off: true,
-        },
-        &PipeSpec {
-            kind: PipeKind::Tun,
-            rate_bps: Some(40_000_000),
-            delay_ns: 5_000_000,
-            buffer_bytes: 100_000,
-            loss: 0.005,
-            seed: 11,
-        },
-    )
-    .expect("netlab up");
+    let Some(lab) = netlab_pair(40_000_000, 5_000_000, 100_000, 0.005, 11) else {
+        return;
+    };
     let rns = ["ip", "netns", "exec", lab.receiver_ns[0].as_str()];
     let sns = ["ip", "netns", "exec", lab.sender_ns[0].as_str()];
     let d = TempDir::new("kill9");
@@ -461,29 +458,9 @@ fn kill_9_of_either_side_then_resume_is_byte_identical() {
 #[test]
 #[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
 fn dps_chooses_the_cca_on_a_live_transfer() {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to build a netlab pipe");
+    let Some(lab) = netlab_pair(50_000_000, 10_000_000, 125_000, 0.0, 7) else {
         return;
-    }
-    use opsel_netlab::topo::{receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
-    let _ = opsel_netlab::topo::down(false);
-    let lab = Lab::up(
-        &TopologySpec {
-            pairs: 1,
-            mtu: 1500,
-            offloads_off: true,
-        },
-        &PipeSpec {
-            kind: PipeKind::Tun,
-            rate_bps: Some(50_000_000),
-            delay_ns: 10_000_000,
-            buffer_bytes: 125_000,
-            loss: 0.0,
-            seed: 7,
-        },
-    )
-    .expect("netlab up");
+    };
     let d = TempDir::new("dps");
     let src = d.0.join("src.bin");
     let dst = d.0.join("dst.bin");
@@ -556,29 +533,9 @@ fn dps_chooses_the_cca_on_a_live_transfer() {
 #[test]
 #[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
 fn decision_cache_starts_the_next_transfer_with_the_last_decision() {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to build a netlab pipe");
+    let Some(lab) = netlab_pair(50_000_000, 10_000_000, 125_000, 0.0, 9) else {
         return;
-    }
-    use opsel_netlab::topo::{receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
-    let _ = opsel_netlab::topo::down(false);
-    let lab = Lab::up(
-        &TopologySpec {
-            pairs: 1,
-            mtu: 1500,
-            offloads_off: true,
-        },
-        &PipeSpec {
-            kind: PipeKind::Tun,
-            rate_bps: Some(50_000_000),
-            delay_ns: 10_000_000,
-            buffer_bytes: 125_000,
-            loss: 0.0,
-            seed: 9,
-        },
-    )
-    .expect("netlab up");
+    };
     let d = TempDir::new("dcache");
     let src = d.0.join("src.bin");
     write_file(&src, 30_000_000, 8);
