@@ -259,10 +259,26 @@ def scores(y, pred) -> dict:
     return {"six": acc, "bbr": float(np.mean(yb == pb)), "n": int(len(y)), "per_class": per}
 
 
+RTT_NEAR = None
+
+
+def training_conditions(conds, names, held_out):
+    """Every other condition, or with ``--rtt-near F`` only those whose RTT is within a factor F of
+    the held-out one's (at least the 3 nearest): condition-aware references, as a live controller
+    could choose them from its measured base RTT."""
+    rest = [n for n in names if n != held_out]
+    if RTT_NEAR is None:
+        return rest
+    r = conds[held_out]["rtt"]
+    ratio = {n: max(conds[n]["rtt"], r) / min(conds[n]["rtt"], r) for n in rest}
+    near = [n for n in rest if ratio[n] <= RTT_NEAR]
+    return near if len(near) >= 3 else sorted(rest, key=ratio.get)[:3]
+
+
 def loco(conds, names, how, k, radius, per_class):
     out = {}
     for c in names:
-        y, p = fit_predict(conds, [n for n in names if n != c], c, how, k, radius, per_class)
+        y, p = fit_predict(conds, training_conditions(conds, names, c), c, how, k, radius, per_class)
         out[c] = scores(y, p)
     return out
 
@@ -291,12 +307,14 @@ def main(argv=None):
                          "fastest burst before the background started (lab only)")
     ap.add_argument("--learner", choices=("knn-dtw", "forest"), default="knn-dtw",
                     help="DTW K-NN (the classifier of record) or a random forest on window summaries (comparison)")
+    ap.add_argument("--rtt-near", type=float, default=None,
+                    help="train only on conditions whose RTT is within this factor of the held-out one's")
     ap.add_argument("--by-load", action="store_true",
                     help="also print LOCO accuracy (first of --reps) by the load each test window was recorded at")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    global LEARNER, BASE
-    LEARNER, BASE = a.learner, a.base
+    global LEARNER, BASE, RTT_NEAR
+    LEARNER, BASE, RTT_NEAR = a.learner, a.base, a.rtt_near
 
     conds = load(a.root, a.mode, a.w, a.min_windows)
     for x in filter(None, a.exclude.split(",")):
