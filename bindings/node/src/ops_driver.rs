@@ -27,8 +27,9 @@
 //! synchronous child process), it cannot run the policy; only the timeout
 //! ends the wait.
 
+use crate::convert::js_form;
 use crate::error::{coded_error_object, coded_error_value, guard, invalid, to_js, Code};
-use crate::ops::{call_policy, js, js_form, parts, secs, Called, OpsStats, Parts};
+use crate::ops::{call_policy, js, parts, secs, Called, OpsStats, Parts};
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
