@@ -7,6 +7,8 @@
 /// An enum whose values each have one fixed name.
 pub trait Named: Sized + Copy + PartialEq + 'static {
     /// Every value with its name, in the order an error message lists them.
+    /// The C API's constants for the enum are the indices in this table
+    /// (`ffi/src/bwe.rs` tests that they stay so).
     const NAMES: &'static [(&'static str, Self)];
 
     /// The value's name.

@@ -25,7 +25,9 @@ use opsel::sys::linux::{
     qdisc::{detect_txtime, TxTimeSupport},
     receiver::{ProbeReceiver, RxRecord},
     rtt::{self, BurstConfig, EchoProber, UdpEchoResponder},
-    sender::{Backend, BackendChoice, CatchUp, DepartureSource, PacedSender, SenderConfig, TrainReport},
+    sender::{
+        Backend, BackendChoice, CatchUp, DepartureSource, PacedSender, SenderConfig, TrainReport,
+    },
     RawSock, TcpInfo, TcpInfoSampler, TcpInterval,
 };
 use std::ffi::{c_char, c_int};

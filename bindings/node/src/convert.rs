@@ -89,6 +89,16 @@ pub(crate) fn snake_keys(v: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// A core value as a binding struct that declares its fields (or some of
+/// them) under the core's serde names, for napi's typed objects.
+pub(crate) fn via_serde<T: serde::Serialize, U: serde::de::DeserializeOwned>(
+    v: &T,
+) -> napi::Result<U, Code> {
+    serde_json::to_value(v)
+        .and_then(serde_json::from_value)
+        .map_err(|e| invalid(format!("a core value did not convert (a bug): {e}")))
+}
+
 /// A JS object (camelCase keys) or JSON text as a core serde value.
 pub(crate) fn core_value<T: serde::de::DeserializeOwned>(
     v: serde_json::Value,

@@ -13,7 +13,7 @@
 //! never blocked. Times are nanoseconds as JS numbers (exact below 2^53 ns,
 //! about 104 days of CLOCK_MONOTONIC uptime).
 
-use crate::convert::{ns, whole};
+use crate::convert::{ns, via_serde, whole};
 use crate::error::{coded_error_value, guard, invalid, to_js, Code, PANIC};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -26,7 +26,7 @@ use opsel::sys::linux::{
     sender::{
         BackendChoice, CatchUp, PacedSender as CoreSender, SenderConfig, TrainReport as CoreReport,
     },
-    RawSock, TcpInfo as CoreInfo, TcpInfoSampler as CoreSampler, TcpInterval as CoreInterval,
+    RawSock, TcpInfo as CoreInfo, TcpInfoSampler as CoreSampler,
 };
 use std::os::fd::BorrowedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -84,10 +84,12 @@ pub fn set_cca(fd: i32, name: String) -> napi::Result<String, Code> {
 /// One `TCP_INFO` snapshot (times µs, rates bytes/s). Fields the kernel does
 /// not report are `null`.
 #[napi(object)]
+#[derive(serde::Deserialize)]
 pub struct TcpInfo {
     pub len: u32,
     pub state: u32,
     /// "open", "disorder", "cwr", "recovery", "loss" or "other".
+    #[serde(default)]
     pub ca_state: String,
     pub retransmits: u32,
     pub rto_us: u32,
@@ -118,56 +120,27 @@ pub struct TcpInfo {
     pub busy_time_us: Option<f64>,
 }
 
-fn f(v: Option<u64>) -> Option<f64> {
-    // u64::MAX is the kernel's "unlimited" pacing rate; report it as Infinity.
-    v.map(|x| {
-        if x == u64::MAX {
-            f64::INFINITY
-        } else {
-            x as f64
-        }
-    })
-}
-
-impl From<&CoreInfo> for TcpInfo {
-    fn from(i: &CoreInfo) -> Self {
-        Self {
-            len: i.len as u32,
-            state: i.state.into(),
-            ca_state: i.ca_state().name().into(),
-            retransmits: i.retransmits.into(),
-            rto_us: i.rto_us,
-            snd_mss: i.snd_mss,
-            rcv_mss: i.rcv_mss,
-            unacked: i.unacked,
-            lost: i.lost,
-            retrans: i.retrans,
-            total_retrans: i.total_retrans,
-            rtt_us: i.rtt_us,
-            rttvar_us: i.rttvar_us,
-            min_rtt_us: i.min_rtt_us,
-            snd_cwnd: i.snd_cwnd,
-            snd_ssthresh: i.snd_ssthresh,
-            pacing_rate_bytes_per_s: f(i.pacing_rate_bytes_per_s),
-            max_pacing_rate_bytes_per_s: f(i.max_pacing_rate_bytes_per_s),
-            delivery_rate_bytes_per_s: f(i.delivery_rate_bytes_per_s),
-            bytes_sent: f(i.bytes_sent),
-            bytes_acked: f(i.bytes_acked),
-            bytes_received: f(i.bytes_received),
-            bytes_retrans: f(i.bytes_retrans),
-            segs_out: i.segs_out,
-            segs_in: i.segs_in,
-            delivered: i.delivered,
-            notsent_bytes: i.notsent_bytes,
-            busy_time_us: f(i.busy_time_us),
+/// The core snapshot through its serde form (the fields `TcpInfo` declares),
+/// with the named CA state; the kernel's "unlimited" pacing rate
+/// (`u64::MAX`) becomes `Infinity`.
+fn info_js(i: &CoreInfo) -> R<TcpInfo> {
+    let mut t: TcpInfo = via_serde(i)?;
+    t.ca_state = i.ca_state().name().into();
+    for r in [
+        &mut t.pacing_rate_bytes_per_s,
+        &mut t.max_pacing_rate_bytes_per_s,
+    ] {
+        if *r == Some(u64::MAX as f64) {
+            *r = Some(f64::INFINITY);
         }
     }
+    Ok(t)
 }
 
 /// `TCP_INFO` of the TCP socket `fd`.
 #[napi]
 pub fn tcp_info(fd: i32) -> napi::Result<TcpInfo, Code> {
-    guard(|| Ok((&with_fd(fd, |f| sys::tcp_info(f))?).into()))
+    guard(|| info_js(&with_fd(fd, |f| sys::tcp_info(f))?))
 }
 
 /// Smoothed RTT of the live TCP connection `fd` from `TCP_INFO`, ns.
@@ -178,6 +151,7 @@ pub fn tcp_rtt_ns(fd: i32) -> napi::Result<f64, Code> {
 
 /// What happened on a connection between two sampler snapshots.
 #[napi(object)]
+#[derive(serde::Deserialize)]
 pub struct TcpInterval {
     /// CLOCK_MONOTONIC of the later snapshot, ns.
     pub at_ns: f64,
@@ -194,24 +168,6 @@ pub struct TcpInterval {
     pub min_rtt_ns: Option<f64>,
     pub retrans_segs: u32,
     pub cwnd: u32,
-}
-
-impl From<&CoreInterval> for TcpInterval {
-    fn from(i: &CoreInterval) -> Self {
-        Self {
-            at_ns: i.at_ns as f64,
-            interval_ns: i.interval_ns as f64,
-            acked_bytes: f(i.acked_bytes),
-            received_bytes: f(i.received_bytes),
-            acked_rate_bps: i.acked_rate_bps,
-            received_rate_bps: i.received_rate_bps,
-            rtt_ns: i.rtt_ns as f64,
-            rttvar_ns: i.rttvar_ns as f64,
-            min_rtt_ns: f(i.min_rtt_ns),
-            retrans_segs: i.retrans_segs,
-            cwnd: i.cwnd,
-        }
-    }
 }
 
 /// Polls `TCP_INFO` of one socket. `sample()` returns the interval since the
@@ -237,7 +193,14 @@ impl TcpInfoSampler {
     /// The interval since the previous snapshot, or null.
     #[napi]
     pub fn sample(&mut self) -> napi::Result<Option<TcpInterval>, Code> {
-        guard(|| Ok(self.inner.sample().map_err(to_js)?.as_ref().map(Into::into)))
+        guard(|| {
+            self.inner
+                .sample()
+                .map_err(to_js)?
+                .as_ref()
+                .map(via_serde)
+                .transpose()
+        })
     }
 }
 

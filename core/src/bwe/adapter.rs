@@ -176,4 +176,4 @@ impl RateAdapter {
     }
 }
 
-crate::names::named!(EtaParam { "tabulated" => EtaParam::Tabulated, "formula" => EtaParam::Formula });
+crate::names::named!(EtaParam { "formula" => EtaParam::Formula, "tabulated" => EtaParam::Tabulated });

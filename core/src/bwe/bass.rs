@@ -568,6 +568,10 @@ pub fn centred_average(
     Ok(())
 }
 
+crate::names::named!(ThresholdScale {
+    "ns" => ThresholdScale::Ns,
+    "relative" => ThresholdScale::RelativeToMeanSendGap,
+});
 crate::names::named!(WindowAlign { "trailing" => WindowAlign::Trailing, "centred" => WindowAlign::Centred });
 crate::names::named!(HeadSegment { "average" => HeadSegment::Average, "keep" => HeadSegment::Keep });
 crate::names::named!(TailSegment { "average" => TailSegment::Average, "keep" => TailSegment::Keep });
