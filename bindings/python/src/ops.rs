@@ -104,7 +104,7 @@ impl std::ops::DerefMut for CtlGuard<'_> {
 /// - `cycles`: windows per decision, decided by the smallest sum of per-window
 ///   nearest class distances (default 1). `gate_margin` (with cycles >= 2):
 ///   the probe ends after the first window whose running min-sum margin
-///   reaches it (margin-gated probing; `python -m opsel.train gated`
+///   reaches it (margin-gated probing; `PYTHONPATH=research/ops python -m opsel_eval gated`
 ///   calibrates the margin). `progressive` with cycles > 1 does the same
 ///   with its `min_confidence`.
 /// - `check_model` (True): reject a model trained for another probing mode
