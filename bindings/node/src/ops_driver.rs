@@ -615,8 +615,8 @@ impl Task for DriverRun {
             let report = with_raw_fd(self.fd, |fd| match mode {
                 // The driver (and a policy's threadsafe function) is
                 // dropped here, on the worker, when the run ends.
-                Mode::Ops(mut drv) => drv.run(fd, source, &stop, &mut sink),
-                Mode::Fixed(cca, cfg) => core_send_fixed(fd, source, cca, &cfg, &stop, &mut sink),
+                Mode::Ops(mut drv) => drv.run(fd, source, stop, &mut sink),
+                Mode::Fixed(cca, cfg) => core_send_fixed(fd, source, cca, &cfg, stop, &mut sink),
             });
             // Release the listener now so the process may exit once the
             // queued events are delivered.

@@ -74,8 +74,6 @@ fn driver_config(kw: Option<&Bound<'_, PyDict>>) -> PyResult<DriverConfig> {
     Ok(c)
 }
 
-/// `"HOST:PORT"` or `"udp:HOST:PORT"` (UDP echo), `"icmp:IPV4"` (ICMP echo).
-
 /// Where the first Python exception of a run lands (the driver stops).
 type Raised = Arc<Mutex<Option<(String, PyErr)>>>;
 
