@@ -49,7 +49,7 @@ classifier-eval: python
 	  --ks 1,3,5,10 --norms none,subtract-min,divide-min,z-score --baselines --json docs/results/classifier-active.json
 
 classifier-report: python
-	$(COLLECT_PY) -m opsel.train report models --out docs/results/classifier-tables.md \
+	PYTHONPATH=research/ops $(COLLECT_PY) -m opsel_eval report models --out docs/results/classifier-tables.md \
 	  --figures docs/results/figures --json docs/results/classifier-tables.json
 
 test-collect:
@@ -60,9 +60,9 @@ test-collect:
 # traces the shipped models were trained on (models/*/traces; ~5 min).
 .PHONY: classifier-learning
 classifier-learning: python
-	$(COLLECT_PY) -m opsel.train learning models/active-s5c5s5b5/traces -c default -m . --ws 20,60 --ks 1,5 \
+	PYTHONPATH=research/ops $(COLLECT_PY) -m opsel_eval learning models/active-s5c5s5b5/traces -c default -m . --ws 20,60 --ks 1,5 \
 	  --radii 0,10 --json docs/results/classifier-learning-active.json \
 	  --plot docs/results/figures/classifier-learning-active.png > docs/results/classifier-learning-active.md
-	$(COLLECT_PY) -m opsel.train learning models/passive-netlab/traces -c default -m . --ws 20,60 --ks 1,5 \
+	PYTHONPATH=research/ops $(COLLECT_PY) -m opsel_eval learning models/passive-netlab/traces -c default -m . --ws 20,60 --ks 1,5 \
 	  --radii 0,10 --json docs/results/classifier-learning-passive.json \
 	  --plot docs/results/figures/classifier-learning-passive.png > docs/results/classifier-learning-passive.md

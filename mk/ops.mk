@@ -39,7 +39,7 @@ bench-ops:
 # ops-gated-live   live calibration of the margin gate (docs/results/ops.md §1e): OPS
 #                  with every probe forced to 3 windows (--extend-below 1), Y = 5 s,
 #                  3 x 360 s per static background, per-window margins logged to
-#                  $(GATED_LIVE_JSON); then `opsel.train gated-live` replays the gate at
+#                  $(GATED_LIVE_JSON); then `opsel_eval gated-live` replays the gate at
 #                  every τ on those probes (~38 min)
 # test-ops         root netns tests: OpsDriver on a live socket, an OPS transfer over
 #                  a 0.1%-loss pipe delivering a byte-identical file, and kill -9 of the
@@ -52,7 +52,7 @@ OPS_PATTERN ?= passive
 # w = 40, the one `opsel send --ops` uses on any network. OPS_MODEL=models/passive-netlab/model.json
 # runs the model tuned for this one netlab condition (w = 20, raw RTT; it does not generalise).
 OPS_MODEL ?= models/passive/model.json
-# Margin-gated probing (`opsel.train gated`, docs/results/ops.md §1c) was calibrated on
+# Margin-gated probing (`opsel_eval gated`, docs/results/ops.md §1c) was calibrated on
 # models/passive-netlab: OPS_GATE="--cycles 3 --extend-below 0.1" with that model. The default
 # model decides on one 40 s window (000's one window per probe).
 OPS_GATE ?=
@@ -109,7 +109,7 @@ ops-gated-live: sys-deps python
 	$(CARGO) build --release -p opsel-cli
 	./target/release/opsel demo --pattern passive --model $(OPS_MODEL) --cycles 3 --extend-below 1 \
 	  --steady 5 --bg cubic,bbr --fg ops --runs 3 --seconds 360 --json $(GATED_LIVE_JSON) $(OPS_DEMO_ARGS)
-	$(abspath .venv)/bin/python -m opsel.train gated-live $(GATED_LIVE_JSON) --model $(OPS_MODEL)
+	PYTHONPATH=research/ops $(abspath .venv)/bin/python -m opsel_eval gated-live $(GATED_LIVE_JSON) --model $(OPS_MODEL)
 
 test-ops: sys-deps
 	$(CARGO) test --release -p opsel --test sys_ops_driver -- --ignored --test-threads=1

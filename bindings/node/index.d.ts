@@ -968,8 +968,8 @@ export declare class PacedSender {
   /** "txtime" or "userspace". */
   get backend(): string
   /**
-   * Why this backend: the SO_TXTIME detection (or `{enforced: false,
-   * reason: <detection error>}` when detection failed).
+   * Why this backend: the SO_TXTIME detection (when detection itself
+   * failed, not enforced, with the failure as the reason).
    */
   get txtime(): TxTimeInfo
   /**

@@ -35,6 +35,7 @@ pub mod flows;
 pub mod knn;
 pub mod mix;
 pub mod model;
+pub mod names;
 pub mod ops;
 pub mod probe;
 pub mod series;

@@ -5,14 +5,15 @@
 use crate::error::{f64_slice, guard, opsel_status, out_ptr, utf8, Fail};
 use crate::handle::Handle;
 use crate::model::clear_out;
-use opsel::bwe::abest::{AbestConfig, AbestVariant};
-use opsel::bwe::adapter::{EtaParam, RateAdapter, RateAdapterConfig};
+use opsel::bwe::abest::AbestConfig;
+use opsel::bwe::adapter::{RateAdapter, RateAdapterConfig};
 use opsel::bwe::bass::{
     BassConfig, BassVariant, HeadSegment, SpikeThresholds, TailSegment, ThresholdScale, WindowAlign,
 };
 use opsel::bwe::ml::MlEstimator;
-use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
+use opsel::bwe::pathload::{self, ImrWorkspace};
 use opsel::bwe::{self, Abest, EstimatorWorkspace, PStreamSpec};
+use opsel::names::Named;
 use std::ffi::c_char;
 
 /// Thresholds in nanoseconds.
@@ -146,14 +147,18 @@ impl From<BassConfig> for opsel_bass_config {
     }
 }
 
-fn pick<T>(v: u32, what: &str, a: T, b: T, names: &str) -> Result<T, Fail> {
-    match v {
-        0 => Ok(a),
-        1 => Ok(b),
-        other => Err(Fail::invalid(format!(
-            "{what} {other} is unknown; use {names}"
-        ))),
-    }
+/// A C enum constant as the core value: the `OPSEL_*` constants are the
+/// indices of the core's name tables (`opsel::names::Named::NAMES`).
+fn pick<T: Named>(v: u32, what: &str, names: &str) -> Result<T, Fail> {
+    T::NAMES
+        .get(v as usize)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| Fail::invalid(format!("{what} {v} is unknown; use {names}")))
+}
+
+/// The C constant of a core value (its index in the name table).
+fn code<T: Named>(t: T) -> u32 {
+    T::NAMES.iter().position(|(_, x)| *x == t).unwrap_or(0) as u32
 }
 
 fn bass_from_c(c: &opsel_bass_config) -> Result<BassConfig, Fail> {
@@ -168,36 +173,26 @@ fn bass_from_c(c: &opsel_bass_config) -> Result<BassConfig, Fail> {
         scale: pick(
             c.scale,
             "scale",
-            ThresholdScale::Ns,
-            ThresholdScale::RelativeToMeanSendGap,
             "OPSEL_BASS_SCALE_NS (0) or OPSEL_BASS_SCALE_RELATIVE (1)",
         )?,
         head: pick(
             c.head,
             "head",
-            HeadSegment::Average,
-            HeadSegment::Keep,
             "OPSEL_BASS_HEAD_AVERAGE (0) or OPSEL_BASS_HEAD_KEEP (1)",
         )?,
         tail: pick(
             c.tail,
             "tail",
-            TailSegment::Average,
-            TailSegment::Keep,
             "OPSEL_BASS_TAIL_AVERAGE (0) or OPSEL_BASS_TAIL_KEEP (1)",
         )?,
         variant: pick(
             c.variant,
             "variant",
-            BassVariant::Corrected,
-            BassVariant::Literal,
             "OPSEL_BASS_VARIANT_CORRECTED (0) or OPSEL_BASS_VARIANT_LITERAL (1)",
         )?,
         window_align: pick(
             c.window_align,
             "window_align",
-            WindowAlign::Trailing,
-            WindowAlign::Centred,
             "OPSEL_BASS_WINDOW_TRAILING (0) or OPSEL_BASS_WINDOW_CENTRED (1)",
         )?,
     };
@@ -224,8 +219,6 @@ fn abest_from_c(c: &opsel_abest_config) -> Result<AbestConfig, Fail> {
         variant: pick(
             c.variant,
             "variant",
-            AbestVariant::Corrected,
-            AbestVariant::Literal,
             "OPSEL_ABEST_CORRECTED (0) or OPSEL_ABEST_LITERAL (1)",
         )?,
     })
@@ -648,8 +641,6 @@ pub unsafe extern "C" fn opsel_rate_adapter_new(
                 param: pick(
                     c.eta_param,
                     "eta_param",
-                    EtaParam::Formula,
-                    EtaParam::Tabulated,
                     "OPSEL_ETA_FORMULA (0) or OPSEL_ETA_TABULATED (1)",
                 )?,
                 gamma: c.gamma,
@@ -725,14 +716,6 @@ pub unsafe extern "C" fn opsel_rate_adapter_on_loss(
     })
 }
 
-fn trend_to_c(t: Trend) -> u32 {
-    match t {
-        Trend::Increasing => OPSEL_TREND_INCREASING,
-        Trend::NoTrend => OPSEL_TREND_NO_TREND,
-        Trend::Ambiguous => OPSEL_TREND_AMBIGUOUS,
-    }
-}
-
 /// Pathload's trend tests (001 §2.2.1.2) on `len` one-way delays (any unit, any
 /// offset): `*out_pct` = PCT, `*out_pdt` = PDT, `*out_trend` = `OPSEL_TREND_*`
 /// (increasing if PCT > 0.66 and PDT > 0.55, no trend if PCT < 0.54 and PDT < 0.45,
@@ -760,7 +743,7 @@ pub unsafe extern "C" fn opsel_bwe_trend(
                 *o = p;
             }
             if let Some(o) = out_trend.as_mut() {
-                *o = trend_to_c(t);
+                *o = code(t);
             }
         }
         Ok(())
@@ -798,17 +781,44 @@ pub unsafe extern "C" fn opsel_bwe_baseline(
         let out = out_ptr(out_trend, "out_trend")?;
         let ws = unsafe { Handle::borrow_mut(workspace) }?;
         let (gs, gr) = unsafe { gaps(send_gaps_ns, recv_gaps_ns, len, ws) }?;
-        let t = match baseline {
-            OPSEL_BASELINE_PATHLOAD => pathload::pathload(gs, gr, &mut ws.imr)?,
-            OPSEL_BASELINE_IMR_AVG => pathload::imr_avg(gs, gr, &mut ws.imr)?,
-            OPSEL_BASELINE_IMR_WAVELET => pathload::imr_wavelet(gs, gr, levels, &mut ws.imr)?,
-            other => {
-                return Err(Fail::invalid(format!(
-                    "baseline {other} is not OPSEL_BASELINE_PATHLOAD (0), _IMR_AVG (1) or _IMR_WAVELET (2)"
-                )))
-            }
-        };
-        *out = trend_to_c(t);
+        let m = pick(
+            baseline,
+            "baseline",
+            "OPSEL_BASELINE_PATHLOAD (0), _IMR_AVG (1) or _IMR_WAVELET (2)",
+        )?;
+        let t = pathload::baseline(m, gs, gr, levels, &mut ws.imr)?;
+        *out = code(t);
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opsel::bwe::abest::AbestVariant;
+    use opsel::bwe::adapter::EtaParam;
+    use opsel::bwe::bass::ThresholdScale;
+    use opsel::bwe::pathload::{Baseline, Trend};
+
+    /// The `OPSEL_*` constants are part of the C ABI: they must stay the
+    /// indices of the core's name tables that `pick` and `code` use.
+    #[test]
+    fn c_constants_follow_the_name_tables() {
+        assert_eq!(
+            code(ThresholdScale::RelativeToMeanSendGap),
+            OPSEL_BASS_SCALE_RELATIVE
+        );
+        assert_eq!(code(HeadSegment::Keep), OPSEL_BASS_HEAD_KEEP);
+        assert_eq!(code(TailSegment::Keep), OPSEL_BASS_TAIL_KEEP);
+        assert_eq!(code(BassVariant::Literal), OPSEL_BASS_VARIANT_LITERAL);
+        assert_eq!(code(WindowAlign::Centred), OPSEL_BASS_WINDOW_CENTRED);
+        assert_eq!(code(AbestVariant::Literal), OPSEL_ABEST_LITERAL);
+        assert_eq!(code(EtaParam::Tabulated), OPSEL_ETA_TABULATED);
+        assert_eq!(code(EtaParam::Formula), OPSEL_ETA_FORMULA);
+        assert_eq!(code(Trend::NoTrend), OPSEL_TREND_NO_TREND);
+        assert_eq!(code(Trend::Ambiguous), OPSEL_TREND_AMBIGUOUS);
+        assert_eq!(code(Baseline::ImrWavelet), OPSEL_BASELINE_IMR_WAVELET);
+        assert_eq!(code(Baseline::Pathload), OPSEL_BASELINE_PATHLOAD);
+        assert!(pick::<Trend>(3, "trend", "").is_err());
+    }
 }

@@ -4,7 +4,7 @@
 //! serialized form (`opsel::dps::schema`, tagged by `kind`): the same objects
 //! Python and Node see, so a C program parses one documented shape.
 
-use crate::error::{guard, opsel_status, out_ptr, utf8, Fail};
+use crate::error::{guard, opsel_status, out_ptr, utf8};
 use crate::handle::Handle;
 use crate::json;
 use crate::model::clear_out;
@@ -255,13 +255,7 @@ pub unsafe extern "C" fn opsel_fair_manager_handle_report(
 ) -> opsel_status {
     guard(|| {
         let m = unsafe { Handle::borrow_mut(manager) }?;
-        let mut v: serde_json::Value = json::arg(report_json, "report_json")?;
-        // The agent's output carries the schema's `kind` tag; the report is the rest.
-        if let Some(o) = v.as_object_mut() {
-            o.remove("kind");
-        }
-        let r: FlowReport =
-            serde_json::from_value(v).map_err(|e| Fail::invalid(format!("bad report: {e}")))?;
+        let r = FlowReport::from_agent_output(json::arg(report_json, "report_json")?)?;
         Ok(m.inner.handle_report(flow, &r)?)
     })
 }

@@ -43,7 +43,6 @@ use opsel::sys::linux::ops_driver::{
 use opsel::sys::linux::rtt::BurstConfig;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::io;
-use std::net::Ipv4Addr;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -133,11 +132,7 @@ fn rtt_source_from_c(c: &opsel_ops_driver_config) -> Result<RttSource, Fail> {
         )?)),
         OPSEL_DRIVER_PROBE_ICMP => {
             let s = unsafe { utf8(c.probe_peer, "config.probe_peer") }?;
-            let ip: Ipv4Addr = s.parse().map_err(|_| {
-                Fail::invalid(format!(
-                    "config.probe_peer {s:?} is not an IPv4 address; ICMP probing needs e.g. \"10.0.0.2\""
-                ))
-            })?;
+            let ip = opsel::sys::linux::parse_ipv4(s, "config.probe_peer")?;
             Ok(RttSource::Icmp(ip))
         }
         p => Err(Fail::invalid(format!(

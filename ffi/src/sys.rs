@@ -24,15 +24,15 @@ use opsel::sys::linux::{
     self as sys,
     qdisc::{detect_txtime, TxTimeSupport},
     receiver::{ProbeReceiver, RxRecord},
-    rtt::{self, BurstConfig, EchoProbe, IcmpProber, UdpEchoProber, UdpEchoResponder},
+    rtt::{self, BurstConfig, EchoProber, UdpEchoResponder},
     sender::{
         Backend, BackendChoice, CatchUp, DepartureSource, PacedSender, SenderConfig, TrainReport,
     },
-    TcpInfo, TcpInfoSampler, TcpInterval,
+    RawSock, TcpInfo, TcpInfoSampler, TcpInterval,
 };
 use std::ffi::{c_char, c_int};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 /// Bytes a buffer needs for any congestion-control name plus its NUL
@@ -93,25 +93,17 @@ fn with_fd<T>(fd: c_int, f: impl FnOnce(BorrowedFd<'_>) -> opsel::Result<T>) -> 
 }
 
 pub(crate) fn sock_addr(ptr: *const c_char, what: &str) -> Result<SocketAddr, Fail> {
-    let s = unsafe { utf8(ptr, what) }?;
-    s.parse().map_err(|_| {
-        Fail::invalid(format!(
-            "{what} {s:?} is not an address with a port; write e.g. \"127.0.0.1:9000\" or \"[::1]:9000\""
-        ))
-    })
+    Ok(sys::parse_sock_addr(unsafe { utf8(ptr, what) }?, what)?)
 }
 
-fn bind_udp(bind: *const c_char, family_of: Option<IpAddr>, what: &str) -> Result<UdpSocket, Fail> {
-    let addr = if bind.is_null() {
-        match family_of {
-            Some(IpAddr::V6(_)) => "[::]:0".parse().unwrap(),
-            _ => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
-        }
-    } else {
-        sock_addr(bind, what)?
+/// A UDP socket bound to `bind` (`"ip:port"`), or with NULL to an ephemeral
+/// port of `peer`'s family.
+fn bind_udp(bind: *const c_char, peer: Option<IpAddr>) -> Result<UdpSocket, Fail> {
+    let bind = match bind.is_null() {
+        true => None,
+        false => Some(unsafe { utf8(bind, "bind") }?),
     };
-    UdpSocket::bind(addr)
-        .map_err(|e| opsel::Error::io(format!("bind UDP socket to {addr}"), e).into())
+    Ok(sys::bind_udp(bind, peer)?)
 }
 
 // ---------------------------------------------------------------- CCA ---
@@ -340,20 +332,11 @@ impl From<&TcpInterval> for opsel_tcp_interval {
     }
 }
 
-/// A raw descriptor number the sampler polls (the caller keeps it open).
-struct Fd(RawFd);
-impl AsFd for Fd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: checked non-negative at creation; a closed number only makes getsockopt fail.
-        unsafe { BorrowedFd::borrow_raw(self.0) }
-    }
-}
-
 /// Polls `TCP_INFO` of one socket and yields per-interval throughput and RTT.
 /// Opaque: `opsel_tcp_sampler_new()` / `opsel_tcp_sampler_free()`.
 /// One thread at a time.
 pub struct opsel_tcp_sampler {
-    inner: TcpInfoSampler<Fd>,
+    inner: TcpInfoSampler<RawSock>,
 }
 
 /// Take a first `TCP_INFO` snapshot of `fd` and store a sampler in
@@ -370,12 +353,7 @@ pub unsafe extern "C" fn opsel_tcp_sampler_new(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_sampler)?;
-        if fd < 0 {
-            return Err(Fail::invalid(format!(
-                "file descriptor {fd} is negative; pass an open TCP socket descriptor"
-            )));
-        }
-        let inner = TcpInfoSampler::new(Fd(fd))?;
+        let inner = TcpInfoSampler::new(RawSock::new(fd)?)?;
         Handle::into_out(opsel_tcp_sampler { inner }, out);
         Ok(())
     })
@@ -505,13 +483,8 @@ pub unsafe extern "C" fn opsel_txtime_detect(
 ) -> opsel_status {
     guard(|| {
         let out = out_ptr(out_support, "out_support")?;
-        let s = unsafe { utf8(dst, "dst") }?;
-        let ip: IpAddr = s.parse().map_err(|_| {
-            Fail::invalid(format!(
-                "dst {s:?} is not an IP address; write e.g. \"10.0.0.2\""
-            ))
-        })?;
-        let sock = bind_udp(std::ptr::null(), Some(ip), "bind")?;
+        let ip = sys::parse_ip(unsafe { utf8(dst, "dst") }?, "dst")?;
+        let sock = bind_udp(std::ptr::null(), Some(ip))?;
         *out = (&detect_txtime(&sock, ip)?).into();
         Ok(())
     })
@@ -665,7 +638,7 @@ pub unsafe extern "C" fn opsel_paced_sender_new(
             None => SenderConfig::default(),
             Some(c) => sender_config(c)?,
         };
-        let sock = bind_udp(bind, Some(dst.ip()), "bind")?;
+        let sock = bind_udp(bind, Some(dst.ip()))?;
         let inner = PacedSender::new(sock, dst, payload_max, cfg)?;
         Handle::into_out(
             opsel_paced_sender {
@@ -692,29 +665,11 @@ pub unsafe extern "C" fn opsel_paced_sender_info(
             Backend::TxTime { clockid } => (OPSEL_BACKEND_TXTIME, clockid),
             Backend::UserSpace => (OPSEL_BACKEND_USERSPACE, -1),
         };
-        let txtime = match s.inner.txtime_support() {
-            Some(t) => t.into(),
-            None => {
-                let mut t: opsel_txtime_support = (&TxTimeSupport {
-                    device: String::new(),
-                    root_qdisc: String::new(),
-                    enforced: false,
-                    clockid: None,
-                    reason: String::new(),
-                })
-                    .into();
-                fill(
-                    &mut t.reason,
-                    s.inner.detection_error().unwrap_or("detection failed"),
-                );
-                t
-            }
-        };
         *out = opsel_sender_info {
             backend,
             clockid,
             tx_timestamping: s.inner.tx_timestamping(),
-            txtime,
+            txtime: (&s.inner.txtime_report()).into(),
         };
         Ok(())
     })
@@ -908,7 +863,7 @@ pub unsafe extern "C" fn opsel_probe_receiver_new(
         if bind.is_null() {
             return Err(Fail::null("bind"));
         }
-        let sock = bind_udp(bind, None, "bind")?;
+        let sock = bind_udp(bind, None)?;
         let inner = ProbeReceiver::new(sock, buf_len)?;
         Handle::into_out(
             opsel_probe_receiver {
@@ -989,32 +944,11 @@ pub unsafe extern "C" fn opsel_probe_receiver_free(receiver: *mut opsel_probe_re
 
 // -------------------------------------------------------------- RTT ---
 
-enum Prober {
-    Icmp(IcmpProber),
-    Udp(UdpEchoProber),
-}
-
-impl EchoProbe for Prober {
-    fn send_echo(&mut self, seq: u16) -> opsel::Result<u64> {
-        match self {
-            Prober::Icmp(p) => p.send_echo(seq),
-            Prober::Udp(p) => p.send_echo(seq),
-        }
-    }
-    fn recv_reply(&mut self, timeout: Duration) -> opsel::Result<Option<(u16, u64)>> {
-        match self {
-            Prober::Icmp(p) => p.recv_reply(timeout),
-            Prober::Udp(p) => p.recv_reply(timeout),
-        }
-    }
-}
-
 /// An RTT prober toward one host: ICMP echo or UDP echo.
 /// Opaque: `opsel_rtt_prober_icmp()` / `opsel_rtt_prober_udp()`,
 /// `opsel_rtt_prober_free()`. One thread at a time.
 pub struct opsel_rtt_prober {
-    inner: Prober,
-    next_seq: u16,
+    inner: EchoProber,
 }
 
 /// An ICMP echo prober toward the IPv4 address `dst` (e.g. `"10.0.0.2"`):
@@ -1029,20 +963,9 @@ pub unsafe extern "C" fn opsel_rtt_prober_icmp(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_prober)?;
-        let s = unsafe { utf8(dst, "dst") }?;
-        let ip: Ipv4Addr = s.parse().map_err(|_| {
-            Fail::invalid(format!(
-                "dst {s:?} is not an IPv4 address; write e.g. \"10.0.0.2\""
-            ))
-        })?;
-        let p = IcmpProber::new(ip)?;
-        Handle::into_out(
-            opsel_rtt_prober {
-                inner: Prober::Icmp(p),
-                next_seq: 0,
-            },
-            out,
-        );
+        let ip = sys::parse_ipv4(unsafe { utf8(dst, "dst") }?, "dst")?;
+        let inner = EchoProber::icmp(ip)?;
+        Handle::into_out(opsel_rtt_prober { inner }, out);
         Ok(())
     })
 }
@@ -1057,16 +980,8 @@ pub unsafe extern "C" fn opsel_rtt_prober_udp(
 ) -> opsel_status {
     guard(|| {
         let out = clear_out(out_prober)?;
-        let dst = sock_addr(dst, "dst")?;
-        let sock = bind_udp(std::ptr::null(), Some(dst.ip()), "bind")?;
-        let p = UdpEchoProber::new(sock, dst)?;
-        Handle::into_out(
-            opsel_rtt_prober {
-                inner: Prober::Udp(p),
-                next_seq: 0,
-            },
-            out,
-        );
+        let inner = EchoProber::udp(sock_addr(dst, "dst")?)?;
+        Handle::into_out(opsel_rtt_prober { inner }, out);
         Ok(())
     })
 }
@@ -1115,9 +1030,7 @@ pub unsafe extern "C" fn opsel_rtt_prober_burst(
                 cfg.count
             )));
         }
-        let seq0 = p.next_seq;
-        p.next_seq = p.next_seq.wrapping_add(cfg.count);
-        let b = rtt::echo_burst(&mut p.inner, cfg, seq0)?;
+        let b = p.inner.burst(cfg)?;
         *mean = b.mean_rtt_ms().unwrap_or(f64::NAN);
         if !out_rtts_ms.is_null() {
             if !out_rtts_ms.is_aligned() {
@@ -1125,8 +1038,8 @@ pub unsafe extern "C" fn opsel_rtt_prober_burst(
             }
             // SAFETY: non-null, aligned, rtts_cap >= count writable doubles.
             let o = unsafe { std::slice::from_raw_parts_mut(out_rtts_ms, b.rtts_ns.len()) };
-            for (o, r) in o.iter_mut().zip(&b.rtts_ns) {
-                *o = r.map_or(f64::NAN, |ns| ns as f64 / 1e6);
+            for (o, r) in o.iter_mut().zip(b.rtts_ms()) {
+                *o = r;
             }
         }
         Ok(())
@@ -1161,7 +1074,7 @@ pub unsafe extern "C" fn opsel_udp_echo_responder_new(
         if bind.is_null() {
             return Err(Fail::null("bind"));
         }
-        let sock = bind_udp(bind, None, "bind")?;
+        let sock = bind_udp(bind, None)?;
         let r = UdpEchoResponder::spawn(sock, Duration::from_nanos(delay_ns))?;
         Handle::into_out(opsel_udp_echo_responder { inner: Some(r) }, out);
         Ok(())

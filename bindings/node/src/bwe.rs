@@ -3,15 +3,16 @@
 //! `RateAdapter`, and the Ch 5 baselines `bweTrend` / `bweBaseline`; wraps `opsel::bwe`. Gaps are `Float64Array`s in nanoseconds,
 //! rates bit/s.
 
-use crate::error::{guard, invalid, to_js, Code};
+use crate::error::{guard, to_js, Code};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use opsel::bwe::abest::{AbestConfig, AbestVariant};
 use opsel::bwe::adapter::{EtaParam, RateAdapter as CoreAdapter, RateAdapterConfig};
-use opsel::bwe::bass::{BassConfig, BassVariant, HeadSegment, TailSegment, WindowAlign};
+use opsel::bwe::bass::{BassConfig, BassNames};
 use opsel::bwe::ml::MlEstimator;
-use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
+use opsel::bwe::pathload::{self, Baseline, ImrWorkspace};
 use opsel::bwe::{self, EstimatorWorkspace, PStreamSpec};
+use opsel::names::Named;
 
 /// Shape of a p-stream (all optional: the thesis' N_r = 4, N_p = 16, range 0.5,
 /// 9038-byte packets).
@@ -67,15 +68,9 @@ pub struct Abest {
     pub above_range: bool,
 }
 
-fn choice<T: Copy>(what: &str, v: Option<&str>, opts: &[(&str, T)]) -> napi::Result<T, Code> {
-    let Some(v) = v else { return Ok(opts[0].1) };
-    opts.iter()
-        .find(|(n, _)| *n == v)
-        .map(|(_, t)| *t)
-        .ok_or_else(|| {
-            let names: Vec<&str> = opts.iter().map(|(n, _)| *n).collect();
-            invalid(format!("{what} {v:?} is unknown; use one of {names:?}"))
-        })
+/// A named option (`opsel::names`); absent gives `default`.
+fn named<T: Named>(what: &str, v: Option<&str>, default: T) -> napi::Result<T, Code> {
+    v.map_or(Ok(default), |v| T::parse(what, v).map_err(to_js))
 }
 
 fn spec(r_avg_bps: f64, o: &PStreamOptions) -> napi::Result<PStreamSpec, Code> {
@@ -90,53 +85,18 @@ fn spec(r_avg_bps: f64, o: &PStreamOptions) -> napi::Result<PStreamSpec, Code> {
 }
 
 fn bass(o: &BassOptions, default_window: usize) -> napi::Result<BassConfig, Code> {
-    let mut c = match o.thresholds.as_deref() {
-        None | Some("thesis") => BassConfig::thesis(),
-        Some("relative") => {
-            BassConfig::thesis_relative(o.reference_gap_ns.unwrap_or(9038.0 * 8.0 / 7.0))
-                .map_err(to_js)?
-        }
-        Some(other) => {
-            return Err(invalid(format!(
-                "thresholds {other:?} is unknown; use \"thesis\" or \"relative\""
-            )))
-        }
-    };
-    c.avg_window = o.avg_window.map(|w| w as usize).unwrap_or(default_window);
-    c.window_align = choice(
-        "window",
-        o.window.as_deref(),
-        &[
-            ("trailing", WindowAlign::Trailing),
-            ("centred", WindowAlign::Centred),
-        ],
-    )?;
-    c.head = choice(
-        "head",
-        o.head.as_deref(),
-        &[
-            ("average", HeadSegment::Average),
-            ("keep", HeadSegment::Keep),
-        ],
-    )?;
-    c.tail = choice(
-        "tail",
-        o.tail.as_deref(),
-        &[
-            ("average", TailSegment::Average),
-            ("keep", TailSegment::Keep),
-        ],
-    )?;
-    c.variant = choice(
-        "variant",
-        o.variant.as_deref(),
-        &[
-            ("corrected", BassVariant::Corrected),
-            ("literal", BassVariant::Literal),
-        ],
-    )?;
-    c.validate().map_err(to_js)?;
-    Ok(c)
+    let d = BassNames::default();
+    BassNames {
+        thresholds: o.thresholds.as_deref().unwrap_or(d.thresholds),
+        reference_gap_ns: o.reference_gap_ns.unwrap_or(d.reference_gap_ns),
+        avg_window: o.avg_window.map_or(default_window, |w| w as usize),
+        window: o.window.as_deref().unwrap_or(d.window),
+        head: o.head.as_deref().unwrap_or(d.head),
+        tail: o.tail.as_deref().unwrap_or(d.tail),
+        variant: o.variant.as_deref().unwrap_or(d.variant),
+    }
+    .config()
+    .map_err(to_js)
 }
 
 /// Rapid's multi-rate estimate of one p-stream sent at average rate `rAvgBps`
@@ -157,13 +117,10 @@ pub fn bwe_estimate(
         let ab = AbestConfig {
             epsilon_ns: o.epsilon_ns.unwrap_or(bwe::GAP_NS_EPSILON),
             min_excursion: o.min_excursion.unwrap_or(4) as usize,
-            variant: choice(
+            variant: named(
                 "abestVariant",
                 o.abest_variant.as_deref(),
-                &[
-                    ("corrected", AbestVariant::Corrected),
-                    ("literal", AbestVariant::Literal),
-                ],
+                AbestVariant::Corrected,
             )?,
         };
         let mut ws = EstimatorWorkspace::new(send_gaps_ns.len().max(1));
@@ -212,15 +169,6 @@ pub struct TrendResult {
     pub pdt: f64,
 }
 
-fn trend_name(t: Trend) -> String {
-    match t {
-        Trend::Increasing => "increasing",
-        Trend::NoTrend => "no_trend",
-        Trend::Ambiguous => "ambiguous",
-    }
-    .to_string()
-}
-
 /// Pathload's trend tests (001 §2.2.1.2) on one-way delays (any unit and offset).
 #[napi]
 pub fn bwe_trend(owd: Float64Array) -> napi::Result<TrendResult, Code> {
@@ -228,7 +176,7 @@ pub fn bwe_trend(owd: Float64Array) -> napi::Result<TrendResult, Code> {
         Ok(TrendResult {
             pct: pathload::pct(&owd).map_err(to_js)?,
             pdt: pathload::pdt(&owd).map_err(to_js)?,
-            trend: trend_name(pathload::trend(&owd).map_err(to_js)?),
+            trend: pathload::trend(&owd).map_err(to_js)?.name().into(),
         })
     })
 }
@@ -245,30 +193,12 @@ pub fn bwe_baseline(
     levels: Option<u32>,
 ) -> napi::Result<String, Code> {
     guard(|| {
-        #[derive(Clone, Copy)]
-        enum M {
-            Avg,
-            Raw,
-            Wavelet,
-        }
-        let m = choice(
-            "method",
-            method.as_deref(),
-            &[
-                ("imr-avg", M::Avg),
-                ("pathload", M::Raw),
-                ("imr-wavelet", M::Wavelet),
-            ],
-        )?;
+        let m = named("method", method.as_deref(), Baseline::ImrAvg)?;
         let (gs, gr) = (&send_gaps_ns[..], &recv_gaps_ns[..]);
         let mut ws = ImrWorkspace::new(gs.len());
-        let t = match m {
-            M::Raw => pathload::pathload(gs, gr, &mut ws),
-            M::Avg => pathload::imr_avg(gs, gr, &mut ws),
-            M::Wavelet => pathload::imr_wavelet(gs, gr, levels.unwrap_or(3) as usize, &mut ws),
-        }
-        .map_err(to_js)?;
-        Ok(trend_name(t))
+        let t =
+            pathload::baseline(m, gs, gr, levels.unwrap_or(3) as usize, &mut ws).map_err(to_js)?;
+        Ok(t.name().into())
     })
 }
 
@@ -385,14 +315,7 @@ impl RateAdapter {
                 max_bps: o.max_bps.unwrap_or(d.max_bps),
                 tau_ns: o.tau_ns.unwrap_or(d.tau_ns),
                 eta: o.eta.unwrap_or(d.eta),
-                param: choice(
-                    "etaParam",
-                    o.eta_param.as_deref(),
-                    &[
-                        ("tabulated", EtaParam::Tabulated),
-                        ("formula", EtaParam::Formula),
-                    ],
-                )?,
+                param: named("etaParam", o.eta_param.as_deref(), EtaParam::Tabulated)?,
                 gamma: o.gamma.map(|g| g as usize).unwrap_or(d.gamma),
                 loss_cut: o.loss_cut.unwrap_or(d.loss_cut),
             })

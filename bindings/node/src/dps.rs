@@ -4,29 +4,14 @@
 //! or JSON text, converted into the core's serde types; outputs are the
 //! core's one serialized form (`opsel::dps::schema`) with camelCase keys.
 
-use crate::error::{guard, invalid, to_js, Code};
-use crate::ops::{js_form, snake_keys};
-use crate::sys::ns;
+use crate::convert::{core_value, js_form, ns, whole};
+use crate::error::{guard, to_js, Code};
 use napi_derive::napi;
 use opsel::dps::{Agent, DpsSpec, Feedback};
 use opsel::fair::{Command, FairnessSpec, FlowId, FlowReport, Manager};
 
-/// An object or JSON text as a core serde value (keys to snake_case).
-fn core_value<T: serde::de::DeserializeOwned>(
-    v: serde_json::Value,
-    what: &str,
-) -> napi::Result<T, Code> {
-    let v = match v {
-        serde_json::Value::String(text) => {
-            serde_json::from_str(&text).map_err(|e| invalid(format!("{what} is not JSON: {e}")))?
-        }
-        v => snake_keys(v),
-    };
-    serde_json::from_value(v).map_err(|e| invalid(format!("bad {what}: {e}")))
-}
-
 fn flow_id(v: f64) -> napi::Result<FlowId, Code> {
-    crate::sys::whole(v, "flow", "ids")
+    whole(v, "flow", "ids")
 }
 
 /// One agent output: the core's serialized form (`opsel::dps::schema`) with
@@ -275,13 +260,7 @@ impl FairManager {
         report: serde_json::Value,
     ) -> napi::Result<(), Code> {
         let id = flow_id(flow)?;
-        let mut v = snake_keys(report);
-        // The agent's output carries the schema's `kind` tag; the report is the rest.
-        if let Some(o) = v.as_object_mut() {
-            o.remove("kind");
-        }
-        let r: FlowReport =
-            serde_json::from_value(v).map_err(|e| invalid(format!("bad report: {e}")))?;
+        let r = FlowReport::from_agent_output(core_value(report, "report")?).map_err(to_js)?;
         guard(|| self.inner.handle_report(id, &r).map_err(to_js))
     }
 

@@ -3,8 +3,8 @@
 //! decision form with camelCase keys (`{decision: "continue" | "stop" |
 //! "forcedStop", throughputBps, samples, probeNs, pPredictable, forced}`).
 
+use crate::convert::{camel, js_form};
 use crate::error::{guard, to_js, Code};
-use crate::ops::{camel, js_form};
 use napi_derive::napi;
 use opsel::fastprob::{FastProbModel as Core, Prober};
 use std::sync::Arc;

@@ -5,26 +5,13 @@
 //! keys) converted into the core's serde types; results are the core's
 //! serialized form with camelCase keys.
 
+use crate::convert::{core_value_or_default, js_form, snake_keys, whole};
 use crate::error::{guard, invalid, to_js, Code};
-use crate::ops::{js_form, snake_keys};
 use napi_derive::napi;
 use opsel::flows::decision_cache::{CacheSpec, Decision, DecisionCache as CoreCache};
 use opsel::flows::qos::{self, QosSpec, TcPlan};
 use opsel::flows::{AlphaAggregator, AlphaSpec, FlowRecord};
 use std::net::IpAddr;
-
-/// An object (keys to snake_case) as a core serde value; null gives the default.
-fn value_or_default<T: serde::de::DeserializeOwned + Default>(
-    v: Option<serde_json::Value>,
-    what: &str,
-) -> napi::Result<T, Code> {
-    match v {
-        None | Some(serde_json::Value::Null) => Ok(T::default()),
-        Some(v) => {
-            serde_json::from_value(snake_keys(v)).map_err(|e| invalid(format!("bad {what}: {e}")))
-        }
-    }
-}
 
 fn addr(s: &str) -> napi::Result<IpAddr, Code> {
     s.parse()
@@ -51,7 +38,7 @@ impl AlphaIdentifier {
     /// `spec`: `{hBytes, prefixLenV4, prefixLenV6, aggIntervalNs, ...}`, each optional.
     #[napi(constructor, ts_args_type = "spec?: Record<string, unknown>")]
     pub fn new(spec: Option<serde_json::Value>) -> napi::Result<Self, Code> {
-        let spec: AlphaSpec = value_or_default(spec, "alpha spec")?;
+        let spec: AlphaSpec = core_value_or_default(spec, "alpha spec")?;
         guard(|| {
             Ok(Self {
                 inner: Some(AlphaAggregator::new(spec).map_err(to_js)?),
@@ -72,7 +59,7 @@ impl AlphaIdentifier {
     /// Close and return every interval that starts before `day`.
     #[napi(ts_return_type = "Array<Record<string, unknown>>")]
     pub fn take_days_before(&mut self, day: f64) -> napi::Result<serde_json::Value, Code> {
-        let d = crate::sys::whole(day, "day", "intervals")?;
+        let d = whole(day, "day", "intervals")?;
         Ok(js_form(&self.agg()?.take_days_before(d)))
     }
 
@@ -125,10 +112,10 @@ impl QosPlan {
     ) -> napi::Result<Self, Code> {
         let mut spec: QosSpec = match spec {
             Some(serde_json::Value::String(name)) => qos::preset(&name).map_err(to_js)?,
-            other => value_or_default(other, "QoS spec")?,
+            other => core_value_or_default(other, "QoS spec")?,
         };
         if let Some(r) = link_rate_bps {
-            spec.link_rate_bps = crate::sys::whole(r, "linkRateBps", "bit/s")?;
+            spec.link_rate_bps = whole(r, "linkRateBps", "bit/s")?;
         }
         guard(|| {
             let ids =
@@ -179,7 +166,7 @@ impl DecisionCache {
     /// `spec`: `{prefixLenV4, prefixLenV6, maxAgeS, capacity}`, each optional.
     #[napi(constructor, ts_args_type = "spec?: Record<string, unknown>")]
     pub fn new(spec: Option<serde_json::Value>) -> napi::Result<Self, Code> {
-        let spec: CacheSpec = value_or_default(spec, "cache spec")?;
+        let spec: CacheSpec = core_value_or_default(spec, "cache spec")?;
         Ok(Self {
             inner: CoreCache::new(spec).map_err(to_js)?,
         })
@@ -191,7 +178,7 @@ impl DecisionCache {
         path: String,
         spec: Option<serde_json::Value>,
     ) -> napi::Result<DecisionCache, Code> {
-        let spec: CacheSpec = value_or_default(spec, "cache spec")?;
+        let spec: CacheSpec = core_value_or_default(spec, "cache spec")?;
         guard(|| {
             Ok(Self {
                 inner: CoreCache::load_or_new(&path, spec).map_err(to_js)?,

@@ -8,16 +8,11 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod bwe;
-// Uses the object conversions of `ops` (Linux-only with it).
-#[cfg(target_os = "linux")]
+mod convert;
 mod dps;
 mod dtw;
 mod error;
-// Uses the object conversions of `ops` (Linux-only with it).
-#[cfg(target_os = "linux")]
 mod fastprob;
-// Uses the object conversions of `ops` (Linux-only with it).
-#[cfg(target_os = "linux")]
 mod flows;
 mod knn;
 mod model;

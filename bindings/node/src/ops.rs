@@ -11,9 +11,9 @@
 //! `Error` with `code` `"OPSEL_INVALID_INPUT"` whose message quotes the
 //! exception.
 
+use crate::convert::{js_form, ns, snake, snake_keys, whole};
 use crate::error::{guard, invalid, to_js, Code};
 use crate::knn::Model;
-use crate::sys::ns;
 use napi::bindgen_prelude::*;
 use napi::{sys, JsFunction, JsObject, JsString, JsUnknown, NapiRaw, NapiValue, Ref};
 use napi_derive::napi;
@@ -258,49 +258,6 @@ pub struct OpsOutput {
     pub margin: Option<f64>,
 }
 
-/// `until_ns` → `untilNs`.
-pub(crate) fn camel(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    let mut up = false;
-    for c in key.chars() {
-        if c == '_' {
-            up = true;
-        } else if up {
-            out.push(c.to_ascii_uppercase());
-            up = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// A core value in its Node form: its serde JSON (the one schema) with every
-/// key, and the `kind` tag, in camelCase. The core's values serialize
-/// without error (string keys only), so a failure would be a bug: it shows
-/// as `null`, never as a panic.
-pub(crate) fn js_form<T: serde::Serialize>(v: &T) -> serde_json::Value {
-    use serde_json::Value;
-    fn walk(v: Value) -> Value {
-        match v {
-            Value::Object(m) => Value::Object(
-                m.into_iter()
-                    .map(|(k, v)| {
-                        let v = match v {
-                            Value::String(s) if k == "kind" => Value::String(camel(&s)),
-                            v => walk(v),
-                        };
-                        (camel(&k), v)
-                    })
-                    .collect(),
-            ),
-            Value::Array(a) => Value::Array(a.into_iter().map(walk).collect()),
-            v => v,
-        }
-    }
-    walk(serde_json::to_value(v).unwrap_or(Value::Null))
-}
-
 /// One controller output with the class names (`label`, `leader`).
 pub(crate) fn output(o: &Output, classes: &[String]) -> serde_json::Value {
     js_form(&Labeled::new(o, classes))
@@ -385,47 +342,6 @@ pub(crate) struct Parts {
     pub file: Arc<KnnModelFile>,
     pub classes: Vec<String>,
     pub func: Option<JsFunction>,
-}
-
-/// `fooBarS` → `foo_bar_s`.
-fn snake(key: &str) -> String {
-    let mut out = String::with_capacity(key.len() + 4);
-    for c in key.chars() {
-        if c.is_ascii_uppercase() {
-            out.push('_');
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// A JSON value with every object key in snake_case. Whole numbers come
-/// back as integers: napi hands JS numbers beyond i32 over as floats, which a
-/// core integer field (`first_ns`, `bytes`) would refuse; an f64 field
-/// takes an integer as well.
-pub(crate) fn snake_keys(v: serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match v {
-        Value::Object(m) => Value::Object(
-            m.into_iter()
-                .map(|(k, v)| (snake(&k), snake_keys(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.into_iter().map(snake_keys).collect()),
-        Value::Number(n) => match n.as_f64() {
-            Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_992.0 => {
-                if x >= 0.0 {
-                    Value::from(x as u64)
-                } else {
-                    Value::from(x as i64)
-                }
-            }
-            _ => Value::Number(n),
-        },
-        v => v,
-    }
 }
 
 /// A `Model` or a model-file path.
@@ -598,7 +514,7 @@ impl Controller {
     #[napi]
     pub fn handle_bytes(&self, env: Env, now_ns: f64, bytes: f64) -> napi::Result<(), Code> {
         let t = ns(now_ns, "nowNs")?;
-        let b = crate::sys::whole(bytes, "bytes", "bytes")?;
+        let b = whole(bytes, "bytes", "bytes")?;
         self.call(env, |c| c.handle_bytes(t, b))
     }
 

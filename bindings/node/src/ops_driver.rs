@@ -27,8 +27,9 @@
 //! synchronous child process), it cannot run the policy; only the timeout
 //! ends the wait.
 
+use crate::convert::js_form;
 use crate::error::{coded_error_object, coded_error_value, guard, invalid, to_js, Code};
-use crate::ops::{call_policy, js, js_form, parts, secs, Called, OpsStats, Parts};
+use crate::ops::{call_policy, js, parts, secs, Called, OpsStats, Parts};
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
@@ -614,8 +615,8 @@ impl Task for DriverRun {
             let report = with_raw_fd(self.fd, |fd| match mode {
                 // The driver (and a policy's threadsafe function) is
                 // dropped here, on the worker, when the run ends.
-                Mode::Ops(mut drv) => drv.run(fd, source, &stop, &mut sink),
-                Mode::Fixed(cca, cfg) => core_send_fixed(fd, source, cca, &cfg, &stop, &mut sink),
+                Mode::Ops(mut drv) => drv.run(fd, source, stop, &mut sink),
+                Mode::Fixed(cca, cfg) => core_send_fixed(fd, source, cca, &cfg, stop, &mut sink),
             });
             // Release the listener now so the process may exit once the
             // queued events are delivered.

@@ -13,70 +13,30 @@
 //! never blocked. Times are nanoseconds as JS numbers (exact below 2^53 ns,
 //! about 104 days of CLOCK_MONOTONIC uptime).
 
+use crate::convert::{ns, via_serde, whole};
 use crate::error::{coded_error_value, guard, invalid, to_js, Code, PANIC};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+use opsel::names::Named;
 use opsel::sys::linux::{
-    self as sys,
+    self as sys, bind_udp, parse_ip, parse_ipv4, parse_sock_addr,
     qdisc::{self, TxTimeSupport},
-    receiver::{ProbeReceiver as CoreReceiver, RxRecord},
-    rtt::{self, BurstConfig, EchoProbe, IcmpProber as CoreIcmp, UdpEchoProber as CoreUdp},
+    receiver::{ProbeReceiver as CoreReceiver, RxColumns, RxRecord},
+    rtt::{self, BurstConfig, EchoProber},
     sender::{
-        Backend, BackendChoice, CatchUp, DepartureSource, PacedSender as CoreSender, SenderConfig,
-        TrainReport as CoreReport,
+        BackendChoice, CatchUp, PacedSender as CoreSender, SenderConfig, TrainReport as CoreReport,
     },
-    tcp_info::CaState,
-    TcpInfo as CoreInfo, TcpInfoSampler as CoreSampler, TcpInterval as CoreInterval,
+    RawSock, TcpInfo as CoreInfo, TcpInfoSampler as CoreSampler,
 };
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::fd::BorrowedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 type R<T> = napi::Result<T, Code>;
 
-fn fd_of(fd: i32) -> RawFd {
-    fd as RawFd
-}
-
 fn with_fd<T>(fd: i32, f: impl FnOnce(BorrowedFd<'_>) -> opsel::Result<T>) -> R<T> {
-    sys::with_raw_fd(fd_of(fd), f).map_err(to_js)
-}
-
-fn sock_addr(s: &str, what: &str) -> R<SocketAddr> {
-    s.parse().map_err(|_| {
-        invalid(format!(
-            "{what} {s:?} is not an address with a port; write e.g. \"127.0.0.1:9000\" or \"[::1]:9000\""
-        ))
-    })
-}
-
-fn bind_udp(bind: Option<&str>, peer: Option<IpAddr>) -> R<UdpSocket> {
-    let addr = match bind {
-        Some(b) => sock_addr(b, "bind")?,
-        None => match peer {
-            Some(IpAddr::V6(_)) => "[::]:0".parse().unwrap(),
-            _ => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
-        },
-    };
-    UdpSocket::bind(addr)
-        .map_err(|e| to_js(opsel::Error::io(format!("bind UDP socket to {addr}"), e)))
-}
-
-/// A non-negative integer number of ns from a JS number.
-pub(crate) fn ns(v: f64, what: &str) -> R<u64> {
-    whole(v, what, "nanoseconds")
-}
-
-/// A non-negative integer (exact in a JS number) of `unit`.
-pub(crate) fn whole(v: f64, what: &str, unit: &str) -> R<u64> {
-    if !(v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_992.0) {
-        return Err(invalid(format!(
-            "{what} = {v} must be a whole number of {unit} in [0, 2^53]"
-        )));
-    }
-    Ok(v as u64)
+    sys::with_raw_fd(fd, f).map_err(to_js)
 }
 
 /// Run blocking work on a libuv worker; a panic becomes an OPSEL_PANIC error.
@@ -124,10 +84,12 @@ pub fn set_cca(fd: i32, name: String) -> napi::Result<String, Code> {
 /// One `TCP_INFO` snapshot (times µs, rates bytes/s). Fields the kernel does
 /// not report are `null`.
 #[napi(object)]
+#[derive(serde::Deserialize)]
 pub struct TcpInfo {
     pub len: u32,
     pub state: u32,
     /// "open", "disorder", "cwr", "recovery", "loss" or "other".
+    #[serde(default)]
     pub ca_state: String,
     pub retransmits: u32,
     pub rto_us: u32,
@@ -158,64 +120,27 @@ pub struct TcpInfo {
     pub busy_time_us: Option<f64>,
 }
 
-fn f(v: Option<u64>) -> Option<f64> {
-    // u64::MAX is the kernel's "unlimited" pacing rate; report it as Infinity.
-    v.map(|x| {
-        if x == u64::MAX {
-            f64::INFINITY
-        } else {
-            x as f64
-        }
-    })
-}
-
-impl From<&CoreInfo> for TcpInfo {
-    fn from(i: &CoreInfo) -> Self {
-        Self {
-            len: i.len as u32,
-            state: i.state.into(),
-            ca_state: match i.ca_state() {
-                CaState::Open => "open",
-                CaState::Disorder => "disorder",
-                CaState::Cwr => "cwr",
-                CaState::Recovery => "recovery",
-                CaState::Loss => "loss",
-                CaState::Other(_) => "other",
-            }
-            .into(),
-            retransmits: i.retransmits.into(),
-            rto_us: i.rto_us,
-            snd_mss: i.snd_mss,
-            rcv_mss: i.rcv_mss,
-            unacked: i.unacked,
-            lost: i.lost,
-            retrans: i.retrans,
-            total_retrans: i.total_retrans,
-            rtt_us: i.rtt_us,
-            rttvar_us: i.rttvar_us,
-            min_rtt_us: i.min_rtt_us,
-            snd_cwnd: i.snd_cwnd,
-            snd_ssthresh: i.snd_ssthresh,
-            pacing_rate_bytes_per_s: f(i.pacing_rate_bytes_per_s),
-            max_pacing_rate_bytes_per_s: f(i.max_pacing_rate_bytes_per_s),
-            delivery_rate_bytes_per_s: f(i.delivery_rate_bytes_per_s),
-            bytes_sent: f(i.bytes_sent),
-            bytes_acked: f(i.bytes_acked),
-            bytes_received: f(i.bytes_received),
-            bytes_retrans: f(i.bytes_retrans),
-            segs_out: i.segs_out,
-            segs_in: i.segs_in,
-            delivered: i.delivered,
-            notsent_bytes: i.notsent_bytes,
-            busy_time_us: f(i.busy_time_us),
+/// The core snapshot through its serde form (the fields `TcpInfo` declares),
+/// with the named CA state; the kernel's "unlimited" pacing rate
+/// (`u64::MAX`) becomes `Infinity`.
+fn info_js(i: &CoreInfo) -> R<TcpInfo> {
+    let mut t: TcpInfo = via_serde(i)?;
+    t.ca_state = i.ca_state().name().into();
+    for r in [
+        &mut t.pacing_rate_bytes_per_s,
+        &mut t.max_pacing_rate_bytes_per_s,
+    ] {
+        if *r == Some(u64::MAX as f64) {
+            *r = Some(f64::INFINITY);
         }
     }
+    Ok(t)
 }
 
 /// `TCP_INFO` of the TCP socket `fd`.
 #[napi]
 pub fn tcp_info(fd: i32) -> napi::Result<TcpInfo, Code> {
-    guard(|| Ok((&with_fd(fd, |f| sys::tcp_info(f))?).into()))
+    guard(|| info_js(&with_fd(fd, |f| sys::tcp_info(f))?))
 }
 
 /// Smoothed RTT of the live TCP connection `fd` from `TCP_INFO`, ns.
@@ -226,6 +151,7 @@ pub fn tcp_rtt_ns(fd: i32) -> napi::Result<f64, Code> {
 
 /// What happened on a connection between two sampler snapshots.
 #[napi(object)]
+#[derive(serde::Deserialize)]
 pub struct TcpInterval {
     /// CLOCK_MONOTONIC of the later snapshot, ns.
     pub at_ns: f64,
@@ -244,38 +170,12 @@ pub struct TcpInterval {
     pub cwnd: u32,
 }
 
-impl From<&CoreInterval> for TcpInterval {
-    fn from(i: &CoreInterval) -> Self {
-        Self {
-            at_ns: i.at_ns as f64,
-            interval_ns: i.interval_ns as f64,
-            acked_bytes: f(i.acked_bytes),
-            received_bytes: f(i.received_bytes),
-            acked_rate_bps: i.acked_rate_bps,
-            received_rate_bps: i.received_rate_bps,
-            rtt_ns: i.rtt_ns as f64,
-            rttvar_ns: i.rttvar_ns as f64,
-            min_rtt_ns: f(i.min_rtt_ns),
-            retrans_segs: i.retrans_segs,
-            cwnd: i.cwnd,
-        }
-    }
-}
-
-struct Fd(RawFd);
-impl AsFd for Fd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: non-negative (checked); a closed number only makes getsockopt fail.
-        unsafe { BorrowedFd::borrow_raw(self.0) }
-    }
-}
-
 /// Polls `TCP_INFO` of one socket. `sample()` returns the interval since the
 /// previous call (throughput, RTT), or `null` when no time elapsed. Keep the
 /// socket open while sampling. Sampling is one `getsockopt`: synchronous.
 #[napi]
 pub struct TcpInfoSampler {
-    inner: CoreSampler<Fd>,
+    inner: CoreSampler<RawSock>,
 }
 
 #[napi]
@@ -283,13 +183,9 @@ impl TcpInfoSampler {
     #[napi(constructor)]
     pub fn new(fd: i32) -> napi::Result<Self, Code> {
         guard(|| {
-            if fd < 0 {
-                return Err(invalid(format!(
-                    "file descriptor {fd} is negative; pass an open TCP socket (net.Socket: socket._handle.fd)"
-                )));
-            }
+            let fd = RawSock::new(fd).map_err(to_js)?;
             Ok(Self {
-                inner: CoreSampler::new(Fd(fd)).map_err(to_js)?,
+                inner: CoreSampler::new(fd).map_err(to_js)?,
             })
         })
     }
@@ -297,7 +193,14 @@ impl TcpInfoSampler {
     /// The interval since the previous snapshot, or null.
     #[napi]
     pub fn sample(&mut self) -> napi::Result<Option<TcpInterval>, Code> {
-        guard(|| Ok(self.inner.sample().map_err(to_js)?.as_ref().map(Into::into)))
+        guard(|| {
+            self.inner
+                .sample()
+                .map_err(to_js)?
+                .as_ref()
+                .map(via_serde)
+                .transpose()
+        })
     }
 }
 
@@ -352,12 +255,8 @@ impl From<&TxTimeSupport> for TxTimeInfo {
 #[napi]
 pub fn detect_txtime(dst: String) -> napi::Result<TxTimeInfo, Code> {
     guard(|| {
-        let ip: IpAddr = dst.parse().map_err(|_| {
-            invalid(format!(
-                "dst {dst:?} is not an IP address; write e.g. \"10.0.0.2\""
-            ))
-        })?;
-        let sock = bind_udp(None, Some(ip))?;
+        let ip = parse_ip(&dst, "dst").map_err(to_js)?;
+        let sock = bind_udp(None, Some(ip)).map_err(to_js)?;
         Ok((&qdisc::detect_txtime(&sock, ip).map_err(to_js)?).into())
     })
 }
@@ -405,34 +304,6 @@ pub struct TrainReport {
     pub tx_stamped_mask: Vec<bool>,
 }
 
-pub struct Train {
-    backend: &'static str,
-    r: TrainReport0,
-}
-
-/// `TrainReport` without JS types, built on the worker thread.
-pub struct TrainReport0 {
-    train_id: u32,
-    start_ns: u64,
-    rebases: u32,
-    max_lateness_ns: u64,
-    sched_fifo: bool,
-    tx_stamped: usize,
-    refused: u32,
-    seq: Vec<u32>,
-    scheduled: Vec<f64>,
-    departure: Vec<f64>,
-    sent: Vec<f64>,
-    stamped: Vec<bool>,
-}
-
-fn backend_name(b: Backend) -> &'static str {
-    match b {
-        Backend::TxTime { .. } => "txtime",
-        Backend::UserSpace => "userspace",
-    }
-}
-
 /// A paced UDP sender toward `dst` ("ip:port") for probe trains and
 /// p-streams: SO_TXTIME when the egress qdisc enforces it, else a user-space
 /// pacer (absolute deadlines, sleep then spin). `sendTrain` runs off the
@@ -442,8 +313,7 @@ pub struct PacedSender {
     /// The core report is reused across trains (no allocation once sized).
     inner: Arc<Mutex<(CoreSender, CoreReport)>>,
     backend: &'static str,
-    txtime: Option<TxTimeSupport>,
-    detect_error: Option<String>,
+    txtime: TxTimeSupport,
 }
 
 #[napi]
@@ -452,28 +322,13 @@ impl PacedSender {
     pub fn new(dst: String, options: Option<SenderOptions>) -> napi::Result<Self, Code> {
         guard(|| {
             let o = options.unwrap_or_default();
-            let dst = sock_addr(&dst, "dst")?;
+            let dst = parse_sock_addr(&dst, "dst").map_err(to_js)?;
             let d = SenderConfig::default();
             let cfg = SenderConfig {
-                backend: match o.backend.as_deref().unwrap_or("auto") {
-                    "auto" => BackendChoice::Auto,
-                    "userspace" => BackendChoice::UserSpace,
-                    "txtime" => BackendChoice::TxTime,
-                    b => {
-                        return Err(invalid(format!(
-                            "backend {b:?} is unknown; use \"auto\", \"userspace\" or \"txtime\""
-                        )))
-                    }
-                },
-                catch_up: match o.catch_up.as_deref().unwrap_or("rebase") {
-                    "rebase" => CatchUp::Rebase,
-                    "burst" => CatchUp::Burst,
-                    c => {
-                        return Err(invalid(format!(
-                            "catchUp {c:?} is unknown; use \"rebase\" or \"burst\""
-                        )))
-                    }
-                },
+                backend: BackendChoice::parse("backend", o.backend.as_deref().unwrap_or("auto"))
+                    .map_err(to_js)?,
+                catch_up: CatchUp::parse("catchUp", o.catch_up.as_deref().unwrap_or("rebase"))
+                    .map_err(to_js)?,
                 sched_fifo: o.sched_fifo.unwrap_or(false),
                 spin_ns: o
                     .spin_ns
@@ -483,13 +338,12 @@ impl PacedSender {
                 tx_timestamps: o.tx_timestamps.unwrap_or(true),
                 ..d
             };
-            let sock = bind_udp(o.bind.as_deref(), Some(dst.ip()))?;
+            let sock = bind_udp(o.bind.as_deref(), Some(dst.ip())).map_err(to_js)?;
             let s = CoreSender::new(sock, dst, o.payload_max.unwrap_or(1472) as usize, cfg)
                 .map_err(to_js)?;
             Ok(Self {
-                backend: backend_name(s.backend()),
-                txtime: s.txtime_support().cloned(),
-                detect_error: s.detection_error().map(str::to_owned),
+                backend: s.backend().name(),
+                txtime: s.txtime_report(),
                 inner: Arc::new(Mutex::new((s, CoreReport::default()))),
             })
         })
@@ -501,20 +355,11 @@ impl PacedSender {
         self.backend.into()
     }
 
-    /// Why this backend: the SO_TXTIME detection (or `{enforced: false,
-    /// reason: <detection error>}` when detection failed).
+    /// Why this backend: the SO_TXTIME detection (when detection itself
+    /// failed, not enforced, with the failure as the reason).
     #[napi(getter)]
     pub fn txtime(&self) -> TxTimeInfo {
-        match &self.txtime {
-            Some(t) => t.into(),
-            None => TxTimeInfo {
-                enforced: false,
-                device: String::new(),
-                root_qdisc: String::new(),
-                clockid: None,
-                reason: self.detect_error.clone().unwrap_or_default(),
-            },
-        }
+        (&self.txtime).into()
     }
 
     /// Send one train: packet i leaves at start + `scheduleNs[i]` (ns offsets,
@@ -545,7 +390,7 @@ pub struct SendTrain {
 }
 
 impl Task for SendTrain {
-    type Output = R<Train>;
+    type Output = R<CoreReport>;
     type JsValue = TrainReport;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
@@ -563,46 +408,30 @@ impl Task for SendTrain {
             let (s, r) = &mut *g;
             s.send_train(&sched, self.payload_len, self.train_id, r)
                 .map_err(to_js)?;
-            let p = &r.packets;
-            Ok(Train {
-                backend: backend_name(r.backend.unwrap_or(Backend::UserSpace)),
-                r: TrainReport0 {
-                    train_id: r.train_id,
-                    start_ns: r.start_mono_ns,
-                    rebases: r.rebases,
-                    max_lateness_ns: r.max_lateness_ns,
-                    sched_fifo: r.sched_fifo,
-                    tx_stamped: r.tx_stamped,
-                    refused: r.refused,
-                    seq: p.iter().map(|x| x.seq).collect(),
-                    scheduled: p.iter().map(|x| x.scheduled_mono_ns as f64).collect(),
-                    departure: p.iter().map(|x| x.departure().0 as f64).collect(),
-                    sent: p.iter().map(|x| x.sent_mono_ns as f64).collect(),
-                    stamped: p
-                        .iter()
-                        .map(|x| x.departure().1 == DepartureSource::TxSoftwareStamp)
-                        .collect(),
-                },
-            })
+            Ok(r.clone())
         })
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        let f64s = |v: Vec<u64>| Float64Array::new(v.into_iter().map(|x| x as f64).collect());
         match output {
-            Ok(Train { backend, r }) => Ok(TrainReport {
-                backend: backend.into(),
-                train_id: r.train_id,
-                start_ns: r.start_ns as f64,
-                rebases: r.rebases,
-                max_lateness_ns: r.max_lateness_ns as f64,
-                sched_fifo: r.sched_fifo,
-                tx_stamped: r.tx_stamped as u32,
-                refused: r.refused,
-                seq: r.seq,
-                scheduled_ns: Float64Array::new(r.scheduled),
-                departure_ns: Float64Array::new(r.departure),
-                sent_ns: Float64Array::new(r.sent),
-                tx_stamped_mask: r.stamped,
+            Ok(r) => Ok({
+                let c = r.columns();
+                TrainReport {
+                    backend: r.backend_name().into(),
+                    train_id: r.train_id,
+                    start_ns: r.start_mono_ns as f64,
+                    rebases: r.rebases,
+                    max_lateness_ns: r.max_lateness_ns as f64,
+                    sched_fifo: r.sched_fifo,
+                    tx_stamped: r.tx_stamped as u32,
+                    refused: r.refused,
+                    seq: c.seq,
+                    scheduled_ns: f64s(c.scheduled_ns),
+                    departure_ns: f64s(c.departure_ns),
+                    sent_ns: f64s(c.sent_ns),
+                    tx_stamped_mask: c.tx_stamped,
+                }
             }),
             Err(e) => Err(coded_error_value(env, e)),
         }
@@ -640,7 +469,8 @@ impl ProbeReceiver {
     #[napi(constructor)]
     pub fn new(bind: Option<String>, buf_len: Option<u32>) -> napi::Result<Self, Code> {
         guard(|| {
-            let sock = bind_udp(Some(bind.as_deref().unwrap_or("127.0.0.1:0")), None)?;
+            let sock =
+                bind_udp(Some(bind.as_deref().unwrap_or("127.0.0.1:0")), None).map_err(to_js)?;
             let port = sock
                 .local_addr()
                 .map_err(|e| to_js(opsel::Error::io("getsockname of the receiver socket", e)))?
@@ -679,7 +509,7 @@ pub struct RecvTrain {
 }
 
 impl Task for RecvTrain {
-    type Output = R<Vec<RxRecord>>;
+    type Output = R<RxColumns>;
     type JsValue = RxTrain;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
@@ -702,23 +532,25 @@ impl Task for RecvTrain {
                 recs,
             )
             .map_err(to_js)?;
-            Ok(recs.clone())
+            Ok(RxColumns::of(recs))
         })
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
         match output {
-            Ok(r) => Ok(RxTrain {
-                seq: r.iter().map(|x| x.seq).collect(),
-                train_id: r.iter().map(|x| x.train_id).collect(),
-                sched_offset_ns: Float64Array::new(
-                    r.iter().map(|x| x.sched_offset_ns as f64).collect(),
-                ),
-                send_ns: Float64Array::new(r.iter().map(|x| x.send_mono_ns as f64).collect()),
-                rx_ns: Float64Array::new(r.iter().map(|x| x.rx_mono_ns() as f64).collect()),
-                rx_kernel_mask: r.iter().map(|x| x.rx_kernel_mono_ns.is_some()).collect(),
-                len: r.iter().map(|x| x.len as u32).collect(),
-            }),
+            Ok(r) => {
+                let f64s =
+                    |v: Vec<u64>| Float64Array::new(v.into_iter().map(|x| x as f64).collect());
+                Ok(RxTrain {
+                    seq: r.seq,
+                    train_id: r.train_id,
+                    sched_offset_ns: f64s(r.sched_offset_ns),
+                    send_ns: f64s(r.send_ns),
+                    rx_ns: f64s(r.rx_ns),
+                    rx_kernel_mask: r.rx_kernel,
+                    len: r.len.into_iter().map(|l| l as u32).collect(),
+                })
+            }
             Err(e) => Err(coded_error_value(env, e)),
         }
     }
@@ -745,33 +577,13 @@ pub struct Burst {
     pub lost: u32,
 }
 
-enum Prober {
-    Icmp(CoreIcmp),
-    Udp(CoreUdp),
-}
-
-impl EchoProbe for Prober {
-    fn send_echo(&mut self, seq: u16) -> opsel::Result<u64> {
-        match self {
-            Prober::Icmp(p) => p.send_echo(seq),
-            Prober::Udp(p) => p.send_echo(seq),
-        }
-    }
-    fn recv_reply(&mut self, timeout: Duration) -> opsel::Result<Option<(u16, u64)>> {
-        match self {
-            Prober::Icmp(p) => p.recv_reply(timeout),
-            Prober::Udp(p) => p.recv_reply(timeout),
-        }
-    }
-}
-
 /// The work of `burst()`.
 pub struct EchoBurst {
-    inner: Arc<Mutex<(Prober, u16)>>,
+    inner: Arc<Mutex<EchoProber>>,
     cfg: R<BurstConfig>,
 }
 
-fn burst_task(inner: &Arc<Mutex<(Prober, u16)>>, o: Option<BurstOptions>) -> AsyncTask<EchoBurst> {
+fn burst_task(inner: &Arc<Mutex<EchoProber>>, o: Option<BurstOptions>) -> AsyncTask<EchoBurst> {
     let o = o.unwrap_or_default();
     let d = BurstConfig::default();
     let cfg = (|| {
@@ -812,10 +624,7 @@ impl Task for EchoBurst {
                 .inner
                 .lock()
                 .map_err(|_| invalid("prober is poisoned by an earlier panic"))?;
-            let (p, seq) = &mut *g;
-            let seq0 = *seq;
-            *seq = seq.wrapping_add(cfg.count);
-            rtt::echo_burst(p, cfg, seq0).map_err(to_js)
+            g.burst(cfg).map_err(to_js)
         })
     }
 
@@ -823,12 +632,7 @@ impl Task for EchoBurst {
         match output {
             Ok(b) => Ok(Burst {
                 start_ns: b.start_mono_ns as f64,
-                rtts_ms: Float64Array::new(
-                    b.rtts_ns
-                        .iter()
-                        .map(|r| r.map_or(f64::NAN, |ns| ns as f64 / 1e6))
-                        .collect(),
-                ),
+                rtts_ms: Float64Array::new(b.rtts_ms().collect()),
                 mean_rtt_ms: b.mean_rtt_ms(),
                 lost: b.lost() as u32,
             }),
@@ -842,7 +646,7 @@ impl Task for EchoBurst {
 /// (CAP_NET_RAW); otherwise the constructor throws `OPSEL_PERMISSION`.
 #[napi]
 pub struct IcmpProber {
-    inner: Arc<Mutex<(Prober, u16)>>,
+    inner: Arc<Mutex<EchoProber>>,
     kind: &'static str,
 }
 
@@ -851,19 +655,10 @@ impl IcmpProber {
     #[napi(constructor)]
     pub fn new(dst: String) -> napi::Result<Self, Code> {
         guard(|| {
-            let ip: Ipv4Addr = dst.parse().map_err(|_| {
-                invalid(format!(
-                    "dst {dst:?} is not an IPv4 address; write e.g. \"10.0.0.2\""
-                ))
-            })?;
-            let p = CoreIcmp::new(ip).map_err(to_js)?;
-            let kind = match p.kind() {
-                rtt::IcmpSocketKind::Ping => "ping",
-                rtt::IcmpSocketKind::Raw => "raw",
-            };
+            let p = EchoProber::icmp(parse_ipv4(&dst, "dst").map_err(to_js)?).map_err(to_js)?;
             Ok(Self {
-                inner: Arc::new(Mutex::new((Prober::Icmp(p), 0))),
-                kind,
+                kind: p.icmp_kind().map_or("udp", Named::name),
+                inner: Arc::new(Mutex::new(p)),
             })
         })
     }
@@ -884,7 +679,7 @@ impl IcmpProber {
 /// UDP echo prober toward a `UdpEchoResponder` (or any UDP echo service).
 #[napi]
 pub struct UdpEchoProber {
-    inner: Arc<Mutex<(Prober, u16)>>,
+    inner: Arc<Mutex<EchoProber>>,
 }
 
 #[napi]
@@ -893,13 +688,9 @@ impl UdpEchoProber {
     #[napi(constructor)]
     pub fn new(dst: String) -> napi::Result<Self, Code> {
         guard(|| {
-            let dst = sock_addr(&dst, "dst")?;
-            let sock = bind_udp(None, Some(dst.ip()))?;
+            let dst = parse_sock_addr(&dst, "dst").map_err(to_js)?;
             Ok(Self {
-                inner: Arc::new(Mutex::new((
-                    Prober::Udp(CoreUdp::new(sock, dst).map_err(to_js)?),
-                    0,
-                ))),
+                inner: Arc::new(Mutex::new(EchoProber::udp(dst).map_err(to_js)?)),
             })
         })
     }
@@ -929,7 +720,8 @@ impl UdpEchoResponder {
             if !(delay.is_finite() && (0.0..=60_000.0).contains(&delay)) {
                 return Err(invalid(format!("delayMs {delay} must be in [0, 60000]")));
             }
-            let sock = bind_udp(Some(bind.as_deref().unwrap_or("127.0.0.1:0")), None)?;
+            let sock =
+                bind_udp(Some(bind.as_deref().unwrap_or("127.0.0.1:0")), None).map_err(to_js)?;
             let r = rtt::UdpEchoResponder::spawn(sock, Duration::from_secs_f64(delay / 1e3))
                 .map_err(to_js)?;
             let port = r.local_addr().port();

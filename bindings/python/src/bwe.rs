@@ -2,15 +2,16 @@
 //! `opsel.pstream_send_gaps`, `opsel.BweMl`, `opsel.RateAdapter`, and the Ch 5
 //! baselines `opsel.bwe_trend` / `opsel.bwe_baseline` (core: `opsel::bwe`, document 001). Gaps are numpy float64 arrays in nanoseconds, rates bit/s.
 
-use crate::errors::{to_py, IntoPy};
+use crate::convert::invalid;
+use crate::errors::IntoPy;
 use numpy::{PyArray1, PyReadonlyArray1};
 use opsel::bwe::abest::{AbestConfig, AbestVariant};
 use opsel::bwe::adapter::{EtaParam, RateAdapter as CoreAdapter, RateAdapterConfig};
-use opsel::bwe::bass::{BassConfig, BassVariant, HeadSegment, TailSegment, WindowAlign};
+use opsel::bwe::bass::BassNames;
 use opsel::bwe::ml::MlEstimator;
-use opsel::bwe::pathload::{self, ImrWorkspace, Trend};
+use opsel::bwe::pathload::{self, Baseline, ImrWorkspace};
 use opsel::bwe::{self, EstimatorWorkspace, PStreamSpec};
-use opsel::Error;
+use opsel::names::Named;
 use pyo3::prelude::*;
 use std::sync::Mutex;
 
@@ -36,76 +37,6 @@ impl Abest {
             self.abest_bps, self.excursion_start, self.below_range, self.above_range
         )
     }
-}
-
-fn choice<T: Copy>(what: &str, v: &str, opts: &[(&str, T)]) -> PyResult<T> {
-    opts.iter()
-        .find(|(n, _)| *n == v)
-        .map(|(_, t)| *t)
-        .ok_or_else(|| {
-            let names: Vec<&str> = opts.iter().map(|(n, _)| *n).collect();
-            to_py(Error::invalid(format!(
-                "{what} {v:?} is unknown; use one of {names:?}"
-            )))
-        })
-}
-
-/// BASS settings from keyword arguments: `thresholds` "thesis" (ns) or "relative"
-/// (thesis values rescaled to the mean send gap, relative to `reference_gap_ns`).
-#[allow(clippy::too_many_arguments)]
-fn bass_config(
-    thresholds: &str,
-    reference_gap_ns: f64,
-    avg_window: usize,
-    window: &str,
-    head: &str,
-    tail: &str,
-    variant: &str,
-) -> PyResult<BassConfig> {
-    let mut c = match thresholds {
-        "thesis" => BassConfig::thesis(),
-        "relative" => BassConfig::thesis_relative(reference_gap_ns).py_err()?,
-        other => {
-            return Err(to_py(Error::invalid(format!(
-                "thresholds {other:?} is unknown; use \"thesis\" (ns) or \"relative\""
-            ))))
-        }
-    };
-    c.avg_window = avg_window;
-    c.window_align = choice(
-        "window",
-        window,
-        &[
-            ("trailing", WindowAlign::Trailing),
-            ("centred", WindowAlign::Centred),
-        ],
-    )?;
-    c.head = choice(
-        "head",
-        head,
-        &[
-            ("average", HeadSegment::Average),
-            ("keep", HeadSegment::Keep),
-        ],
-    )?;
-    c.tail = choice(
-        "tail",
-        tail,
-        &[
-            ("average", TailSegment::Average),
-            ("keep", TailSegment::Keep),
-        ],
-    )?;
-    c.variant = choice(
-        "variant",
-        variant,
-        &[
-            ("corrected", BassVariant::Corrected),
-            ("literal", BassVariant::Literal),
-        ],
-    )?;
-    c.validate().py_err()?;
-    Ok(c)
 }
 
 fn gaps(a: &PyReadonlyArray1<'_, f64>) -> Vec<f64> {
@@ -138,26 +69,21 @@ fn bwe_estimate(
 ) -> PyResult<Abest> {
     let spec = PStreamSpec::with_range(r_avg_bps, n_rates, packets_per_rate, range, packet_bytes)
         .py_err()?;
-    let bass = bass_config(
+    let bass = BassNames {
         thresholds,
         reference_gap_ns,
-        avg_window.unwrap_or(packets_per_rate),
+        avg_window: avg_window.unwrap_or(packets_per_rate),
         window,
         head,
         tail,
         variant,
-    )?;
+    }
+    .config()
+    .py_err()?;
     let ab = AbestConfig {
         epsilon_ns,
         min_excursion,
-        variant: choice(
-            "abest_variant",
-            abest_variant,
-            &[
-                ("corrected", AbestVariant::Corrected),
-                ("literal", AbestVariant::Literal),
-            ],
-        )?,
+        variant: AbestVariant::parse("abest_variant", abest_variant).py_err()?,
     };
     let (gs, gr) = (gaps(&send_gaps_ns), gaps(&recv_gaps_ns));
     let a = py
@@ -189,26 +115,20 @@ fn bwe_decide_single_rate(
     tail: &str,
     variant: &str,
 ) -> PyResult<bool> {
-    let bass = bass_config(
+    let bass = BassNames {
         thresholds,
         reference_gap_ns,
-        1,
-        "trailing",
+        avg_window: 1,
         head,
         tail,
         variant,
-    )?;
+        ..Default::default()
+    }
+    .config()
+    .py_err()?;
     let (gs, gr) = (gaps(&send_gaps_ns), gaps(&recv_gaps_ns));
     let mut ws = EstimatorWorkspace::new(gs.len().max(1));
     bwe::decide_single_rate(&gs, &gr, &bass, rel_tol, &mut ws).py_err()
-}
-
-fn trend_name(t: Trend) -> &'static str {
-    match t {
-        Trend::Increasing => "increasing",
-        Trend::NoTrend => "no_trend",
-        Trend::Ambiguous => "ambiguous",
-    }
 }
 
 /// Pathload's trend tests (001 §2.2.1.2) on one-way delays (any unit and offset):
@@ -221,7 +141,7 @@ fn bwe_trend(owd: PyReadonlyArray1<'_, f64>) -> PyResult<(&'static str, f64, f64
         pathload::pdt(&d).py_err()?,
         pathload::trend(&d).py_err()?,
     );
-    Ok((trend_name(t), c, p))
+    Ok((t.name(), c, p))
 }
 
 /// A single-rate baseline of 001 Ch 5 on one p-stream: one-way delays rebuilt from the
@@ -236,30 +156,11 @@ fn bwe_baseline(
     method: &str,
     levels: usize,
 ) -> PyResult<&'static str> {
-    #[derive(Clone, Copy)]
-    enum M {
-        Raw,
-        Avg,
-        Wavelet,
-    }
-    let m = choice(
-        "method",
-        method,
-        &[
-            ("pathload", M::Raw),
-            ("imr-avg", M::Avg),
-            ("imr-wavelet", M::Wavelet),
-        ],
-    )?;
+    let m = Baseline::parse("method", method).py_err()?;
     let (gs, gr) = (gaps(&send_gaps_ns), gaps(&recv_gaps_ns));
     let mut ws = ImrWorkspace::new(gs.len());
-    let t = match m {
-        M::Raw => pathload::pathload(&gs, &gr, &mut ws),
-        M::Avg => pathload::imr_avg(&gs, &gr, &mut ws),
-        M::Wavelet => pathload::imr_wavelet(&gs, &gr, levels, &mut ws),
-    }
-    .py_err()?;
-    Ok(trend_name(t))
+    let t = pathload::baseline(m, &gs, &gr, levels, &mut ws).py_err()?;
+    Ok(t.name())
 }
 
 /// The N_r probing rates (bit/s, lowest first) of a p-stream (001 §1.3).
@@ -318,7 +219,7 @@ impl BweMl {
                 n_packets,
             ),
             (None, Some(j)) => MlEstimator::for_json(j, n_packets),
-            _ => Err(Error::invalid(
+            _ => Err(opsel::Error::invalid(
                 "give exactly one of path= (model file) or json= (model JSON text)",
             )),
         }
@@ -346,7 +247,7 @@ impl BweMl {
         let mut m = self
             .ml
             .lock()
-            .map_err(|_| to_py(Error::invalid("BweMl lock poisoned by an earlier panic")))?;
+            .map_err(|_| invalid("BweMl lock poisoned by an earlier panic"))?;
         m.estimate(&gs, &gr, r_avg_bps).py_err()
     }
 }
@@ -373,14 +274,7 @@ impl RateAdapter {
         gamma: usize,
         loss_cut: f64,
     ) -> PyResult<Self> {
-        let param = choice(
-            "eta_param",
-            eta_param,
-            &[
-                ("formula", EtaParam::Formula),
-                ("tabulated", EtaParam::Tabulated),
-            ],
-        )?;
+        let param = EtaParam::parse("eta_param", eta_param).py_err()?;
         let a = CoreAdapter::new(RateAdapterConfig {
             init_bps,
             min_bps,

@@ -4,36 +4,12 @@
 //! through the core's serde types; outputs come back as dicts in the core's
 //! one serialized form (`opsel::dps::schema`).
 
+use crate::convert::{from_any, json_text, to_dict};
 use crate::errors::IntoPy;
-use crate::ops::{invalid, to_dict};
 use opsel::dps::{Agent, DpsSpec, Feedback};
 use opsel::fair::{Command, FairnessSpec, FlowId, FlowReport, Manager};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
-
-/// A dict (or JSON text) as JSON text, for a core `from_json`.
-fn json_text(v: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
-    if let Ok(s) = v.cast::<PyString>() {
-        return Ok(s.to_string());
-    }
-    if v.cast::<PyDict>().is_err() {
-        return Err(invalid(format!(
-            "{what} must be a dict or JSON text, got {}",
-            v.get_type().name()?
-        )));
-    }
-    v.py()
-        .import("json")?
-        .call_method1("dumps", (v,))
-        .and_then(|t| t.extract::<String>())
-        .map_err(|e| invalid(format!("{what} is not JSON-serialisable: {e}")))
-}
-
-/// A dict as a core serde value.
-fn from_dict<T: serde::de::DeserializeOwned>(v: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
-    let text = json_text(v, what)?;
-    serde_json::from_str(&text).map_err(|e| invalid(format!("bad {what}: {e}")))
-}
+use pyo3::types::PyDict;
 
 /// The DPS learner and selector of one flow (002 §4.4–4.6).
 ///
@@ -78,7 +54,7 @@ impl DpsAgent {
     /// One sample with every field (`at_ns`, `rtt_ms`, `delivery_rate_mbps`,
     /// `goodput_mbps`, `sending_rate_mbps`; missing ones are not counted).
     fn handle_feedback(&mut self, now_ns: u64, feedback: &Bound<'_, PyAny>) -> PyResult<()> {
-        let fb: Feedback = from_dict(feedback, "feedback")?;
+        let fb: Feedback = from_any(feedback, "feedback")?;
         self.inner.handle_feedback(now_ns, &fb).py_err()
     }
 
@@ -90,7 +66,7 @@ impl DpsAgent {
     /// A fairness manager's command (`{"cmd": "unlock", "state": [...]}`,
     /// `{"cmd": "lock"}`, `{"cmd": "violation", "state": [...]}`).
     fn handle_command(&mut self, now_ns: u64, command: &Bound<'_, PyAny>) -> PyResult<()> {
-        let cmd: Command = from_dict(command, "command")?;
+        let cmd: Command = from_any(command, "command")?;
         self.inner.handle_command(now_ns, &cmd).py_err()
     }
 
@@ -156,7 +132,7 @@ impl FairManager {
     #[pyo3(signature = (spec = None))]
     fn new(spec: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let spec: FairnessSpec = match spec {
-            Some(s) => from_dict(s, "fairness spec")?,
+            Some(s) => from_any(s, "fairness spec")?,
             None => FairnessSpec::default(),
         };
         Ok(Self {
@@ -176,13 +152,7 @@ impl FairManager {
     /// (`{"report": "learnt"}` or `{"report": "locked", "cca": "bbr"}`; a
     /// `kind` key is ignored).
     fn handle_report(&mut self, flow: FlowId, report: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut v: serde_json::Value = from_dict(report, "report")?;
-        // The agent's output carries the schema's `kind` tag; the report is the rest.
-        if let Some(o) = v.as_object_mut() {
-            o.remove("kind");
-        }
-        let r: FlowReport =
-            serde_json::from_value(v).map_err(|e| invalid(format!("bad report: {e}")))?;
+        let r = FlowReport::from_agent_output(from_any(report, "report")?).py_err()?;
         self.inner.handle_report(flow, &r).py_err()
     }
 

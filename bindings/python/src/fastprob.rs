@@ -5,18 +5,13 @@
 //! the core's serialized form (`{"decision": "continue" | "stop" |
 //! "forced_stop", "throughput_bps", "samples", "probe_ns", ...}`).
 
+use crate::convert::to_dict;
 use crate::errors::IntoPy;
 use opsel::fastprob::{FastProbModel as Core, Prober};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-fn to_dict<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyDict>> {
-    pythonize::pythonize(py, v)?
-        .cast_into::<PyDict>()
-        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("{e}")))
-}
 
 /// A trained FastProb model (per-length gate + regressor pairs, 004 §IV).
 #[pyclass(module = "opsel._opsel", name = "FastProbModel", frozen)]

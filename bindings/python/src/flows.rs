@@ -5,40 +5,14 @@
 //! core's serde types; results are dicts and lists in the core's serialized
 //! form (`pandas.json_normalize(day["prefix_flows"])` gives a table).
 
+use crate::convert::{from_any, invalid, spec_or_default, to_dict};
 use crate::errors::IntoPy;
-use crate::ops::{invalid, to_dict};
 use opsel::flows::decision_cache::{CacheSpec, Decision, DecisionCache as CoreCache};
 use opsel::flows::qos::{self, QosSpec, TcPlan};
 use opsel::flows::{AlphaAggregator, AlphaSpec, FlowRecord};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use std::net::IpAddr;
-
-/// A dict (or JSON text) as a core serde value.
-fn from_any<T: serde::de::DeserializeOwned>(v: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
-    let text = if let Ok(s) = v.cast::<PyString>() {
-        s.to_string()
-    } else if v.cast::<PyDict>().is_ok() {
-        v.py()
-            .import("json")?
-            .call_method1("dumps", (v,))?
-            .extract::<String>()?
-    } else {
-        return Err(invalid(format!(
-            "{what} must be a dict or JSON text, got {}",
-            v.get_type().name()?
-        )));
-    };
-    serde_json::from_str(&text).map_err(|e| invalid(format!("bad {what}: {e}")))
-}
-
-/// [`from_any`], with None giving the default.
-fn spec_or_default<T: serde::de::DeserializeOwned + Default>(
-    v: Option<&Bound<'_, PyAny>>,
-    what: &str,
-) -> PyResult<T> {
-    v.map_or_else(|| Ok(T::default()), |v| from_any(v, what))
-}
 
 fn addr(s: &str, what: &str) -> PyResult<IpAddr> {
     s.parse()
@@ -60,7 +34,7 @@ impl AlphaIdentifier {
     fn agg(&mut self) -> PyResult<&mut AlphaAggregator> {
         self.inner
             .as_mut()
-            .ok_or_else(|| invalid("finish() was called; make a new AlphaIdentifier".into()))
+            .ok_or_else(|| invalid("finish() was called; make a new AlphaIdentifier"))
     }
 }
 
@@ -156,7 +130,7 @@ impl AlphaIdentifier {
         let agg = self
             .inner
             .take()
-            .ok_or_else(|| invalid("finish() was already called".into()))?;
+            .ok_or_else(|| invalid("finish() was already called"))?;
         Ok(pythonize::pythonize(py, &agg.finish())?)
     }
 }

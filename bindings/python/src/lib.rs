@@ -4,14 +4,11 @@
 use pyo3::prelude::*;
 
 mod bwe;
-// Uses the dict conversions of `ops` (Linux-only with it).
-#[cfg(target_os = "linux")]
+mod convert;
 mod dps;
 mod dtw;
 mod errors;
 mod fastprob;
-// Uses the dict conversions of `ops` (Linux-only with it).
-#[cfg(target_os = "linux")]
 mod flows;
 mod knn;
 mod mix;
@@ -27,15 +24,15 @@ mod sys;
 fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", opsel::VERSION)?;
     bwe::register(m)?;
+    dps::register(m)?;
     dtw::register(m)?;
     fastprob::register(m)?;
+    flows::register(m)?;
     knn::register(m)?;
     mix::register(m)?;
     series::register(m)?;
     #[cfg(target_os = "linux")]
     {
-        dps::register(m)?;
-        flows::register(m)?;
         ops::register(m)?;
         ops_driver::register(m)?;
         sys::register(m)?;

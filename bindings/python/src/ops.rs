@@ -9,7 +9,8 @@
 //! last CCA, probes again next cycle) and the call that triggered it raises
 //! `OpselError` chained to the callable's exception.
 
-use crate::errors::{to_py, IntoPy};
+use crate::convert::{invalid, to_dict};
+use crate::errors::IntoPy;
 use crate::knn::Model;
 use opsel::model::KnnModelFile;
 use opsel::ops::{
@@ -103,7 +104,7 @@ impl std::ops::DerefMut for CtlGuard<'_> {
 /// - `cycles`: windows per decision, decided by the smallest sum of per-window
 ///   nearest class distances (default 1). `gate_margin` (with cycles >= 2):
 ///   the probe ends after the first window whose running min-sum margin
-///   reaches it (margin-gated probing; `python -m opsel.train gated`
+///   reaches it (margin-gated probing; `PYTHONPATH=research/ops python -m opsel_eval gated`
 ///   calibrates the margin). `progressive` with cycles > 1 does the same
 ///   with its `min_confidence`.
 /// - `check_model` (True): reject a model trained for another probing mode
@@ -115,10 +116,6 @@ pub struct Controller {
     inner: Mutex<Option<Ctl>>,
     classes: Vec<String>,
     raised: Arc<Mutex<Option<PyErr>>>,
-}
-
-pub(crate) fn invalid(msg: String) -> PyErr {
-    to_py(opsel::Error::invalid(msg))
 }
 
 pub(crate) fn secs_to_ns(s: f64, what: &str) -> PyResult<u64> {
@@ -155,12 +152,12 @@ impl Controller {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return Err(invalid(
-                "the controller is busy: a policy callback must not call back into its own controller".into(),
+                "the controller is busy: a policy callback must not call back into its own controller",
             )),
         };
         if g.is_none() {
             return Err(invalid(
-                "this controller was handed to an opsel.OpsDriver; use the driver's events and report".into(),
+                "this controller was handed to an opsel.OpsDriver; use the driver's events and report",
             ));
         }
         Ok(CtlGuard(g))
@@ -173,12 +170,12 @@ impl Controller {
         let mut g = self.lock()?;
         if g.phase() != Phase::Idle {
             return Err(invalid(
-                "the controller was already started; give the OpsDriver a fresh controller".into(),
+                "the controller was already started; give the OpsDriver a fresh controller",
             ));
         }
         let core =
             g.0.take()
-                .ok_or_else(|| invalid("the controller was already handed to a driver".into()))?;
+                .ok_or_else(|| invalid("the controller was already handed to a driver"))?;
         Ok((core, self.classes.clone(), Arc::clone(&self.raised)))
     }
 
@@ -204,18 +201,6 @@ impl Controller {
         }
         r.py_err()
     }
-}
-
-/// A core value as Python dicts, lists and numbers, through its serde form:
-/// the one schema of the CLI log, Python and Node (keys as the core names
-/// them, units in the names).
-pub(crate) fn to_dict<'py, T: serde::Serialize>(
-    py: Python<'py>,
-    v: &T,
-) -> PyResult<Bound<'py, PyDict>> {
-    pythonize::pythonize(py, v)?
-        .cast_into::<PyDict>()
-        .map_err(|e| invalid(format!("a core value did not convert to a dict: {e}")))
 }
 
 /// One controller output as a dict, with the class names (`label`, `leader`).

@@ -14,8 +14,9 @@
 //! re-raised as `OpselError` chained to it. `stop()` ends a run from another
 //! thread.
 
+use crate::convert::{invalid, to_dict};
 use crate::errors::{to_py, IntoPy};
-use crate::ops::{invalid, secs_to_ns, to_dict, AnyPolicy, Controller};
+use crate::ops::{secs_to_ns, AnyPolicy, Controller};
 use crate::sys::fd_of;
 use opsel::ops::{Classifier, Event, Labeled};
 use opsel::probe::CcaName;
@@ -72,8 +73,6 @@ fn driver_config(kw: Option<&Bound<'_, PyDict>>) -> PyResult<DriverConfig> {
     }
     Ok(c)
 }
-
-/// `"HOST:PORT"` or `"udp:HOST:PORT"` (UDP echo), `"icmp:IPV4"` (ICMP echo).
 
 /// Where the first Python exception of a run lands (the driver stops).
 type Raised = Arc<Mutex<Option<(String, PyErr)>>>;
@@ -290,7 +289,7 @@ impl RunCtx {
                 py.import("opsel._errors")?
                     .getattr("OpselError")?
                     .cast_into()
-                    .map_err(|_| invalid("opsel._errors.OpselError is not a class".into()))?,
+                    .map_err(|_| invalid("opsel._errors.OpselError is not a class"))?,
                 format!("{what} raised {}; {outcome}", e.value(py).repr()?),
             );
             err.set_cause(py, Some(e));
@@ -398,7 +397,7 @@ impl OpsDriver {
         )?;
         ctx.sink.policy_raised = Some(Arc::clone(&self.policy_raised));
         let mut drv = self.inner.try_lock().map_err(|_| {
-            invalid("this driver is already running in another thread; one run per driver".into())
+            invalid("this driver is already running in another thread; one run per driver")
         })?;
         let drv: &mut Drv = &mut drv;
         let (fd, source, sink) = (ctx.fd, &mut ctx.source, &mut ctx.sink);

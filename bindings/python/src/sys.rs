@@ -9,23 +9,20 @@
 //! (`socket.socket`); opsel borrows them and never closes them. Calls that
 //! block (trains, bursts, receiving) release the GIL.
 
-use crate::errors::{to_py, IntoPy};
+use crate::convert::{invalid, to_dict};
+use crate::errors::IntoPy;
 use numpy::PyArray1;
+use opsel::names::Named;
 use opsel::sys::linux::{
-    self as sys,
-    qdisc::{self, TxTimeSupport},
-    receiver::{ProbeReceiver as CoreReceiver, RxRecord},
-    rtt::{self, BurstConfig, EchoProbe, IcmpProber as CoreIcmp, UdpEchoProber as CoreUdp},
-    sender::{
-        Backend, BackendChoice, CatchUp, DepartureSource, PacedSender as CoreSender, SenderConfig,
-        TrainReport,
-    },
-    TcpInfo, TcpInfoSampler as CoreSampler, TcpInterval,
+    self as sys, bind_udp, parse_ip, parse_ipv4, parse_sock_addr, qdisc,
+    receiver::{ProbeReceiver as CoreReceiver, RxColumns, RxRecord},
+    rtt::{self, BurstConfig, EchoProber},
+    sender::{BackendChoice, CatchUp, PacedSender as CoreSender, SenderConfig, TrainReport},
+    RawSock, TcpInfo, TcpInfoSampler as CoreSampler,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -33,17 +30,17 @@ use std::time::Duration;
 pub(crate) fn fd_of(sock: &Bound<'_, PyAny>) -> PyResult<RawFd> {
     if let Ok(fd) = sock.extract::<i64>() {
         return RawFd::try_from(fd).map_err(|_| {
-            to_py(opsel::Error::invalid(format!(
+            invalid(format!(
                 "file descriptor {fd} is out of range; pass an open socket or its fileno()"
-            )))
+            ))
         });
     }
     match sock.call_method0("fileno") {
         Ok(v) => v.extract::<RawFd>(),
-        Err(_) => Err(to_py(opsel::Error::invalid(format!(
+        Err(_) => Err(invalid(format!(
             "expected a socket (an object with fileno()) or an int descriptor, got {}",
             sock.get_type().name()?
-        )))),
+        ))),
     }
 }
 
@@ -52,26 +49,6 @@ fn with_fd<T>(
     f: impl FnOnce(BorrowedFd<'_>) -> opsel::Result<T>,
 ) -> PyResult<T> {
     sys::with_raw_fd(fd_of(sock)?, f).py_err()
-}
-
-fn sock_addr(s: &str, what: &str) -> PyResult<SocketAddr> {
-    s.parse().map_err(|_| {
-        to_py(opsel::Error::invalid(format!(
-            "{what} {s:?} is not an address with a port; write e.g. \"127.0.0.1:9000\" or \"[::1]:9000\""
-        )))
-    })
-}
-
-fn bind_udp(bind: Option<&str>, peer: Option<IpAddr>) -> PyResult<UdpSocket> {
-    let addr = match bind {
-        Some(b) => sock_addr(b, "bind")?,
-        None => match peer {
-            Some(IpAddr::V6(_)) => "[::]:0".parse().unwrap(),
-            _ => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
-        },
-    };
-    UdpSocket::bind(addr)
-        .map_err(|e| to_py(opsel::Error::io(format!("bind UDP socket to {addr}"), e)))
 }
 
 // ---------------------------------------------------------------- CCA ---
@@ -105,104 +82,10 @@ fn set_cca(sock: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
 
 // ----------------------------------------------------------- TCP_INFO ---
 
+/// The snapshot's serde form plus the named congestion-avoidance state.
 fn info_dict<'py>(py: Python<'py>, i: &TcpInfo) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    macro_rules! put {
-        ($($f:ident),*) => { $( d.set_item(stringify!($f), i.$f)?; )* };
-    }
-    put!(
-        len,
-        state,
-        ca_state_raw,
-        retransmits,
-        probes,
-        backoff,
-        options,
-        snd_wscale,
-        rcv_wscale,
-        delivery_rate_app_limited,
-        rto_us,
-        ato_us,
-        snd_mss,
-        rcv_mss,
-        unacked,
-        sacked,
-        lost,
-        retrans,
-        last_data_sent_ms,
-        last_ack_sent_ms,
-        last_data_recv_ms,
-        last_ack_recv_ms,
-        pmtu,
-        rcv_ssthresh,
-        rtt_us,
-        rttvar_us,
-        snd_ssthresh,
-        snd_cwnd,
-        advmss,
-        reordering,
-        rcv_rtt_us,
-        rcv_space,
-        total_retrans,
-        pacing_rate_bytes_per_s,
-        max_pacing_rate_bytes_per_s,
-        bytes_acked,
-        bytes_received,
-        segs_out,
-        segs_in,
-        notsent_bytes,
-        min_rtt_us,
-        data_segs_in,
-        data_segs_out,
-        delivery_rate_bytes_per_s,
-        busy_time_us,
-        rwnd_limited_us,
-        sndbuf_limited_us,
-        delivered,
-        delivered_ce,
-        bytes_sent,
-        bytes_retrans,
-        dsack_dups,
-        reord_seen,
-        rcv_ooopack,
-        snd_wnd,
-        rcv_wnd,
-        rehash,
-        total_rto,
-        total_rto_recoveries,
-        total_rto_time_ms
-    );
-    use opsel::sys::linux::tcp_info::CaState;
-    let ca = match i.ca_state() {
-        CaState::Open => "open",
-        CaState::Disorder => "disorder",
-        CaState::Cwr => "cwr",
-        CaState::Recovery => "recovery",
-        CaState::Loss => "loss",
-        CaState::Other(_) => "other",
-    };
-    d.set_item("ca_state", ca)?;
-    Ok(d)
-}
-
-fn interval_dict<'py>(py: Python<'py>, i: &TcpInterval) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    macro_rules! put {
-        ($($f:ident),*) => { $( d.set_item(stringify!($f), i.$f)?; )* };
-    }
-    put!(
-        at_ns,
-        interval_ns,
-        acked_bytes,
-        received_bytes,
-        acked_rate_bps,
-        received_rate_bps,
-        rtt_ns,
-        rttvar_ns,
-        min_rtt_ns,
-        retrans_segs,
-        cwnd
-    );
+    let d = to_dict(py, i)?;
+    d.set_item("ca_state", i.ca_state().name())?;
     Ok(d)
 }
 
@@ -220,34 +103,21 @@ fn tcp_rtt_ns(sock: &Bound<'_, PyAny>) -> PyResult<u64> {
     with_fd(sock, |f| rtt::tcp_rtt_ns(f))
 }
 
-struct Fd(RawFd);
-impl AsFd for Fd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: non-negative (checked); a closed number only makes getsockopt fail.
-        unsafe { BorrowedFd::borrow_raw(self.0) }
-    }
-}
-
 /// Polls TCP_INFO of one socket: `sample()` returns the interval since the
 /// previous call (throughput from bytes acked/received, RTT) or None when no
 /// time elapsed. Keep the socket open while the sampler is used.
 #[pyclass(module = "opsel")]
 struct TcpInfoSampler {
-    inner: Mutex<CoreSampler<Fd>>,
+    inner: Mutex<CoreSampler<RawSock>>,
 }
 
 #[pymethods]
 impl TcpInfoSampler {
     #[new]
     fn new(sock: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let fd = fd_of(sock)?;
-        if fd < 0 {
-            return Err(to_py(opsel::Error::invalid(format!(
-                "file descriptor {fd} is negative; pass an open TCP socket"
-            ))));
-        }
+        let fd = RawSock::new(fd_of(sock)?).py_err()?;
         Ok(Self {
-            inner: Mutex::new(CoreSampler::new(Fd(fd)).py_err()?),
+            inner: Mutex::new(CoreSampler::new(fd).py_err()?),
         })
     }
 
@@ -259,7 +129,7 @@ impl TcpInfoSampler {
             .unwrap_or_else(|p| p.into_inner())
             .sample()
             .py_err()?;
-        r.map(|i| interval_dict(py, &i)).transpose()
+        r.map(|i| to_dict(py, &i)).transpose()
     }
 
     /// The last snapshot as a dict.
@@ -286,30 +156,16 @@ fn get_max_pacing_rate(sock: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
 
 // ------------------------------------------------------------ SO_TXTIME ---
 
-fn txtime_dict<'py>(py: Python<'py>, t: &TxTimeSupport) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("enforced", t.enforced)?;
-    d.set_item("device", &t.device)?;
-    d.set_item("root_qdisc", &t.root_qdisc)?;
-    d.set_item("clockid", t.clockid)?;
-    d.set_item("reason", &t.reason)?;
-    Ok(d)
-}
-
 /// Whether SO_TXTIME launch times would be enforced for packets to the IP
 /// address `dst` (fq or etf on the egress device; the setsockopt return code
 /// alone proves nothing). Returns a dict: enforced, device, root_qdisc,
 /// clockid, reason.
 #[pyfunction]
 fn detect_txtime<'py>(py: Python<'py>, dst: &str) -> PyResult<Bound<'py, PyDict>> {
-    let ip: IpAddr = dst.parse().map_err(|_| {
-        to_py(opsel::Error::invalid(format!(
-            "dst {dst:?} is not an IP address; write e.g. \"10.0.0.2\""
-        )))
-    })?;
-    let sock = bind_udp(None, Some(ip))?;
+    let ip = parse_ip(dst, "dst").py_err()?;
+    let sock = bind_udp(None, Some(ip)).py_err()?;
     let t = py.detach(|| qdisc::detect_txtime(&sock, ip)).py_err()?;
-    txtime_dict(py, &t)
+    to_dict(py, &t)
 }
 
 // ----------------------------------------------------------- sender ---
@@ -320,9 +176,9 @@ fn u64s(values: Vec<i64>, what: &str) -> PyResult<Vec<u64>> {
         .enumerate()
         .map(|(i, &v)| {
             u64::try_from(v).map_err(|_| {
-                to_py(opsel::Error::invalid(format!(
+                invalid(format!(
                     "{what}[{i}] = {v} is negative; departure offsets are ns >= 0"
-                )))
+                ))
             })
         })
         .collect()
@@ -339,33 +195,8 @@ struct PacedSender {
     /// holding the GIL never waits for a thread that needs it back.
     inner: Mutex<(CoreSender, TrainReport)>,
     backend: &'static str,
-    txtime: Option<TxTimeSupport>,
-    detect_error: Option<String>,
+    txtime: qdisc::TxTimeSupport,
     tx_timestamping: bool,
-}
-
-/// A train's report copied out of the sender while the GIL is released.
-struct TrainOut {
-    backend: &'static str,
-    train_id: u32,
-    start_ns: u64,
-    rebases: u32,
-    max_lateness_ns: u64,
-    sched_fifo: bool,
-    tx_stamped: usize,
-    refused: u32,
-    seq: Vec<u32>,
-    scheduled: Vec<u64>,
-    departure: Vec<u64>,
-    sent: Vec<u64>,
-    stamped: Vec<bool>,
-}
-
-fn backend_name(b: Backend) -> &'static str {
-    match b {
-        Backend::TxTime { .. } => "txtime",
-        Backend::UserSpace => "userspace",
-    }
 }
 
 #[pymethods]
@@ -386,28 +217,11 @@ impl PacedSender {
         tx_timestamps: bool,
         start_delay_ns: Option<u64>,
     ) -> PyResult<Self> {
-        let dst = sock_addr(dst, "dst")?;
+        let dst = parse_sock_addr(dst, "dst").py_err()?;
         let d = SenderConfig::default();
         let cfg = SenderConfig {
-            backend: match backend {
-                "auto" => BackendChoice::Auto,
-                "userspace" => BackendChoice::UserSpace,
-                "txtime" => BackendChoice::TxTime,
-                b => {
-                    return Err(to_py(opsel::Error::invalid(format!(
-                        "backend {b:?} is unknown; use \"auto\", \"userspace\" or \"txtime\""
-                    ))))
-                }
-            },
-            catch_up: match catch_up {
-                "rebase" => CatchUp::Rebase,
-                "burst" => CatchUp::Burst,
-                c => {
-                    return Err(to_py(opsel::Error::invalid(format!(
-                        "catch_up {c:?} is unknown; use \"rebase\" or \"burst\""
-                    ))))
-                }
-            },
+            backend: BackendChoice::parse("backend", backend).py_err()?,
+            catch_up: CatchUp::parse("catch_up", catch_up).py_err()?,
             sched_fifo,
             spin_ns: spin_ns.unwrap_or(d.spin_ns),
             stall_ns: stall_ns.unwrap_or(d.stall_ns),
@@ -415,14 +229,13 @@ impl PacedSender {
             start_delay_ns: start_delay_ns.unwrap_or(d.start_delay_ns),
             ..d
         };
-        let sock = bind_udp(bind, Some(dst.ip()))?;
+        let sock = bind_udp(bind, Some(dst.ip())).py_err()?;
         let s = py
             .detach(|| CoreSender::new(sock, dst, payload_max, cfg))
             .py_err()?;
         Ok(Self {
-            backend: backend_name(s.backend()),
-            txtime: s.txtime_support().cloned(),
-            detect_error: s.detection_error().map(str::to_owned),
+            backend: s.backend().name(),
+            txtime: s.txtime_report(),
             tx_timestamping: s.tx_timestamping(),
             inner: Mutex::new((s, TrainReport::default())),
         })
@@ -435,20 +248,11 @@ impl PacedSender {
     }
 
     /// Why this backend: the SO_TXTIME detection dict (enforced, device,
-    /// root_qdisc, clockid, reason), or {"enforced": False, "reason": <error>}
-    /// when detection itself failed.
+    /// root_qdisc, clockid, reason); when detection itself failed, not
+    /// enforced, with the failure as the reason.
     #[getter]
     fn txtime<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        match &self.txtime {
-            Some(t) => txtime_dict(py, t),
-            None => {
-                let d = PyDict::new(py);
-                d.set_item("enforced", false)?;
-                let why = self.detect_error.as_deref().unwrap_or("detection failed");
-                d.set_item("reason", why)?;
-                Ok(d)
-            }
-        }
+        to_dict(py, &self.txtime)
     }
 
     /// Whether software TX timestamps are enabled.
@@ -473,46 +277,30 @@ impl PacedSender {
         train_id: u32,
     ) -> PyResult<Bound<'py, PyDict>> {
         let sched = u64s(schedule_ns, "schedule_ns")?;
+        // Copy the report out under the lock, the GIL released (see `inner`).
         let r = py
             .detach(|| {
                 let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
                 let (s, r) = &mut *g;
                 s.send_train(&sched, payload_len, train_id, r)?;
-                let p = &r.packets;
-                Ok::<_, opsel::Error>(TrainOut {
-                    backend: backend_name(r.backend.unwrap_or(Backend::UserSpace)),
-                    train_id: r.train_id,
-                    start_ns: r.start_mono_ns,
-                    rebases: r.rebases,
-                    max_lateness_ns: r.max_lateness_ns,
-                    sched_fifo: r.sched_fifo,
-                    tx_stamped: r.tx_stamped,
-                    refused: r.refused,
-                    seq: p.iter().map(|x| x.seq).collect(),
-                    scheduled: p.iter().map(|x| x.scheduled_mono_ns).collect(),
-                    departure: p.iter().map(|x| x.departure().0).collect(),
-                    sent: p.iter().map(|x| x.sent_mono_ns).collect(),
-                    stamped: p
-                        .iter()
-                        .map(|x| x.departure().1 == DepartureSource::TxSoftwareStamp)
-                        .collect(),
-                })
+                Ok::<_, opsel::Error>(r.clone())
             })
             .py_err()?;
+        let c = r.columns();
         let d = PyDict::new(py);
-        d.set_item("backend", r.backend)?;
+        d.set_item("backend", r.backend_name())?;
         d.set_item("train_id", r.train_id)?;
-        d.set_item("start_ns", r.start_ns)?;
+        d.set_item("start_ns", r.start_mono_ns)?;
         d.set_item("rebases", r.rebases)?;
         d.set_item("max_lateness_ns", r.max_lateness_ns)?;
         d.set_item("sched_fifo", r.sched_fifo)?;
         d.set_item("tx_stamped", r.tx_stamped)?;
         d.set_item("refused", r.refused)?;
-        d.set_item("seq", PyArray1::from_vec(py, r.seq))?;
-        d.set_item("scheduled_ns", PyArray1::from_vec(py, r.scheduled))?;
-        d.set_item("departure_ns", PyArray1::from_vec(py, r.departure))?;
-        d.set_item("sent_ns", PyArray1::from_vec(py, r.sent))?;
-        d.set_item("tx_stamped_mask", PyArray1::from_vec(py, r.stamped))?;
+        d.set_item("seq", PyArray1::from_vec(py, c.seq))?;
+        d.set_item("scheduled_ns", PyArray1::from_vec(py, c.scheduled_ns))?;
+        d.set_item("departure_ns", PyArray1::from_vec(py, c.departure_ns))?;
+        d.set_item("sent_ns", PyArray1::from_vec(py, c.sent_ns))?;
+        d.set_item("tx_stamped_mask", PyArray1::from_vec(py, c.tx_stamped))?;
         Ok(d)
     }
 }
@@ -533,10 +321,11 @@ impl ProbeReceiver {
     #[new]
     #[pyo3(signature = (bind = "127.0.0.1:0", buf_len = 2048))]
     fn new(bind: &str, buf_len: usize) -> PyResult<Self> {
-        let sock = bind_udp(Some(bind), None)?;
+        let sock = bind_udp(Some(bind), None).py_err()?;
         let port = sock
             .local_addr()
-            .map_err(|e| to_py(opsel::Error::io("getsockname of the receiver socket", e)))?
+            .map_err(|e| opsel::Error::io("getsockname of the receiver socket", e))
+            .py_err()?
             .port();
         Ok(Self {
             inner: Mutex::new((CoreReceiver::new(sock, buf_len).py_err()?, Vec::new())),
@@ -562,9 +351,9 @@ impl ProbeReceiver {
         idle_s: f64,
     ) -> PyResult<Bound<'py, PyDict>> {
         if !(idle_s.is_finite() && (0.0..=3600.0).contains(&idle_s)) {
-            return Err(to_py(opsel::Error::invalid(format!(
+            return Err(invalid(format!(
                 "idle_s {idle_s} must be a number of seconds in [0, 3600]"
-            ))));
+            )));
         }
         // Lock with the GIL released (see PacedSender.inner); copy the records out.
         let r = py
@@ -573,44 +362,26 @@ impl ProbeReceiver {
                 let (rx, recs) = &mut *g;
                 recs.clear();
                 rx.recv_train(expected, Duration::from_secs_f64(idle_s), recs)?;
-                Ok::<_, opsel::Error>(recs.clone())
+                Ok::<_, opsel::Error>(RxColumns::of(recs))
             })
             .py_err()?;
         let d = PyDict::new(py);
-        d.set_item("seq", PyArray1::from_iter(py, r.iter().map(|x| x.seq)))?;
-        d.set_item(
-            "train_id",
-            PyArray1::from_iter(py, r.iter().map(|x| x.train_id)),
-        )?;
-        d.set_item(
-            "sched_offset_ns",
-            PyArray1::from_iter(py, r.iter().map(|x| x.sched_offset_ns)),
-        )?;
-        d.set_item(
-            "send_ns",
-            PyArray1::from_iter(py, r.iter().map(|x| x.send_mono_ns)),
-        )?;
-        d.set_item(
-            "rx_ns",
-            PyArray1::from_iter(py, r.iter().map(|x| x.rx_mono_ns())),
-        )?;
-        d.set_item(
-            "rx_kernel_mask",
-            PyArray1::from_iter(py, r.iter().map(|x| x.rx_kernel_mono_ns.is_some())),
-        )?;
-        d.set_item(
-            "len",
-            PyArray1::from_iter(py, r.iter().map(|x| x.len as u64)),
-        )?;
+        d.set_item("seq", PyArray1::from_vec(py, r.seq))?;
+        d.set_item("train_id", PyArray1::from_vec(py, r.train_id))?;
+        d.set_item("sched_offset_ns", PyArray1::from_vec(py, r.sched_offset_ns))?;
+        d.set_item("send_ns", PyArray1::from_vec(py, r.send_ns))?;
+        d.set_item("rx_ns", PyArray1::from_vec(py, r.rx_ns))?;
+        d.set_item("rx_kernel_mask", PyArray1::from_vec(py, r.rx_kernel))?;
+        d.set_item("len", PyArray1::from_vec(py, r.len))?;
         Ok(d)
     }
 }
 
 // -------------------------------------------------------------- RTT ---
 
-fn burst_dict<'py, P: EchoProbe + Send>(
+fn burst_dict<'py>(
     py: Python<'py>,
-    inner: &Mutex<(P, u16)>,
+    inner: &Mutex<EchoProber>,
     count: u16,
     interval_ns: u64,
     timeout_ns: u64,
@@ -622,25 +393,11 @@ fn burst_dict<'py, P: EchoProbe + Send>(
     };
     // Lock with the GIL released (see PacedSender.inner).
     let b = py
-        .detach(|| {
-            let mut g = inner.lock().unwrap_or_else(|p| p.into_inner());
-            let (probe, seq) = &mut *g;
-            let seq0 = *seq;
-            *seq = seq.wrapping_add(count);
-            rtt::echo_burst(probe, cfg, seq0)
-        })
+        .detach(|| inner.lock().unwrap_or_else(|p| p.into_inner()).burst(cfg))
         .py_err()?;
     let d = PyDict::new(py);
     d.set_item("start_ns", b.start_mono_ns)?;
-    d.set_item(
-        "rtts_ms",
-        PyArray1::from_iter(
-            py,
-            b.rtts_ns
-                .iter()
-                .map(|r| r.map_or(f64::NAN, |ns| ns as f64 / 1e6)),
-        ),
-    )?;
+    d.set_item("rtts_ms", PyArray1::from_iter(py, b.rtts_ms()))?;
     d.set_item("mean_rtt_ms", b.mean_rtt_ms())?;
     d.set_item("lost", b.lost())?;
     Ok(d)
@@ -651,7 +408,7 @@ fn burst_dict<'py, P: EchoProbe + Send>(
 /// (CAP_NET_RAW). `burst()` is one 000 §3.2 sample.
 #[pyclass(module = "opsel")]
 struct IcmpProber {
-    inner: Mutex<(CoreIcmp, u16)>,
+    inner: Mutex<EchoProber>,
     kind: &'static str,
 }
 
@@ -659,19 +416,10 @@ struct IcmpProber {
 impl IcmpProber {
     #[new]
     fn new(dst: &str) -> PyResult<Self> {
-        let ip: Ipv4Addr = dst.parse().map_err(|_| {
-            to_py(opsel::Error::invalid(format!(
-                "dst {dst:?} is not an IPv4 address; write e.g. \"10.0.0.2\""
-            )))
-        })?;
-        let p = CoreIcmp::new(ip).py_err()?;
-        let kind = match p.kind() {
-            rtt::IcmpSocketKind::Ping => "ping",
-            rtt::IcmpSocketKind::Raw => "raw",
-        };
+        let p = EchoProber::icmp(parse_ipv4(dst, "dst").py_err()?).py_err()?;
         Ok(Self {
-            inner: Mutex::new((p, 0)),
-            kind,
+            kind: p.icmp_kind().map_or("udp", Named::name),
+            inner: Mutex::new(p),
         })
     }
 
@@ -701,17 +449,16 @@ impl IcmpProber {
 /// `dst` ("ip:port").
 #[pyclass(module = "opsel")]
 struct UdpEchoProber {
-    inner: Mutex<(CoreUdp, u16)>,
+    inner: Mutex<EchoProber>,
 }
 
 #[pymethods]
 impl UdpEchoProber {
     #[new]
     fn new(dst: &str) -> PyResult<Self> {
-        let dst = sock_addr(dst, "dst")?;
-        let sock = bind_udp(None, Some(dst.ip()))?;
+        let p = EchoProber::udp(parse_sock_addr(dst, "dst").py_err()?).py_err()?;
         Ok(Self {
-            inner: Mutex::new((CoreUdp::new(sock, dst).py_err()?, 0)),
+            inner: Mutex::new(p),
         })
     }
 
@@ -743,11 +490,11 @@ impl UdpEchoResponder {
     #[pyo3(signature = (bind = "127.0.0.1:0", delay_s = 0.0))]
     fn new(bind: &str, delay_s: f64) -> PyResult<Self> {
         if !(delay_s.is_finite() && (0.0..=60.0).contains(&delay_s)) {
-            return Err(to_py(opsel::Error::invalid(format!(
+            return Err(invalid(format!(
                 "delay_s {delay_s} must be in [0, 60] seconds"
-            ))));
+            )));
         }
-        let sock = bind_udp(Some(bind), None)?;
+        let sock = bind_udp(Some(bind), None).py_err()?;
         let r = rtt::UdpEchoResponder::spawn(sock, Duration::from_secs_f64(delay_s)).py_err()?;
         let port = r.local_addr().port();
         Ok(Self {
@@ -769,7 +516,7 @@ impl UdpEchoResponder {
             .lock()
             .unwrap()
             .take()
-            .ok_or_else(|| to_py(opsel::Error::invalid("responder was already stopped")))?;
+            .ok_or_else(|| invalid("responder was already stopped"))?;
         py.detach(|| r.stop()).py_err()
     }
 

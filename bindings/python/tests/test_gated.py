@@ -1,4 +1,4 @@
-"""Margin-gated probing: ``opsel.train.gated`` decides like the Rust
+"""Margin-gated probing: ``opsel_eval.gated`` decides like the Rust
 controller run with ``cycles=N`` and progressive probing at window boundaries,
 both in the class and in the number of windows it takes."""
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import opsel
-from opsel.train import cycles as tc
-from opsel.train import gated
+from opsel_eval import cycles as tc
+from opsel_eval import gated
 
 CLASSES = list(tc.SIX_CLASSES)
 W = 20
@@ -73,14 +73,14 @@ def test_controller_refuses_a_gate_above_one():
 
 
 def test_stump_on_background_subtracts_the_transfers_own_flow():
-    from opsel.train.gated import stump_on_background as s
+    from opsel_eval.gated import stump_on_background as s
     assert s("B1-C1", "cubic") == "bbr" and s("B1-C1", "bbr") == "cubic"
     assert s("C1-C1", "cubic") == "cubic" and s("B1-B1", "bbr") == "bbr"
     assert s("B1-C0", "bbr") == "cubic" and s("B1-B1", "cubic") == "bbr"
 
 
 def test_replay_live_follows_the_logged_margins():
-    from opsel.train.gated import live_probes, replay_live
+    from opsel_eval.gated import live_probes, replay_live
     classes = ["B0-C0", "B0-C1", "B1-B1", "B1-C0", "B1-C1", "C1-C1"]
     w = lambda i, leader, m: {"window": i, "leader": classes.index(leader), "margin": m,
                               "class_index": 0, "distance": 1.0, "t_s": 0.0}

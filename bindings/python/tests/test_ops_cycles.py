@@ -1,7 +1,7 @@
 """Several cycles per decision through Python (issues #6/#7): the
 ``cycles`` keyword of ``opsel.Controller`` round-trips and is validated,
 the per-window ``cycle_classified`` events and the min-sum decision come
-out, and ``opsel.train.ops_cycles`` agrees with ``opsel.train.cycles.min_sum``."""
+out, and ``opsel_eval.ops_cycles`` agrees with ``opsel_eval.cycles.min_sum``."""
 
 import pathlib
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import opsel
-from opsel.train import cycles as tc
-from opsel.train import ops_cycles
+from opsel_eval import cycles as tc
+from opsel_eval import ops_cycles
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "tests" / "fixtures"
 MODEL_PATH = str(FIXTURES / "knn_golden.model.json")

@@ -12,8 +12,10 @@ import pytest
 
 import opsel
 from opsel import plot
-from opsel.train import classifier, cycles, diagnose, knn
+from opsel.train import classifier, knn
 from opsel.train import __main__ as cli
+from opsel_eval import __main__ as evaluation
+from opsel_eval import cycles, diagnose, plots
 from opsel.train.data import CSV_HEADER, SIX_CLASSES, dataset, find_traces, read_trace, trace_windows
 
 HERE = os.path.dirname(__file__)
@@ -382,7 +384,7 @@ def test_diagnose_on_the_fixture(active, passive, tmp_path):
     assert good["B0-C0"]["active"]["total_mbps"] == 0 and set(good["B1-C1"]["passive"]["per_flow_mbps"]) == {"bg0-bbr", "bg1-cubic"}
     md = "\n".join(diagnose.markdown(rep))
     assert "rows whose phase is not k mod P: 0" in md and "| C1-C1 |" in md
-    path = plot.segment_profile(rep["profile"], str(tmp_path / "seg.png"), title="t")
+    path = plots.segment_profile(rep["profile"], str(tmp_path / "seg.png"), title="t")
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="not an active trace"):
@@ -395,7 +397,7 @@ def test_cli_report_diagnose_and_cycles(tmp_path, capsys):
     models = tmp_path / "models"
     cli.main(["models", str(root), "--models", str(models), "--ws", "20", "--norm", "none"])
     out = tmp_path / "tables.md"
-    cli.main(["report", str(models), "--out", str(out), "--ws", "10,20", "--baseline-ws", "10", "--cycle-ns", "1,2",
+    evaluation.main(["report", str(models), "--out", str(out), "--ws", "10,20", "--baseline-ws", "10", "--cycle-ns", "1,2",
               "--only", "active-s5c5s5b5", "--figures", str(tmp_path / "fig"), "--json", str(tmp_path / "t.json")])
     md = out.read_text()
     assert "## active probing, pattern S5-C5-S5-B5 (default)" in md and "## passive probing" not in md
@@ -404,14 +406,14 @@ def test_cli_report_diagnose_and_cycles(tmp_path, capsys):
     assert (tmp_path / "fig" / "classifier-active-s5c5s5b5-segments.png").exists()
     rep = json.loads((tmp_path / "t.json").read_text())
     assert {r["decision"] for r in rep["active-s5c5s5b5"]["cycles"]} == set(cycles.DECISIONS)
-    cli.main(["diagnose", str(root), "--json", str(tmp_path / "d.json")])
+    evaluation.main(["diagnose", str(root), "--json", str(tmp_path / "d.json")])
     assert "Background goodput" in capsys.readouterr().out
-    cli.main(["cycles", str(root), "--ns", "1", "--folding", "stratified"])
+    evaluation.main(["cycles", str(root), "--ns", "1", "--folding", "stratified"])
     assert "| stratified | 1 | 20 | 5 | min-sum |" in capsys.readouterr().out
 
 
 def test_learning_curve_takes_the_first_windows_in_recording_order(active):
-    from opsel.train import learning
+    from opsel_eval import learning
 
     assert learning.default_sizes(120) == [20, 40, 60, 80, 100, 120]
     assert learning.default_sizes(7) == [5, 6, 7] and learning.default_sizes(4) == []

@@ -189,3 +189,5 @@ pub fn rate_exceeds_avail_bw(
     // r_out < r_in (1 − tol)  ⇔  Σg_s < Σg_r (1 − tol)
     Ok(ss < sr * (1.0 - rel_tol))
 }
+
+crate::names::named!(AbestVariant { "corrected" => AbestVariant::Corrected, "literal" => AbestVariant::Literal });

@@ -175,3 +175,5 @@ impl RateAdapter {
         self.r_avg_bps
     }
 }
+
+crate::names::named!(EtaParam { "formula" => EtaParam::Formula, "tabulated" => EtaParam::Tabulated });

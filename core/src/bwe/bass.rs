@@ -567,3 +567,104 @@ pub fn centred_average(
     }
     Ok(())
 }
+
+crate::names::named!(ThresholdScale {
+    "ns" => ThresholdScale::Ns,
+    "relative" => ThresholdScale::RelativeToMeanSendGap,
+});
+crate::names::named!(WindowAlign { "trailing" => WindowAlign::Trailing, "centred" => WindowAlign::Centred });
+crate::names::named!(HeadSegment { "average" => HeadSegment::Average, "keep" => HeadSegment::Keep });
+crate::names::named!(TailSegment { "average" => TailSegment::Average, "keep" => TailSegment::Keep });
+crate::names::named!(BassVariant { "corrected" => BassVariant::Corrected, "literal" => BassVariant::Literal });
+
+/// BASS settings as the Python and Node bindings name them (keyword or
+/// option strings); `Default` is the thesis configuration with the 9038-byte,
+/// 7 Gbit/s reference gap of 001 §5.5.
+#[derive(Debug, Clone, Copy)]
+pub struct BassNames<'a> {
+    /// `"thesis"` (thresholds in ns) or `"relative"` (rescaled to `reference_gap_ns`).
+    pub thresholds: &'a str,
+    pub reference_gap_ns: f64,
+    pub avg_window: usize,
+    /// `"trailing"` or `"centred"`.
+    pub window: &'a str,
+    /// `"average"` or `"keep"`.
+    pub head: &'a str,
+    /// `"average"` or `"keep"`.
+    pub tail: &'a str,
+    /// `"corrected"` or `"literal"`.
+    pub variant: &'a str,
+}
+
+impl Default for BassNames<'_> {
+    fn default() -> Self {
+        BassNames {
+            thresholds: "thesis",
+            reference_gap_ns: 9038.0 * 8.0 / 7.0,
+            avg_window: 16,
+            window: "trailing",
+            head: "average",
+            tail: "average",
+            variant: "corrected",
+        }
+    }
+}
+
+impl BassNames<'_> {
+    /// The checked configuration; an unknown name or a bad value is an
+    /// invalid-input error naming the option.
+    pub fn config(&self) -> Result<BassConfig> {
+        use crate::names::Named;
+        let mut c = match self.thresholds {
+            "thesis" => BassConfig::thesis(),
+            "relative" => BassConfig::thesis_relative(self.reference_gap_ns)?,
+            t => {
+                return Err(Error::invalid(format!(
+                    "thresholds {t:?} is unknown; use \"thesis\" (ns) or \"relative\""
+                )))
+            }
+        };
+        c.avg_window = self.avg_window;
+        c.window_align = WindowAlign::parse("window", self.window)?;
+        c.head = HeadSegment::parse("head", self.head)?;
+        c.tail = TailSegment::parse("tail", self.tail)?;
+        c.variant = BassVariant::parse("variant", self.variant)?;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod names_tests {
+    use super::*;
+
+    #[test]
+    fn named_settings_build_the_thesis_config_and_reject_unknown_names() {
+        let c = BassNames::default().config().unwrap();
+        assert_eq!(c, BassConfig::thesis());
+        let c = BassNames {
+            window: "centred",
+            head: "keep",
+            ..Default::default()
+        }
+        .config()
+        .unwrap();
+        assert_eq!(
+            (c.window_align, c.head),
+            (WindowAlign::Centred, HeadSegment::Keep)
+        );
+        let e = BassNames {
+            tail: "drop",
+            ..Default::default()
+        }
+        .config()
+        .unwrap_err();
+        assert!(e.to_string().contains("tail \"drop\" is unknown"), "{e}");
+        assert!(BassNames {
+            thresholds: "x",
+            ..Default::default()
+        }
+        .config()
+        .is_err());
+    }
+}

@@ -25,6 +25,44 @@ pub enum Trend {
     Ambiguous,
 }
 
+crate::names::named!(Trend {
+    "increasing" => Trend::Increasing,
+    "no_trend" => Trend::NoTrend,
+    "ambiguous" => Trend::Ambiguous,
+});
+
+/// The single-rate baselines of 001 Ch 5 by name, for the bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Baseline {
+    /// Pathload's trend test on the raw one-way delays.
+    Pathload,
+    /// IMR-avg: 10 averaged points.
+    ImrAvg,
+    /// IMR-wavelet: a Daubechies D4 approximation.
+    ImrWavelet,
+}
+
+crate::names::named!(Baseline {
+    "pathload" => Baseline::Pathload,
+    "imr-avg" => Baseline::ImrAvg,
+    "imr-wavelet" => Baseline::ImrWavelet,
+});
+
+/// Run `method` on one p-stream (`levels` is used by IMR-wavelet only).
+pub fn baseline(
+    method: Baseline,
+    gs: &[f64],
+    gr: &[f64],
+    levels: usize,
+    ws: &mut ImrWorkspace,
+) -> Result<Trend> {
+    match method {
+        Baseline::Pathload => pathload(gs, gr, ws),
+        Baseline::ImrAvg => imr_avg(gs, gr, ws),
+        Baseline::ImrWavelet => imr_wavelet(gs, gr, levels, ws),
+    }
+}
+
 /// Pairwise comparison test `S_PCT = Σ_{k≥2} I(d_k > d_{k−1}) / (N−1)`.
 pub fn pct(owd: &[f64]) -> Result<f64> {
     check(owd, 2)?;

@@ -54,6 +54,18 @@ pub fn state_key(state: &[String]) -> String {
     v.join("+")
 }
 
+impl FlowReport {
+    /// The report in an agent's polled `report` output (`dps::schema`): the
+    /// output's `kind` tag is dropped, the rest is the report. One place for
+    /// the Python, Node and C `handle_report`.
+    pub fn from_agent_output(mut v: serde_json::Value) -> crate::Result<Self> {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("kind");
+        }
+        serde_json::from_value(v).map_err(|e| crate::Error::invalid(format!("bad report: {e}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +83,12 @@ mod tests {
         assert_eq!(serde_json::from_str::<Envelope<Command>>(&j).unwrap(), m);
         let r: FlowReport = serde_json::from_str(r#"{"report":"locked","cca":"bbr"}"#).unwrap();
         assert_eq!(r, FlowReport::Locked { cca: "bbr".into() });
+        let polled = serde_json::json!({"kind": "report", "report": "learnt"});
+        assert_eq!(
+            FlowReport::from_agent_output(polled).unwrap(),
+            FlowReport::Learnt
+        );
+        assert!(FlowReport::from_agent_output(serde_json::json!({"report": "x"})).is_err());
         assert_eq!(
             serde_json::to_string(&Command::Lock).unwrap(),
             r#"{"cmd":"lock"}"#

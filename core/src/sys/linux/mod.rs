@@ -4,6 +4,7 @@
 //! `AsFd`) so that the application keeps ownership of its sockets: opsel acts
 //! on a live connection, it never closes it.
 
+pub mod addr;
 pub mod bwe_driver;
 pub mod cca;
 pub mod clock;
@@ -22,6 +23,7 @@ pub mod wire;
 mod netlink;
 mod sockopt;
 
+pub use addr::{bind_udp, parse_ip, parse_ipv4, parse_sock_addr, RawSock};
 pub use cca::{allowed_ccas, available_ccas, get_cca, set_cca, Cca};
 pub use ops_driver::{DriverConfig, DriverEvent, DriverReport, EndReason, OpsDriver, RttSource};
 pub use pacing_rate::{get_max_pacing_rate, set_max_pacing_rate};

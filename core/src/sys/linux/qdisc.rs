@@ -20,7 +20,7 @@ const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 pub type Qdisc = RawQdisc;
 
 /// Outcome of the SO_TXTIME check for one destination.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TxTimeSupport {
     /// Egress device name.
     pub device: String,

@@ -45,6 +45,34 @@ impl RxRecord {
     }
 }
 
+/// Received packets as columns in arrival order (the Python and Node array form).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RxColumns {
+    pub seq: Vec<u32>,
+    pub train_id: Vec<u32>,
+    pub sched_offset_ns: Vec<u64>,
+    pub send_ns: Vec<u64>,
+    /// [`RxRecord::rx_mono_ns`].
+    pub rx_ns: Vec<u64>,
+    /// Whether each `rx_ns` is a kernel stamp.
+    pub rx_kernel: Vec<bool>,
+    pub len: Vec<u64>,
+}
+
+impl RxColumns {
+    pub fn of(r: &[RxRecord]) -> Self {
+        RxColumns {
+            seq: r.iter().map(|x| x.seq).collect(),
+            train_id: r.iter().map(|x| x.train_id).collect(),
+            sched_offset_ns: r.iter().map(|x| x.sched_offset_ns).collect(),
+            send_ns: r.iter().map(|x| x.send_mono_ns).collect(),
+            rx_ns: r.iter().map(|x| x.rx_mono_ns()).collect(),
+            rx_kernel: r.iter().map(|x| x.rx_kernel_mono_ns.is_some()).collect(),
+            len: r.iter().map(|x| x.len as u64).collect(),
+        }
+    }
+}
+
 /// A UDP socket receiving opsel probe packets.
 pub struct ProbeReceiver {
     sock: UdpSocket,

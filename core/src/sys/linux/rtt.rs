@@ -62,6 +62,8 @@ pub enum IcmpSocketKind {
     Raw,
 }
 
+crate::names::named!(IcmpSocketKind { "ping" => IcmpSocketKind::Ping, "raw" => IcmpSocketKind::Raw });
+
 /// Internet checksum (RFC 1071).
 pub fn inet_checksum(data: &[u8]) -> u16 {
     let mut sum: u32 = 0;
@@ -667,6 +669,62 @@ impl BurstSample {
     /// Echoes without a reply.
     pub fn lost(&self) -> usize {
         self.rtts_ns.iter().filter(|r| r.is_none()).count()
+    }
+
+    /// Each echo's RTT in ms, NaN for no reply (the bindings' array form).
+    pub fn rtts_ms(&self) -> impl Iterator<Item = f64> + '_ {
+        self.rtts_ns
+            .iter()
+            .map(|r| r.map_or(f64::NAN, |ns| ns as f64 / 1e6))
+    }
+}
+
+/// An ICMP or UDP echo prober with its next sequence number: what the Python,
+/// Node and C probers hold, so that consecutive bursts never reuse a number.
+pub struct EchoProber {
+    probe: AnyEchoProbe,
+    next_seq: u16,
+}
+
+enum AnyEchoProbe {
+    Icmp(IcmpProber),
+    Udp(UdpEchoProber),
+}
+
+impl EchoProber {
+    /// ICMP echo toward `dst` (see [`IcmpProber::new`]).
+    pub fn icmp(dst: Ipv4Addr) -> Result<Self> {
+        Ok(Self::with(AnyEchoProbe::Icmp(IcmpProber::new(dst)?)))
+    }
+
+    /// UDP echo toward `dst` from a socket bound for its family.
+    pub fn udp(dst: SocketAddr) -> Result<Self> {
+        let sock = super::addr::bind_udp(None, Some(dst.ip()))?;
+        Ok(Self::with(AnyEchoProbe::Udp(UdpEchoProber::new(
+            sock, dst,
+        )?)))
+    }
+
+    fn with(probe: AnyEchoProbe) -> Self {
+        EchoProber { probe, next_seq: 0 }
+    }
+
+    /// The ICMP socket kind, `None` for UDP.
+    pub fn icmp_kind(&self) -> Option<IcmpSocketKind> {
+        match &self.probe {
+            AnyEchoProbe::Icmp(p) => Some(p.kind()),
+            AnyEchoProbe::Udp(_) => None,
+        }
+    }
+
+    /// One burst ([`echo_burst`]) with the next `cfg.count` sequence numbers.
+    pub fn burst(&mut self, cfg: BurstConfig) -> Result<BurstSample> {
+        let seq0 = self.next_seq;
+        self.next_seq = seq0.wrapping_add(cfg.count);
+        match &mut self.probe {
+            AnyEchoProbe::Icmp(p) => echo_burst(p, cfg, seq0),
+            AnyEchoProbe::Udp(p) => echo_burst(p, cfg, seq0),
+        }
     }
 }
 

@@ -178,7 +178,56 @@ pub struct TrainReport {
     pub tx_stamp_rejected: usize,
 }
 
+crate::names::named!(BackendChoice {
+    "auto" => BackendChoice::Auto,
+    "userspace" => BackendChoice::UserSpace,
+    "txtime" => BackendChoice::TxTime,
+});
+crate::names::named!(CatchUp { "rebase" => CatchUp::Rebase, "burst" => CatchUp::Burst });
+
+impl Backend {
+    /// `"txtime"` or `"userspace"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::TxTime { .. } => "txtime",
+            Backend::UserSpace => "userspace",
+        }
+    }
+}
+
+/// A train's packets as columns (the Python and Node array form).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrainColumns {
+    pub seq: Vec<u32>,
+    pub scheduled_ns: Vec<u64>,
+    /// Best achieved departure ([`PacketReport::departure`]).
+    pub departure_ns: Vec<u64>,
+    pub sent_ns: Vec<u64>,
+    /// Whether each departure is a software TX stamp.
+    pub tx_stamped: Vec<bool>,
+}
+
 impl TrainReport {
+    /// The per-packet fields as columns.
+    pub fn columns(&self) -> TrainColumns {
+        let p = &self.packets;
+        TrainColumns {
+            seq: p.iter().map(|x| x.seq).collect(),
+            scheduled_ns: p.iter().map(|x| x.scheduled_mono_ns).collect(),
+            departure_ns: p.iter().map(|x| x.departure().0).collect(),
+            sent_ns: p.iter().map(|x| x.sent_mono_ns).collect(),
+            tx_stamped: p
+                .iter()
+                .map(|x| x.departure().1 == DepartureSource::TxSoftwareStamp)
+                .collect(),
+        }
+    }
+
+    /// `"txtime"` or `"userspace"` (user space before the first train).
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.unwrap_or(Backend::UserSpace).name()
+    }
+
     /// Achieved gaps between consecutive departures (ns), `gaps[i]` between packet i and i+1.
     pub fn departure_gaps_ns(&self) -> impl Iterator<Item = i64> + '_ {
         self.packets
@@ -356,6 +405,21 @@ impl PacedSender {
     /// Why detection failed, if it did (the sender then uses user space).
     pub fn detection_error(&self) -> Option<&str> {
         self.detect_error.as_deref()
+    }
+
+    /// The detection result as the bindings report it: when detection itself
+    /// failed, not enforced, with the failure as the reason.
+    pub fn txtime_report(&self) -> TxTimeSupport {
+        self.txtime.clone().unwrap_or_else(|| TxTimeSupport {
+            device: String::new(),
+            root_qdisc: String::new(),
+            enforced: false,
+            clockid: None,
+            reason: self
+                .detect_error
+                .clone()
+                .unwrap_or_else(|| "detection failed".into()),
+        })
     }
 
     /// Whether software TX timestamps were enabled on the socket.

@@ -28,6 +28,18 @@ pub enum CaState {
 }
 
 impl CaState {
+    /// `"open"`, `"disorder"`, `"cwr"`, `"recovery"`, `"loss"` or `"other"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaState::Open => "open",
+            CaState::Disorder => "disorder",
+            CaState::Cwr => "cwr",
+            CaState::Recovery => "recovery",
+            CaState::Loss => "loss",
+            CaState::Other(_) => "other",
+        }
+    }
+
     fn from_u8(v: u8) -> CaState {
         match v {
             0 => CaState::Open,
@@ -44,7 +56,7 @@ impl CaState {
 /// values; later additions are `Option`, `None` when the kernel's struct is
 /// shorter than the field's end. Times are µs as the kernel reports them
 /// (suffix `_us`); rates are bytes per second (`_bytes_per_s`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct TcpInfo {
     /// Number of bytes the kernel returned.
     pub len: usize,
@@ -235,7 +247,7 @@ pub fn tcp_info(fd: impl AsFd) -> Result<TcpInfo> {
 }
 
 /// What happened on a connection between two snapshots.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct TcpInterval {
     /// Monotonic time of the later snapshot (ns).
     pub at_ns: u64,

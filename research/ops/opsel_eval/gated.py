@@ -15,7 +15,7 @@ unsure ones collect another. This module measures that trade-off on recorded
 traces: for each threshold τ, the decision accuracy (six classes and the stump's
 "BBR present") against the mean number of windows a probe takes.
 
-Blocks, folds and distances are those of :func:`opsel.train.cycles.cv_cycles`
+Blocks, folds and distances are those of :func:`opsel_eval.cycles.cv_cycles`
 (passive traces use windows of ``w`` samples as their "cycles"), so τ = 0 gives
 the one-window 1-NN accuracy and τ > 1 the N-window min-sum accuracy. A sample of
 the decisions is replayed through the Rust controller (``opsel.Controller`` with
@@ -29,8 +29,8 @@ import numpy as np
 import opsel
 
 from .cycles import assign_folds, cycle_blocks, pairwise_dtw
-from .data import SIX_CLASSES, Trace
-from .knn import derived_views
+from opsel.train.data import SIX_CLASSES, Trace
+from opsel.train.knn import derived_views
 
 NS_PER_S = 1_000_000_000
 TAUS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.01)

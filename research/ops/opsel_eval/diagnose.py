@@ -21,7 +21,7 @@ import csv
 
 import numpy as np
 
-from .data import SIX_CLASSES, Trace
+from opsel.train.data import SIX_CLASSES, Trace
 
 EMPTY_QUEUE_MS = 1.0
 

@@ -29,9 +29,9 @@ import numpy as np
 
 import opsel
 
-from .classifier import normalize_windows
-from .data import SIX_CLASSES, Trace, trace_windows_meta
-from .knn import derived_views, per_class_metrics
+from opsel.train.classifier import normalize_windows
+from opsel.train.data import SIX_CLASSES, Trace, trace_windows_meta
+from opsel.train.knn import derived_views, per_class_metrics
 
 DECISIONS = ("window", "min-sum", "vote")
 FOLDINGS = ("stratified", "runs")
@@ -127,7 +127,7 @@ def min_sum(dq: np.ndarray, ref_lab: np.ndarray, classes_idx) -> tuple[int, np.n
     consider, ascending. Returns the winning class (ties: the first, like
     ``numpy.argmin``) and the per-class nearest distances, shape (C, n). The
     OPS controller (``core/src/ops``, ``Config::cycles``) decides the same way;
-    ``opsel.train ops-cycles`` checks that they agree.
+    ``opsel_eval ops-cycles`` checks that they agree.
     """
     per_class = np.array([dq[:, ref_lab == c].min(axis=1) for c in classes_idx])  # (C, n)
     return classes_idx[int(np.argmin(per_class.sum(axis=1)))], per_class

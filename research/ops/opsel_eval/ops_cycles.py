@@ -1,12 +1,12 @@
-"""The OPS controller's several-cycles decision against ``opsel.train cycles``.
+"""The OPS controller's several-cycles decision against ``opsel_eval cycles``.
 
 ``core/src/ops`` ships min-sum as ``Config::cycles`` (``opsel.Controller(...,
 cycles=n)``, ``opsel send --cycles n``): a probe runs the pattern n times back
 to back and the class with the smallest sum over the n windows of its nearest
 per-window DTW distance wins. This module runs *that controller* (the Rust
 state machine fed one RTT sample per second, as in a transfer) over recorded
-traces, on exactly the blocks and folds of :func:`opsel.train.cycles.cv_cycles`,
-and compares every decision with :func:`opsel.train.cycles.min_sum`:
+traces, on exactly the blocks and folds of :func:`opsel_eval.cycles.cv_cycles`,
+and compares every decision with :func:`opsel_eval.cycles.min_sum`:
 
 * :func:`evaluate`: accuracy of both per (n, folding), and how many decisions differ;
 * :func:`write_golden`: a small fixture (references, query blocks, Python's
@@ -22,7 +22,7 @@ import numpy as np
 import opsel
 
 from .cycles import FOLDINGS, assign_folds, cycle_blocks, min_sum, pairwise_dtw
-from .data import SIX_CLASSES, Trace
+from opsel.train.data import SIX_CLASSES, Trace
 
 NS_PER_S = 1_000_000_000
 
@@ -135,7 +135,7 @@ def write_golden(traces: list[Trace], path: str, *, n=3, refs_per_class=8, queri
             "sums": per_class.sum(axis=1).tolist(),
         })
     fx = {
-        "about": "opsel.train.ops_cycles.write_golden: min-sum decisions computed by opsel.train.cycles.min_sum "
+        "about": "opsel_eval.ops_cycles.write_golden: min-sum decisions computed by opsel_eval.cycles.min_sum "
                  "on recorded traces; core/tests/ops_cycles_golden.rs checks the OPS controller against them",
         "source": sorted({f"{t.condition}/{t.label}" for t in traces}),
         "pattern": pattern, "window": int(cyc.shape[1]), "cycles": n, "radius": radius,
@@ -152,7 +152,7 @@ def write_golden(traces: list[Trace], path: str, *, n=3, refs_per_class=8, queri
 def export_folds(traces: list[Trace], path: str, ns=(1, 2, 3, 4, 5), *, folds=5, seed=0,
                  classes=SIX_CLASSES) -> dict:
     """Write the one-cycle windows and, per (folding, n), the blocks, labels and
-    folds of :func:`opsel.train.cycles.cv_cycles` (numpy only, no distances) for
+    folds of :func:`opsel_eval.cycles.cv_cycles` (numpy only, no distances) for
     the Rust evaluation ``core/tests/ops_cycles_traces.rs``."""
     traces = [t for t in traces if t.label in classes]
     _, _, _, cyc = cycle_blocks(traces, 1, classes)
@@ -175,7 +175,7 @@ def export_folds(traces: list[Trace], path: str, ns=(1, 2, 3, 4, 5), *, folds=5,
 
 
 def markdown(rows: list[dict]) -> list[str]:
-    out = ["| folds | n cycles | w (s) | blocks/class | decisions | min-sum (`opsel.train cycles`) | OPS controller | differ |",
+    out = ["| folds | n cycles | w (s) | blocks/class | decisions | min-sum (`opsel_eval cycles`) | OPS controller | differ |",
            "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['folding']} | {r['n_cycles']} | {r['w']} | {r['per_class']} | {r['n']} | "

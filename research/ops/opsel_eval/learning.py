@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data import Trace, trace_windows
-from .knn import cv_knn
+from opsel.train.data import Trace, trace_windows
+from opsel.train.knn import cv_knn
 
 
 def default_sizes(n_max: int, steps: int = 6, folds: int = 5) -> list[int]:

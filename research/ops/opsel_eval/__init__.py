@@ -1,0 +1,1 @@
+"""Evaluation studies of the classifier and OPS (``python -m opsel_eval``); see ``__main__``."""
