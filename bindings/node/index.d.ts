@@ -386,7 +386,7 @@ export declare function fairShare(capacity: number, nStreams: number): number
 export interface DriverOptions {
   /**
    * RTT probe target: "HOST:PORT" / "udp:HOST:PORT" (a UDP echo responder,
-   * e.g. `opsel recv`'s port) or "icmp:IPV4" (needs privilege).
+   * e.g. `opsel recv`'s port) or "icmp:IP" (ICMPv6 for an IPv6 address; needs privilege).
    */
   probe?: string
   /** Stop after this many seconds (default: until the data ends). */

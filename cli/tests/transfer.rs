@@ -67,10 +67,18 @@ fn write_model(p: &Path, w: usize, pattern: &str) {
     KnnModelFile {
         model,
         meta: Metadata {
-            probing: Probing {
-                mode: ProbingMode::Active,
-                pattern: Some(pattern.into()),
-                ..Probing::default()
+            probing: if pattern == "passive" {
+                Probing {
+                    mode: ProbingMode::Passive,
+                    pattern: None,
+                    ..Probing::default()
+                }
+            } else {
+                Probing {
+                    mode: ProbingMode::Active,
+                    pattern: Some(pattern.into()),
+                    ..Probing::default()
+                }
             },
             training: serde_json::Value::Null,
         },
@@ -326,6 +334,111 @@ fn ops_transfer_with_switches_and_loss_is_byte_identical() {
     let lost = lab.fwd_stats.snapshot(false).drop_loss_pkts;
     assert!(lost > 5, "random losses in the pipe: {lost}");
     drop(lab);
+}
+
+#[test]
+#[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
+fn ops_on_the_data_sockets_own_rtt() {
+    // `--rtt tcp-info`: OPS reads the transfer's own TCP_INFO RTT, with no
+    // echo at the peer. 50 Mbit/s, 20 ms, 1 x BDP: the samples must sit at
+    // or above the pipe's base RTT and OPS must decide on them.
+    let Some(lab) = netlab_pair(50_000_000, 10_000_000, 125_000, 0.0, 11) else {
+        return;
+    };
+    let d = TempDir::new("tcpinfo");
+    let src = d.0.join("src.bin");
+    let dst = d.0.join("dst.bin");
+    write_file(&src, 40_000_000, 12);
+    let model = d.0.join("model.json");
+    write_model(&model, 4, "passive");
+    let addr = format!("{}:5304", receiver_ip(0));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let rx = spawn(
+        &["ip", "netns", "exec", &lab.receiver_ns[0]],
+        &[
+            "recv",
+            "--listen",
+            &addr,
+            "--out",
+            &s(&dst),
+            "--timeout",
+            "60",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let log = d.0.join("log.jsonl");
+    let tx = spawn(
+        &["ip", "netns", "exec", &lab.sender_ns[0]],
+        &[
+            "send",
+            "--to",
+            &addr,
+            "--file",
+            &s(&src),
+            "--ops",
+            "--pattern",
+            "passive",
+            "--rtt",
+            "tcp-info",
+            "--steady",
+            "2",
+            "--model",
+            &s(&model),
+            "--log",
+            &s(&log),
+        ],
+    );
+    let (ok_tx, out_tx) = wait(tx, Duration::from_secs(90), "send");
+    let (ok_rx, out_rx) = wait(rx, Duration::from_secs(30), "recv");
+    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&dst).unwrap());
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let rtts: Vec<f64> = lines
+        .iter()
+        .filter(|v| v["kind"] == "interval")
+        .filter_map(|v| v["rtt_ms"].as_f64())
+        .collect();
+    // Each interval line carries the last 1 Hz sample.
+    assert!(
+        rtts.len() >= 4,
+        "intervals with a TCP_INFO sample: {rtts:?}"
+    );
+    let mut sorted = rtts.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    // Base RTT 20 ms, at most one BDP of queue on top (40 ms) plus slack.
+    assert!(
+        (19.0..60.0).contains(&median),
+        "median TCP_INFO RTT {median} ms: {rtts:?}"
+    );
+    assert!(
+        lines.iter().any(|v| v["kind"] == "classified"),
+        "no decision on TCP_INFO samples"
+    );
+    drop(lab);
+}
+
+#[test]
+fn tcp_info_rtt_needs_passive_probing() {
+    let d = TempDir::new("tcpinfo-arg");
+    let src = d.0.join("src.bin");
+    write_file(&src, 1000, 1);
+    let out = Command::new(env!("CARGO_BIN_EXE_opsel"))
+        .args(["send", "--to", "127.0.0.1:9", "--file"])
+        .arg(&src)
+        .args(["--ops", "--pattern", "S5-C5-S5-B5", "--rtt", "tcp-info"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--rtt tcp-info needs --pattern passive"),
+        "{err}"
+    );
 }
 
 /// `send --resume`, retried while the receiver refuses it as busy: it holds

@@ -51,7 +51,8 @@ use std::sync::{Arc, Mutex};
 /// e.g. an `opsel_udp_echo_responder` or `opsel recv`'s listen port. No privilege needed.
 pub const OPSEL_DRIVER_PROBE_UDP: u32 = 0;
 /// `opsel_ops_driver_config.probe`: ICMP echo to `probe_peer` (an IPv4
-/// address); needs `net.ipv4.ping_group_range` or CAP_NET_RAW.
+/// address, or an IPv6 address for ICMPv6); needs `net.ipv4.ping_group_range`
+/// or CAP_NET_RAW.
 pub const OPSEL_DRIVER_PROBE_ICMP: u32 = 1;
 
 /// Driver settings. Start from `opsel_ops_driver_config_default()` (000 §3.2:
@@ -132,7 +133,7 @@ fn rtt_source_from_c(c: &opsel_ops_driver_config) -> Result<RttSource, Fail> {
         )?)),
         OPSEL_DRIVER_PROBE_ICMP => {
             let s = unsafe { utf8(c.probe_peer, "config.probe_peer") }?;
-            let ip = opsel::sys::linux::parse_ipv4(s, "config.probe_peer")?;
+            let ip = opsel::sys::linux::parse_ip(s, "config.probe_peer")?;
             Ok(RttSource::Icmp(ip))
         }
         p => Err(Fail::invalid(format!(

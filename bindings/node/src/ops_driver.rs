@@ -313,7 +313,7 @@ type Drv = Core<Box<dyn Classifier + Send>, SendPolicy>;
 #[napi(object)]
 pub struct DriverOptions {
     /// RTT probe target: "HOST:PORT" / "udp:HOST:PORT" (a UDP echo responder,
-    /// e.g. `opsel recv`'s port) or "icmp:IPV4" (needs privilege).
+    /// e.g. `opsel recv`'s port) or "icmp:IP" (ICMPv6 for an IPv6 address; needs privilege).
     pub probe: Option<String>,
     /// Stop after this many seconds (default: until the data ends).
     pub time_limit_s: Option<f64>,

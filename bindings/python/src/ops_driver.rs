@@ -320,7 +320,7 @@ impl RunCtx {
 ///   initial_cca, adaptive, progressive, ...); or a fresh `opsel.Controller`
 ///   (which is then used up).
 /// - `probe`: the RTT probe target, `"HOST:PORT"` / `"udp:HOST:PORT"` (a UDP
-///   echo responder, e.g. `opsel recv`'s port) or `"icmp:IPV4"`.
+///   echo responder, e.g. `opsel recv`'s port) or `"icmp:IP"` (ICMPv6 for an IPv6 address).
 /// - driver keywords: time_limit_s (None = until the data ends),
 ///   interval_s (1.0), lead_in (True), notsent_lowat_bytes (131072; None
 ///   leaves the socket alone), chunk_bytes (262144), echo_count (10),

@@ -15,7 +15,7 @@ use opsel::{Error, Result};
 
 use super::proto::Key;
 use super::recv::{Limits, Receiver, RecvOpts, Target};
-use super::send::{self, OpsOpts, SendOpts, Strategy};
+use super::send::{self, OpsOpts, RttVia, SendOpts, Strategy};
 
 /// Options `recv` and `serve` share: authentication and limits.
 #[derive(Args, Clone)]
@@ -104,7 +104,9 @@ pub struct SendArgs {
     /// Progressive probing: end the probe early (5/10/15 s) when confident.
     #[arg(long)]
     early_exit: bool,
-    /// RTT probe toward the receiver: udp (its echo responder) or icmp (root or ping_group_range).
+    /// RTT source: udp (echoes to the receiver's responder), icmp (ICMP or
+    /// ICMPv6 echo; root or ping_group_range) or tcp-info (the data socket's
+    /// own TCP_INFO RTT: nothing needed at the peer; passive probing only).
     #[arg(long, default_value = "udp")]
     rtt: String,
     /// Stop after T seconds (fixed-time transfer); resume later with --offset.
@@ -385,12 +387,19 @@ pub fn send_main(a: SendArgs) -> Result<()> {
                 )));
             }
         }
-        let icmp = match a.rtt.as_str() {
-            "udp" => false,
-            "icmp" => true,
+        let rtt = match a.rtt.as_str() {
+            "udp" => RttVia::UdpEcho,
+            "icmp" => RttVia::Icmp,
+            // TCP_INFO readings need ACKs: an active pattern's silences would be lost samples.
+            "tcp-info" if passive => RttVia::TcpInfo,
+            "tcp-info" => {
+                return Err(Error::invalid(
+                    "--rtt tcp-info needs --pattern passive: the data socket's RTT is only fresh while it sends, and an active pattern has silences",
+                ))
+            }
             other => {
                 return Err(Error::invalid(format!(
-                    "--rtt {other:?}: use udp (the receiver's echo responder) or icmp"
+                    "--rtt {other:?}: use udp (the receiver's echo responder), icmp or tcp-info (the data socket's own RTT)"
                 )))
             }
         };
@@ -400,7 +409,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             model,
             adaptive: a.adaptive,
             early_exit: a.early_exit,
-            icmp,
+            rtt,
             seed: a.seed,
             lead_in: !a.no_lead_in,
             jitter: a.jitter,

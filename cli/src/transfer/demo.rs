@@ -572,7 +572,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         model: model.clone(),
         adaptive: false,
         early_exit: false,
-        icmp: false,
+        rtt: super::send::RttVia::UdpEcho,
         seed: a.seed,
         lead_in: !a.no_lead_in,
         jitter: a.jitter,

@@ -19,6 +19,7 @@ use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
     send_fixed, DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource,
 };
+use opsel::sys::linux::tcp_rtt::TcpInfoRttProbe;
 use opsel::{Error, Result};
 use serde_json::{json, Value};
 
@@ -37,6 +38,18 @@ pub enum Strategy {
     Ops(OpsOpts),
 }
 
+/// Where OPS's 1 Hz RTT samples come from (000 §3.2 probes with echoes
+/// toward the peer; TCP_INFO reads the transfer's own socket instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RttVia {
+    /// UDP echoes to the receiver's echo responder (its listen port).
+    UdpEcho,
+    /// ICMP echo, or ICMPv6 toward an IPv6 receiver.
+    Icmp,
+    /// The data socket's smoothed RTT from TCP_INFO (passive probing only).
+    TcpInfo,
+}
+
 #[derive(Debug, Clone)]
 pub struct OpsOpts {
     /// Active pattern, or `None` for passive probing.
@@ -48,8 +61,8 @@ pub struct OpsOpts {
     pub adaptive: bool,
     /// Progressive probing with early exit (000 §6 future work).
     pub early_exit: bool,
-    /// `icmp` or `udp` echo toward the receiver.
-    pub icmp: bool,
+    /// Where the RTT samples come from.
+    pub rtt: RttVia,
     pub seed: u64,
     /// Run the pattern's last segment before each probe (DriverConfig::lead_in).
     pub lead_in: bool,
@@ -455,17 +468,10 @@ pub fn run(
     let mut src = hasher.reader(file, offset);
     let driven = match (ctl, &opts.strategy) {
         (Some(ctl), Strategy::Ops(o)) => {
-            let rtt = if o.icmp {
-                match opts.to.ip() {
-                    std::net::IpAddr::V4(a) => RttSource::Icmp(a),
-                    std::net::IpAddr::V6(_) => {
-                        return Err(Error::invalid(
-                            "ICMP RTT probing supports IPv4 only; use the UDP echo (default)",
-                        ))
-                    }
-                }
-            } else {
-                RttSource::UdpEcho(opts.to)
+            let rtt = match o.rtt {
+                RttVia::Icmp => RttSource::Icmp(opts.to.ip()),
+                RttVia::UdpEcho => RttSource::UdpEcho(opts.to),
+                RttVia::TcpInfo => RttSource::Custom(Box::new(TcpInfoRttProbe::new(&data)?)),
             };
             let dcfg = DriverConfig {
                 lead_in: o.lead_in,
@@ -588,7 +594,7 @@ mod tests {
             model: shipped(model),
             adaptive: false,
             early_exit: false,
-            icmp: false,
+            rtt: RttVia::UdpEcho,
             seed: 7,
             lead_in: true,
             jitter: 0.0,

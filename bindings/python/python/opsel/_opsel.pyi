@@ -331,7 +331,7 @@ class OpsDriver:
     def __init__(
         self,
         model: Any,  # opsel.Model, a model-file path, or a fresh opsel.Controller
-        probe: str,  # "HOST:PORT" / "udp:HOST:PORT" (UDP echo) or "icmp:IPV4"
+        probe: str,  # "HOST:PORT" / "udp:HOST:PORT" (UDP echo) or "icmp:IP" (ICMPv6 for an IPv6 address)
         *,
         time_limit_s: Optional[float] = None,
         interval_s: float = 1.0,

@@ -1,16 +1,17 @@
 //! Where the driver's RTT echoes go, and the one parser of the probe spec
 //! every front end takes (000 §3.2: 10 echoes toward the peer per 1 s sample).
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
 use crate::sys::linux::rtt::{EchoProbe, IcmpProber, UdpEchoProber};
 use crate::{Error, Result};
 
 /// Where the RTT probe goes (000 §3.2: toward the peer).
 pub enum RttSource {
-    /// ICMP echo to the peer (ping socket if `ping_group_range` admits the
-    /// process, else a raw socket: root / CAP_NET_RAW).
-    Icmp(Ipv4Addr),
+    /// ICMP echo to the peer, ICMPv6 for an IPv6 peer (ping socket if
+    /// `ping_group_range` admits the process, else a raw socket: root /
+    /// CAP_NET_RAW).
+    Icmp(IpAddr),
     /// UDP echo to a [`crate::sys::linux::rtt::UdpEchoResponder`], e.g. the one `opsel
     /// recv` runs on its listen port. Works without privileges.
     UdpEcho(SocketAddr),
@@ -28,7 +29,8 @@ impl std::fmt::Debug for RttSource {
     }
 }
 
-/// The probe spec the CLI and the bindings take: `icmp:IPV4` for ICMP echo,
+/// The probe spec the CLI and the bindings take: `icmp:IP` for ICMP echo
+/// (ICMPv6 for an IPv6 address, bare or in brackets),
 /// `HOST:PORT` or `udp:HOST:PORT` for UDP echo (e.g. toward `opsel recv`'s
 /// listen port). One parser so every front end gives the same errors.
 impl std::str::FromStr for RttSource {
@@ -36,9 +38,13 @@ impl std::str::FromStr for RttSource {
 
     fn from_str(probe: &str) -> Result<Self> {
         if let Some(ip) = probe.strip_prefix("icmp:") {
-            let a: Ipv4Addr = ip.parse().map_err(|_| {
+            let bare = ip
+                .strip_prefix('[')
+                .and_then(|s| s.strip_suffix(']'))
+                .unwrap_or(ip);
+            let a: IpAddr = bare.parse().map_err(|_| {
                 Error::invalid(format!(
-                    "probe {probe:?}: {ip:?} is not an IPv4 address; write e.g. \"icmp:10.0.0.2\""
+                    "probe {probe:?}: {ip:?} is not an IP address; write e.g. \"icmp:10.0.0.2\" or \"icmp:fd00::2\""
                 ))
             })?;
             return Ok(RttSource::Icmp(a));
@@ -57,7 +63,7 @@ impl RttSource {
     /// Open the prober now, in the calling thread's network namespace.
     pub(super) fn open(self) -> Result<Box<dyn EchoProbe + Send>> {
         Ok(match self {
-            RttSource::Icmp(a) => Box::new(IcmpProber::new(a)?),
+            RttSource::Icmp(a) => Box::new(IcmpProber::new_ip(a)?),
             RttSource::UdpEcho(a) => {
                 let bind: SocketAddr = if a.is_ipv4() {
                     (Ipv4Addr::UNSPECIFIED, 0).into()
@@ -80,7 +86,14 @@ mod tests {
     #[test]
     fn rtt_source_parses_the_probe_spec() {
         let icmp: RttSource = "icmp:10.0.0.2".parse().unwrap();
-        assert!(matches!(icmp, RttSource::Icmp(a) if a == Ipv4Addr::new(10, 0, 0, 2)));
+        assert!(matches!(icmp, RttSource::Icmp(a) if a == IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))));
+        for spec in ["icmp:fd00::2", "icmp:[fd00::2]"] {
+            let v6: RttSource = spec.parse().unwrap();
+            assert!(
+                matches!(v6, RttSource::Icmp(IpAddr::V6(a)) if a == "fd00::2".parse::<std::net::Ipv6Addr>().unwrap())
+            );
+        }
+        assert!("icmp:10.0.0".parse::<RttSource>().is_err());
         for spec in ["127.0.0.1:9000", "udp:127.0.0.1:9000"] {
             let udp: RttSource = spec.parse().unwrap();
             assert!(matches!(udp, RttSource::UdpEcho(a) if a == "127.0.0.1:9000".parse().unwrap()));
@@ -88,7 +101,7 @@ mod tests {
         let v6: RttSource = "[::1]:9000".parse().unwrap();
         assert!(matches!(v6, RttSource::UdpEcho(a) if a.is_ipv6()));
         let e = "icmp:host".parse::<RttSource>().unwrap_err().to_string();
-        assert!(e.contains("\"host\" is not an IPv4 address"), "{e}");
+        assert!(e.contains("\"host\" is not an IP address"), "{e}");
         for bad in ["10.0.0.2", "udp:", "", "icmp:10.0.0.2:5"] {
             let e = bad.parse::<RttSource>().unwrap_err().to_string();
             assert!(
