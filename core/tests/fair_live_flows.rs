@@ -34,23 +34,23 @@ fn two_flows_of_one_process_take_turns_through_the_service() {
     spec.selection_period_ms = 400;
     spec.random_period_ms = 200;
     spec.guard.ms = 50;
-    let mut flows: Vec<LiveFlow> = (0..2u64)
-        .map(|k| {
-            let mut s = spec.clone();
-            s.seed = k;
-            let c = ManagerClient::connect_abstract(&name, k + 1).unwrap();
-            LiveFlow::managed(&s, c, Duration::from_millis(100)).unwrap()
-        })
-        .collect();
+    let flow = |k: u64| {
+        let mut s = spec.clone();
+        s.seed = k;
+        let c = ManagerClient::connect_abstract(&name, k + 1).unwrap();
+        let mut f = LiveFlow::managed(&s, c, Duration::from_millis(100)).unwrap();
+        f.start(0).unwrap();
+        f
+    };
+    // The first flow is admitted at once (it registered first); the
+    // second, registered after it, waits for its turn.
     let mut now = 0u64;
-    for f in &mut flows {
-        f.start(now).unwrap();
-    }
-    // The first flow is admitted at once; the second waits for its turn.
+    let mut flows = vec![flow(0)];
     flows[0]
         .admit(Duration::from_secs(10), &mut || now)
         .unwrap();
     assert!(flows[0].admitted());
+    flows.push(flow(1));
     let mut log: Vec<(u64, usize, Command)> = Vec::new();
     let mut unlocked = [false; 2];
     let mut marked = 0;
@@ -112,4 +112,57 @@ fn two_flows_of_one_process_take_turns_through_the_service() {
     // Violations depend on the service's real-time evaluation and are
     // covered with the sans-IO manager in fair_manager_agents.rs.
     let _ = marked;
+}
+
+/// A flow waits for its turn: while another flow holds the unlock, a second
+/// flow is not admitted, and a bounded wait ends with an error that says why.
+#[test]
+fn a_flow_waiting_for_its_turn_times_out_with_a_clear_error() {
+    let name = format!("opsel-fair-wait-{}", std::process::id());
+    let _svc =
+        ManagerService::bind_abstract(&name, FairnessSpec::default(), Duration::from_millis(50))
+            .unwrap();
+    let spec = DpsSpec::table_5_3(&["cubic", "reno"]);
+    let flow = |k: u64| {
+        let c = ManagerClient::connect_abstract(&name, k).unwrap();
+        let mut f = LiveFlow::managed(&spec, c, Duration::from_millis(100)).unwrap();
+        f.start(0).unwrap();
+        f
+    };
+    // Registered one after the other, so flow 1 is first in the round robin.
+    let mut flows = vec![flow(1)];
+    flows[0].admit(Duration::from_secs(10), &mut || 0).unwrap();
+    flows.push(flow(2));
+    // Flow 1 learns for 60 s of its own clock; no time passes here, so
+    // flow 2 keeps waiting.
+    let e = flows[1]
+        .admit(Duration::from_millis(300), &mut || 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did not admit this flow"), "{e}");
+    assert!(!flows[1].admitted());
+    // A zero report interval is refused.
+    let c = ManagerClient::connect_abstract(&name, 3).unwrap();
+    let e = LiveFlow::managed(&spec, c, Duration::ZERO)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("must be > 0"), "{e}");
+}
+
+/// Unmanaged, a live flow is the plain agent: admitted at once, it decides
+/// and asks for its first CCA on start.
+#[test]
+fn an_unmanaged_flow_decides_at_start() {
+    let mut f = LiveFlow::unmanaged(&DpsSpec::table_5_2(&["cubic", "reno"], 1.0)).unwrap();
+    f.start(0).unwrap();
+    f.admit(Duration::ZERO, &mut || 0).unwrap();
+    assert!(f.admitted());
+    let mut set = None;
+    while let Some(o) = f.poll() {
+        if let LiveOutput::SetCca(c) = o {
+            set = Some(c);
+        }
+    }
+    assert_eq!(set, f.current());
+    assert!(set.is_some());
 }
