@@ -248,9 +248,48 @@ def report(a):
                   f"cycles median {c['median']} mean {c['mean']:.2f} learnt {v['learnt_runs']}/{len(v['runs'])}")
 
 
+THESIS_LEARN = {  # 002 Fig 5.4: (time s, cycles, net utility); C,V only
+    ("cv", 1.0): (101.69, 2, 1.40), ("cv", 0.5): (131.43, 2.45, 1.70),
+    ("cv", 0.25): (177.97, 3.15, 2.50)}
+THESIS_FAIR = {0: (0.77, 0.89), 100: (0.75, 0.85)}  # 002 Fig 5.8, C,V: no FF, FF same sender
+
+
+def markdown(res):
+    def f(a, k="median", d=3):
+        return "–" if not a else f"{a[k]:.{d}f}"
+
+    print("| set | p | learnt runs | learning time, median [min, max] (s, scaled) | at thesis scale (s) | cycles, median (mean) | net utility, median | thesis (C,V): time / cycles / utility |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in ["cr", "cv", "cbr"]:
+        for p in P_VALUES:
+            v = res["learning"].get(f"{name}-p{p}")
+            if not v:
+                continue
+            t, c, u = v["learning_time_s"], v["learning_cycles"], v["net_utility"]
+            th = THESIS_LEARN.get((name, p))
+            ths = f"{th[0]} / {th[1]} / {th[2]}" if th else "–"
+            print(f"| {', '.join(LEARN_SETS[name])} | {p} | {v['learnt_runs']}/{len(v['runs'])} | "
+                  f"{f(t, d=1)} [{f(t, 'min', 1)}, {f(t, 'max', 1)}] | {f(t, d=0) if not t else round(t['median'] * res['conditions']['time_scale'])} | "
+                  f"{f(c, d=1)} ({f(c, 'mean', 2)}) | {f(u, d=1)} | {ths} |")
+    print()
+    print("| set | ΔRTT | manager | runs | Jain per 1 s bin: median [min, max] | Jain of mean rates: median [min, max] | violations, median | thesis net Jain (C,V) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in ["cv", "cb"]:
+        for drtt in (0, 100):
+            for ff in ("noff", "ff"):
+                v = res["fairness"].get(f"{name}-d{drtt}-{ff}")
+                if not v or not v["jain_binned"]:
+                    continue
+                jb, jm = v["jain_binned"], v["jain_of_means"]
+                th = THESIS_FAIR[drtt][1 if ff == "ff" else 0] if name == "cv" else "–"
+                print(f"| {', '.join(FAIR_SETS[name])} | {drtt} ms | {'yes' if ff == 'ff' else 'no'} | {jb['n']} | "
+                      f"{f(jb)} [{f(jb, 'min')}, {f(jb, 'max')}] | {f(jm)} [{f(jm, 'min')}, {f(jm, 'max')}] | "
+                      f"{f(v['violations'], d=0)} | {th} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["fairness", "learning", "report"])
+    ap.add_argument("what", choices=["fairness", "learning", "report", "markdown"])
     ap.add_argument("--out", default="target/dps-live")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--sets", default=None)
@@ -266,6 +305,9 @@ def main():
         a.sets = a.sets or "cr,cbr,cv"
         run_learning(a)
     a.json = a.json or str(HERE / "results" / "live_dps.json")
+    if a.what == "markdown":
+        markdown(json.loads(Path(a.json).read_text()))
+        return
     report(a)
 
 
