@@ -112,6 +112,21 @@ def fairness_of(run_dir, bin_s):
                 cnt[b] += 1
         per.append([x / c if c else None for x, c in zip(sums, cnt)])
     js = [jain([p[b] for p in per]) for b in range(nb) if all(p[b] is not None for p in per)]
+    # Which CCA each flow ran in each bin (from its samples): Jain in bins
+    # where the flows ran the same CCA and where they ran different ones.
+    ccas = []
+    for f in flows:
+        c = [None] * nb
+        for x in lines(f, "dps_sample"):
+            b = int((x["at_ns"] - start) // (bin_s * 1e9))
+            if 0 <= b < nb:
+                c[b] = x["cca"]
+        ccas.append(c)
+    same, mixed = [], []
+    for b in range(nb):
+        if any(p[b] is None for p in per) or any(c[b] is None for c in ccas):
+            continue
+        (same if len({c[b] for c in ccas}) == 1 else mixed).append(jain([p[b] for p in per]))
     means = [statistics.fmean([x for x in p if x is not None]) for p in per]
     cmds = [lines(f.with_name(f.name), "fair_command") for f in flows]
     violations = sum(1 for c in cmds for x in c if x["command"]["cmd"] == "violation")
@@ -127,6 +142,9 @@ def fairness_of(run_dir, bin_s):
         "bins": len(js),
         "violations": violations,
         "final_ccas": final,
+        "mixed_fraction": len(mixed) / max(1, len(same) + len(mixed)),
+        "jain_same_cca": statistics.fmean(same) if same else None,
+        "jain_mixed_cca": statistics.fmean(mixed) if mixed else None,
     }
 
 
@@ -216,6 +234,9 @@ def report(a):
             "jain_binned": agg([r["jain_binned"] for r in ok]),
             "jain_of_means": agg([r["jain_of_means"] for r in ok]),
             "violations": agg([r["violations"] for r in ok]),
+            "mixed_fraction": agg([r["mixed_fraction"] for r in ok]),
+            "jain_same_cca": agg([r["jain_same_cca"] for r in ok]),
+            "jain_mixed_cca": agg([r["jain_mixed_cca"] for r in ok]),
         }
     lruns = {}
     for d in sorted((out / "learn").glob("*")) if (out / "learn").exists() else []:
@@ -272,8 +293,8 @@ def markdown(res):
                   f"{f(t, d=1)} [{f(t, 'min', 1)}, {f(t, 'max', 1)}] | {f(t, d=0) if not t else round(t['median'] * res['conditions']['time_scale'])} | "
                   f"{f(c, d=1)} ({f(c, 'mean', 2)}) | {f(u, d=1)} | {ths} |")
     print()
-    print("| set | ΔRTT | manager | runs | Jain per 1 s bin: median [min, max] | Jain of mean rates: median [min, max] | violations, median | thesis net Jain (C,V) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| set | ΔRTT | manager | runs | Jain per 1 s bin: median [min, max] | Jain of mean rates: median [min, max] | violations, median | time on different CCAs, median | Jain same CCA / different CCAs, medians | thesis net Jain (C,V) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in ["cv", "cb"]:
         for drtt in (0, 100):
             for ff in ("noff", "ff"):
@@ -284,7 +305,8 @@ def markdown(res):
                 th = THESIS_FAIR[drtt][1 if ff == "ff" else 0] if name == "cv" else "–"
                 print(f"| {', '.join(FAIR_SETS[name])} | {drtt} ms | {'yes' if ff == 'ff' else 'no'} | {jb['n']} | "
                       f"{f(jb)} [{f(jb, 'min')}, {f(jb, 'max')}] | {f(jm)} [{f(jm, 'min')}, {f(jm, 'max')}] | "
-                      f"{f(v['violations'], d=0)} | {th} |")
+                      f"{f(v['violations'], d=0)} | {f(v['mixed_fraction'], d=2)} | "
+                      f"{f(v['jain_same_cca'])} / {f(v['jain_mixed_cca'])} | {th} |")
 
 
 def main():
