@@ -410,6 +410,11 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             dps,
         })
     } else if let Some(d) = a.dps.as_deref() {
+        if let Some(c) = &a.cca {
+            return Err(Error::invalid(format!(
+                "--cca {c} and --dps (without --ops) exclude each other: DPS chooses the CCA from the spec's list"
+            )));
+        }
         Strategy::Dps(crate::dps_send::DpsOpts {
             spec: crate::dps_send::load_spec(d)?,
             fair: a.fair.clone(),
