@@ -114,6 +114,16 @@ ops-gated-live: sys-deps python
 test-ops: sys-deps
 	$(CARGO) test --release -p opsel --test sys_ops_driver -- --ignored --test-threads=1
 	$(CARGO) test --release -p opsel-cli --test transfer -- --ignored --test-threads=1
+	$(CARGO) test --release -p opsel-cli --test fair_live -- --include-ignored --test-threads=1
+
+# dps-live: 002 Fig 5.4 and 5.8 live on netlab, time-scaled by 10 (root, ~70 min, resumable;
+# docs/results/dps.md §5-§6).
+.PHONY: dps-live
+dps-live: bpf-vegas
+	$(CARGO) build --release -p opsel-cli
+	python3 research/dps/live_dps.py learning --repeats 5
+	python3 research/dps/live_dps.py learning --sets cr,cbr --repeats 10
+	python3 research/dps/live_dps.py fairness --sets cv,cb --repeats 5
 
 bench-ops-driver:
 	$(CARGO) bench -p opsel --bench ops_driver

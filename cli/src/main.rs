@@ -10,6 +10,8 @@ mod calibrate;
 mod classify;
 mod collect;
 mod docs_gen;
+mod dps_send;
+mod fair;
 mod flows;
 mod lab;
 mod models;
@@ -53,6 +55,8 @@ enum Cmd {
     Demo(transfer::demo::DemoArgs),
     /// Alpha-flow identification from NetFlow v5/v9/IPFIX (003 AFTES): collect, report.
     Flows(flows::FlowsArgs),
+    /// The host's DPS fairness manager (002 §4.6) and live DPS flows on netlab.
+    Fair(fair::FairArgs),
     /// Print a shell completion script (bash, zsh, fish, …).
     Completions(docs_gen::CompletionsArgs),
     /// Print the man page, or write one per subcommand with --dir.
@@ -71,6 +75,7 @@ fn main() {
         Cmd::Calibrate(a) => calibrate::main(a),
         Cmd::Classify(a) => classify::main(a),
         Cmd::Flows(a) => flows::main(a),
+        Cmd::Fair(a) => fair::main(a),
         Cmd::Probe(a) => probe::main(a),
         Cmd::Completions(a) => docs_gen::completions(a, Cli::command()),
         Cmd::Man(a) => docs_gen::man(a, Cli::command()),

@@ -126,7 +126,8 @@ pub struct SendArgs {
     /// Pre-shared key file (default: the OPSEL_KEY environment variable).
     #[arg(long)]
     key_file: Option<PathBuf>,
-    /// JSON-lines log per interval: FILE[,label].
+    /// JSON-lines log per interval: FILE[,label]. With --dps and no --ops,
+    /// DPS's samples, decisions and manager commands go to FILE's stem + `.dps.jsonl`.
     #[arg(long)]
     log: Option<String>,
     /// Log interval in seconds.
@@ -162,13 +163,30 @@ pub struct SendArgs {
     /// the first window fills).
     #[arg(long, default_value = "cubic")]
     initial_cca: String,
-    /// With --ops: let DPS (002) choose the CCA from the application's QoS
-    /// instead of the stump; SPEC is a DPS spec file or inline JSON
-    /// (`{"ccas": ["cubic", "bbr"], "metrics": [...]}`). OPS's recognised
-    /// background is DPS's network state; each steady phase is a monitoring
-    /// period fed by the transfer's RTT and delivery rate.
-    #[arg(long, requires = "ops")]
+    /// Let DPS (002) choose the CCA from the application's QoS; SPEC is a
+    /// DPS spec file or inline JSON (`{"ccas": ["cubic", "bbr"], "metrics":
+    /// [...]}`). With --ops it replaces the stump: OPS's recognised
+    /// background is DPS's network state and each steady phase a monitoring
+    /// period. Without --ops DPS runs its own t/T cycles (002 Alg 3).
+    #[arg(long)]
     dps: Option<String>,
+    /// With --dps (no --ops): join the host's fairness manager at this
+    /// socket (`opsel fair serve --socket PATH`); the flow sends once the
+    /// manager admits it and then follows its lock/unlock and violation
+    /// commands (002 §4.6).
+    #[arg(long, requires = "dps", conflicts_with = "ops")]
+    fair: Option<PathBuf>,
+    /// With --fair: seconds to wait for admission.
+    #[arg(long, default_value_t = 300.0)]
+    fair_wait: f64,
+    /// With --fair: seconds between sending-rate reports to the manager.
+    #[arg(long, default_value_t = 1.0)]
+    fair_rate_every: f64,
+    /// With --dps (no --ops): stop sending once DPS has statistics for every
+    /// CCA (the end of the learning phase, 002 §5.3), e.g. to measure
+    /// learning time; the receiver keeps the verified prefix.
+    #[arg(long, requires = "dps", conflicts_with = "ops")]
+    dps_until_learnt: bool,
     /// With --ops: a decision cache file (created if missing). OPS starts
     /// with the CCA it chose last time toward the receiver's /24 (003: bulk
     /// transfers repeat between the same prefixes), then records this
@@ -366,27 +384,8 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         let dps = a
             .dps
             .as_deref()
-            .map(|s| {
-                let text = if s.trim_start().starts_with('{') {
-                    s.to_string()
-                } else {
-                    std::fs::read_to_string(s)
-                        .map_err(|e| Error::io(format!("read the DPS spec {s}"), e))?
-                };
-                opsel::dps::DpsSpec::from_json(&text)
-                    .map_err(|e| Error::invalid(format!("--dps {s}: {e}")))
-            })
+            .map(crate::dps_send::load_spec)
             .transpose()?;
-        if let Some(d) = &dps {
-            // Before connecting: a CCA the kernel lacks would fail mid-transfer.
-            let avail = opsel::sys::linux::available_ccas()?;
-            if let Some(c) = d.ccas.iter().find(|c| !avail.contains(c)) {
-                return Err(Error::invalid(format!(
-                    "--dps: this kernel has no congestion control {c:?} (it offers {}); load its module, e.g. `make bpf-vegas` for opsel_vegas",
-                    avail.join(", ")
-                )));
-            }
-        }
         let rtt = match a.rtt.as_str() {
             "udp" => RttVia::UdpEcho,
             "icmp" => RttVia::Icmp,
@@ -419,6 +418,19 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             initial_cca: CcaName::new(&a.initial_cca)?,
             dps,
         })
+    } else if let Some(d) = a.dps.as_deref() {
+        if let Some(c) = &a.cca {
+            return Err(Error::invalid(format!(
+                "--cca {c} and --dps (without --ops) exclude each other: DPS chooses the CCA from the spec's list"
+            )));
+        }
+        Strategy::Dps(crate::dps_send::DpsOpts {
+            spec: crate::dps_send::load_spec(d)?,
+            fair: a.fair.clone(),
+            fair_wait_s: a.fair_wait,
+            rate_every_s: a.fair_rate_every,
+            until_learnt: a.dps_until_learnt,
+        })
     } else {
         Strategy::Fixed(CcaName::new(a.cca.as_deref().unwrap_or("cubic"))?)
     };
@@ -448,6 +460,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
     pb.set_message(match &opts.strategy {
         Strategy::Fixed(c) => c.to_string(),
         Strategy::Ops(o) => o.initial_cca.to_string(),
+        Strategy::Dps(_) => "dps".to_string(),
     });
     let mut on_event = |e: &DriverEvent| match e {
         DriverEvent::Interval {

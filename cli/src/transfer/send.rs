@@ -36,6 +36,8 @@ pub const PASSIVE_MODEL: &str = "models/passive/model.json";
 pub enum Strategy {
     Fixed(CcaName),
     Ops(OpsOpts),
+    /// DPS on its own, optionally under the fairness manager (`--dps` without `--ops`).
+    Dps(crate::dps_send::DpsOpts),
 }
 
 /// Where OPS's 1 Hz RTT samples come from (000 §3.2 probes with echoes
@@ -327,7 +329,12 @@ pub fn run(
             };
             Some(controller_with_classes(&o)?)
         }
-        Strategy::Fixed(_) => None,
+        Strategy::Fixed(_) | Strategy::Dps(_) => None,
+    };
+    // A managed DPS flow is admitted by the fairness manager before it connects.
+    let mut dps_flow = match &opts.strategy {
+        Strategy::Dps(d) => Some(crate::dps_send::join(d)?),
+        _ => None,
     };
     let connect = |what: &str| {
         TcpStream::connect_timeout(&opts.to, Duration::from_secs(10)).map_err(|e| {
@@ -490,6 +497,26 @@ pub fn run(
                 ..dcfg
             };
             send_fixed(&data, &mut src, *cca, &dcfg, stop, &mut cb)
+        }
+        (_, Strategy::Dps(d)) => {
+            let dcfg = DriverConfig {
+                notsent_lowat_bytes: None,
+                ..dcfg
+            };
+            let flow = dps_flow.take().expect("joined before connecting");
+            let log = opts.log.as_ref().map(|(p, _)| crate::dps_send::log_path(p));
+            let until = d.until_learnt;
+            crate::dps_send::send(
+                &data,
+                &mut src,
+                flow,
+                &dcfg,
+                stop,
+                until,
+                log.as_deref(),
+                &mut cb,
+            )
+            .map(|(r, _)| r)
         }
         _ => unreachable!("controller built for OPS only"),
     };

@@ -9,6 +9,8 @@
 //!   statistics merged by Alg 2.
 //! * [`Agent`]: the sans-IO framework cycle (Alg 3 → Alg 1 → switch → guard
 //!   → monitor → Alg 2), on its own or under a [`crate::fair::Manager`].
+//! * [`LiveFlow`]: an agent on a live transfer, alone or under the host's
+//!   fairness manager service (the glue every driver shares).
 //! * [`DpsPolicy`]: DPS as an [`crate::ops::Policy`]; OPS's recognised
 //!   background mix becomes DPS's network-state label.
 //! * [`sim`]: a deterministic simulator for 002 Fig 5.4/5.5/5.8.
@@ -47,6 +49,8 @@
 
 mod agent;
 mod feedback;
+#[cfg(target_os = "linux")]
+mod live;
 mod policy;
 pub mod rng;
 pub mod schema;
@@ -58,6 +62,8 @@ mod utility;
 
 pub use agent::{Agent, AgentStats, Decision, Event, Mode, Output, Phase, Reason};
 pub use feedback::Feedback;
+#[cfg(target_os = "linux")]
+pub use live::{LiveFlow, LiveOutput};
 pub use policy::DpsPolicy;
 pub use select::{Database, ProtocolStats, SelectedBy, StateStats, TIE_EPS};
 pub use spec::{DpsSpec, Exploration, Guard, MetricSpec, MAX_CCAS};

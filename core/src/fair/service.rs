@@ -88,6 +88,50 @@ impl ManagerService {
         Self::serve(l, spec, evaluate_every)
     }
 
+    /// Serve on a socket file at `path`, replacing a stale one: a socket
+    /// file nobody listens on (left by a manager that was killed) is
+    /// removed; a live manager at `path` is an error, as is a path that is
+    /// not a socket.
+    pub fn bind_path_replacing_stale(
+        path: &Path,
+        spec: FairnessSpec,
+        evaluate_every: Duration,
+    ) -> Result<Self> {
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                return Err(Error::invalid(format!(
+                    "{} exists and is not a socket; choose another --socket path",
+                    path.display()
+                )));
+            }
+            match UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(Error::invalid(format!(
+                        "a fairness manager already serves {}; flows join it with `opsel send --dps SPEC --fair {}` (one manager per host, 002 §4.6)",
+                        path.display(),
+                        path.display()
+                    )))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    std::fs::remove_file(path).map_err(|e| {
+                        Error::io(
+                            format!("removing the stale fairness manager socket {}", path.display()),
+                            e,
+                        )
+                    })?;
+                }
+                Err(e) => {
+                    return Err(Error::io(
+                        format!("checking the existing socket {}", path.display()),
+                        e,
+                    ))
+                }
+            }
+        }
+        Self::bind_path(path, spec, evaluate_every)
+    }
+
     fn serve(listener: UnixListener, spec: FairnessSpec, evaluate_every: Duration) -> Result<Self> {
         if evaluate_every.is_zero() {
             return Err(Error::invalid(
@@ -244,12 +288,24 @@ impl ManagerClient {
     }
 
     /// Connect to the service on a socket file and register `flow`.
+    /// An absent socket and a stale one (no manager listening) get errors
+    /// that say how to start the manager.
     pub fn connect_path(path: &Path, flow: FlowId) -> Result<Self> {
         let s = UnixStream::connect(path).map_err(|e| {
-            Error::io(
-                format!("connecting to the fairness manager at {}", path.display()),
-                e,
-            )
+            let hint = match e.kind() {
+                std::io::ErrorKind::NotFound => format!(
+                    "no fairness manager socket at {}: start one with `opsel fair serve --socket {}`",
+                    path.display(),
+                    path.display()
+                ),
+                std::io::ErrorKind::ConnectionRefused => format!(
+                    "{} is a stale fairness manager socket (nobody listens on it): restart `opsel fair serve --socket {}`, which replaces it",
+                    path.display(),
+                    path.display()
+                ),
+                _ => format!("connecting to the fairness manager at {}", path.display()),
+            };
+            Error::io(hint, e)
         })?;
         Self::register(s, flow)
     }
@@ -288,6 +344,26 @@ impl ManagerClient {
     /// Report the sending rate, Mbps.
     pub fn rate(&mut self, sending_rate_mbps: f64) -> Result<()> {
         self.send(&ClientMessage::Rate { sending_rate_mbps })
+    }
+
+    /// The next command if one has arrived, without waiting (a driver calls
+    /// this from its sending loop once per sampling interval).
+    pub fn try_recv(&mut self) -> Result<Option<Command>> {
+        use std::os::fd::AsRawFd;
+        if self.reader.buffer().is_empty() {
+            let mut pfd = libc::pollfd {
+                fd: self.reader.get_ref().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, zero timeout.
+            let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+            if n <= 0 {
+                return Ok(None);
+            }
+        }
+        // Something is readable (a line, its start, or EOF): read it.
+        self.recv(Duration::from_millis(1))
     }
 
     /// The next command, waiting at most `timeout`; `Ok(None)` on timeout.
