@@ -3,10 +3,12 @@
 //! connection (000 Ch. 7, iPerfOPS), then wait until the receiver confirms
 //! every byte and its BLAKE3.
 
-use std::io::{Seek, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
 use std::time::Duration;
 
 use opsel::dps::DpsPolicy;
@@ -17,7 +19,8 @@ use opsel::ops::{
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
-    send_fixed, DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource,
+    send_fixed_source, DriverConfig, DriverEvent, DriverReport, FileSource, OpsDriver, RttSource,
+    Source,
 };
 use opsel::{Error, Result};
 use serde_json::{json, Value};
@@ -274,7 +277,7 @@ pub fn run(
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<SendReport> {
     let path: &Path = &opts.file;
-    let mut file = std::fs::File::open(path)
+    let file = std::fs::File::open(path)
         .map_err(|e| Error::io(format!("open {} to send it", path.display()), e))?;
     let size = file
         .metadata()
@@ -407,8 +410,6 @@ pub fn run(
             path.display()
         )));
     }
-    file.seek(std::io::SeekFrom::Start(offset))
-        .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
     let mut data = connect("data")?;
     data.write_all(&proto::preamble(&acc.token, 0))
         .map_err(|e| Error::io("send the data connection's preamble", e))?;
@@ -449,10 +450,13 @@ pub fn run(
             _ => {}
         }
     };
-    // BLAKE3 on a second thread, reading the page cache while the data
-    // goes out, instead of a pass over the file after the last byte.
-    let hasher = FollowHasher::start(path.to_path_buf(), offset, prefix_state)?;
-    let mut src = hasher.reader(file, offset);
+    // The data goes out with sendfile(2) (no user-space copy); BLAKE3 runs
+    // on a second thread over the same page-cache bytes, following the
+    // position the pump has handed to the socket (docs/results/datapath.md).
+    let progress = Arc::new(AtomicU64::new(offset));
+    let hasher = FollowHasher::start(path.to_path_buf(), offset, prefix_state, progress.clone())?;
+    let mut src =
+        Source::File(FileSource::new(file.as_fd(), offset, size)?.with_progress(&progress));
     let driven = match (ctl, &opts.strategy) {
         (Some(ctl), Strategy::Ops(o)) => {
             let rtt = if o.icmp {
@@ -472,7 +476,7 @@ pub fn run(
                 ..dcfg
             };
             let mut drv = OpsDriver::new(ctl, rtt, dcfg)?;
-            drv.run(&data, &mut src, stop, &mut cb)
+            drv.run_source(&data, &mut src, stop, &mut cb)
         }
         (_, Strategy::Fixed(cca)) => {
             // A fixed CCA has no silent segments to start on time, so the
@@ -483,11 +487,10 @@ pub fn run(
                 chunk_bytes: 1 << 20,
                 ..dcfg
             };
-            send_fixed(&data, &mut src, *cca, &dcfg, stop, &mut cb)
+            send_fixed_source(&data, &mut src, *cca, &dcfg, stop, &mut cb)
         }
         _ => unreachable!("controller built for OPS only"),
     };
-    // The reader holds the hasher's channel open: drop it so `finish` ends it.
     drop(src);
     let driver = match driven {
         Ok(d) => d,
