@@ -289,3 +289,72 @@ pub(super) fn wait(sock: BorrowedFd<'_>, want_write: bool, wake: &OwnedFd, deadl
     // SAFETY: pfds holds n valid pollfds; ts is a valid timespec.
     unsafe { libc::ppoll(pfds.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{send_fixed_source, DriverConfig, EndReason};
+    use super::*;
+    use crate::probe::CcaName;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+
+    fn flags(s: &TcpStream) -> libc::c_int {
+        // SAFETY: fcntl on a valid socket.
+        unsafe { libc::fcntl(s.as_raw_fd(), libc::F_GETFL) }
+    }
+
+    #[test]
+    fn a_file_range_goes_out_with_sendfile_and_the_progress_follows() {
+        let path = std::env::temp_dir().join(format!("opsel-pump-sendfile-{}", std::process::id()));
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = l.accept().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            rx.read_to_end(&mut got).unwrap();
+            got
+        });
+        let before = flags(&tx);
+        assert_eq!(before & libc::O_NONBLOCK, 0);
+        let progress = AtomicU64::new(0);
+        let (offset, end) = (123_457u64, 2_900_001u64);
+        let mut src = Source::File(
+            FileSource::new(file.as_fd(), offset, end)
+                .unwrap()
+                .with_progress(&progress),
+        );
+        let cfg = DriverConfig {
+            chunk_bytes: 100_000,
+            notsent_lowat_bytes: None,
+            ..DriverConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let r = send_fixed_source(&tx, &mut src, CcaName::CUBIC, &cfg, &stop, &mut |_| {}).unwrap();
+        assert_eq!(r.end, EndReason::Eof);
+        assert_eq!(r.bytes_sent, end - offset);
+        assert_eq!(progress.load(Ordering::Acquire), end);
+        // The socket is blocking again for the caller.
+        assert_eq!(flags(&tx), before);
+        drop(tx);
+        let got = reader.join().unwrap();
+        assert!(got == data[offset as usize..end as usize]);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn sendfile_needs_a_regular_file_and_an_offset_within_the_range() {
+        let (r, _w) = super::super::prober::pipe().unwrap();
+        let e = FileSource::new(r.as_fd(), 0, 10).err().unwrap().to_string();
+        assert!(e.contains("regular file"), "{e}");
+        let f = std::fs::File::open("/proc/self/exe").unwrap();
+        let e = FileSource::new(f.as_fd(), 11, 10)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("offset 11 is past its end 10"), "{e}");
+    }
+}
