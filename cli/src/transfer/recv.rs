@@ -828,39 +828,57 @@ fn run_transfer(
     let mut range = (offset > 0).then(Hasher::new);
     let mut received = 0u64;
     let mut read_err: Option<String> = None;
-    let mut spare: Option<Vec<u8>> = None;
+    // Each buffer is filled by as many reads as it takes to hold FILL bytes
+    // (or the stream ends) before it is hashed and handed to the writer: a
+    // read returns what has arrived, often a few segments at netlab rates,
+    // and one hand-off and one hash update per read cost the receiver
+    // CPU that the path then lacks (docs/results/datapath.md, netlab).
+    const FILL: usize = BUF / 2;
     // A buffer is free again once written; none means the writer stopped (an error).
-    while let Some(mut buf) = spare.take().or_else(|| free_rx.recv().ok()) {
-        let n = match data.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                spare = Some(buf);
-                continue;
+    while let Some(mut buf) = free_rx.recv().ok() {
+        let mut n = 0usize;
+        let mut done = false;
+        while n < FILL {
+            match data.read(&mut buf[n..]) {
+                Ok(0) => {
+                    done = true;
+                    break;
+                }
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    read_err = Some(format!(
+                        "the data connection {} after {} bytes",
+                        why(&e, lim.idle),
+                        received + n as u64
+                    ));
+                    done = true;
+                    break;
+                }
             }
-            Err(e) => {
-                read_err = Some(format!(
-                    "the data connection {} after {received} bytes",
-                    why(&e, lim.idle)
-                ));
-                break;
-            }
-        };
+        }
         if received + n as u64 > expect {
+            // Keep what was announced; refuse the rest.
+            n = (expect - received) as usize;
             read_err = Some(format!(
                 "the sender sent more than the {expect} bytes it announced"
             ));
+            done = true;
+        }
+        if n > 0 {
+            whole.update(&buf[..n]);
+            if let Some(r) = range.as_mut() {
+                r.update(&buf[..n]);
+            }
+            if full_tx.send((buf, n)).is_err() {
+                break;
+            }
+            received += n as u64;
+            (sh.on_bytes)(n as u64);
+        }
+        if done {
             break;
         }
-        whole.update(&buf[..n]);
-        if let Some(r) = range.as_mut() {
-            r.update(&buf[..n]);
-        }
-        if full_tx.send((buf, n)).is_err() {
-            break;
-        }
-        received += n as u64;
-        (sh.on_bytes)(n as u64);
     }
     drop(full_tx);
     let (file, written, wrote) = match writer.join() {
