@@ -471,8 +471,21 @@ pub fn run(
             } else {
                 RttSource::UdpEcho(opts.to)
             };
+            // Passive probing has no silent segments (only an active
+            // pattern's S segments are silences, 000 §3.2), so it needs no
+            // TCP_NOTSENT_LOWAT either: with 128 KiB unsent at most, a sender
+            // thread that the scheduler delays by more than the time the
+            // socket takes to drain it (1.3 ms at 800 Mbit/s) leaves the path
+            // idle (docs/results/datapath.md, netlab). Active probing keeps it.
+            let passive = o.pattern.is_none();
             let dcfg = DriverConfig {
                 lead_in: o.lead_in,
+                notsent_lowat_bytes: if passive {
+                    None
+                } else {
+                    dcfg.notsent_lowat_bytes
+                },
+                chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
                 ..dcfg
             };
             let mut drv = OpsDriver::new(ctl, rtt, dcfg)?;
