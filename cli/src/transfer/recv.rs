@@ -835,7 +835,7 @@ fn run_transfer(
     // CPU that the path then lacks (docs/results/datapath.md, netlab).
     const FILL: usize = BUF / 2;
     // A buffer is free again once written; none means the writer stopped (an error).
-    while let Some(mut buf) = free_rx.recv().ok() {
+    while let Ok(mut buf) = free_rx.recv() {
         let mut n = 0usize;
         let mut done = false;
         while n < FILL {

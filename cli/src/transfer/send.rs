@@ -504,7 +504,6 @@ pub fn run(
         }
         _ => unreachable!("controller built for OPS only"),
     };
-    drop(src);
     let driver = match driven {
         Ok(d) => d,
         Err(e) => {
