@@ -237,13 +237,31 @@ fn netlab_opsel_against_iperf3() {
         .collect();
     let dir = TempDir(std::env::temp_dir().join(format!("opsel-bench-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
-    let modes: [(&str, &[&str]); 2] = [
-        ("fixed", &["--cca", "cubic"]),
-        (
-            "ops",
-            &["--ops", "--pattern", "passive", "--initial-cca", "cubic"],
-        ),
-    ];
+    // One stream and `--streams` 2/4/8 with a fixed CCA; OPS attached
+    // (passive probing, one decision for every stream) with 1 and 4.
+    const OPS: [&str; 5] = ["--ops", "--pattern", "passive", "--initial-cca", "cubic"];
+    let modes: Vec<(String, Vec<&str>)> = [
+        ("fixed", 1),
+        ("fixed", 2),
+        ("fixed", 4),
+        ("fixed", 8),
+        ("ops", 1),
+        ("ops", 4),
+    ]
+    .iter()
+    .map(|&(m, n)| {
+        let mut a: Vec<&str> = if m == "ops" {
+            OPS.to_vec()
+        } else {
+            vec!["--cca", "cubic"]
+        };
+        a.extend([
+            "--streams",
+            ["1", "2", "4", "8"][(n as u32).trailing_zeros() as usize],
+        ]);
+        (format!("{m} x{n}"), a)
+    })
+    .collect();
     let mut port = 5400u16;
     for &rate in &rates {
         // 20 ms RTT, a drop-tail buffer of one BDP; about 10 s per transfer.
@@ -301,7 +319,7 @@ fn netlab_opsel_against_iperf3() {
         for (m, (name, _)) in modes.iter().enumerate() {
             let om = med(&res[m], |r| r.mbps);
             println!(
-                "  opsel {name:<5} {om:.1} Mbit/s, CPU sender {:.3} receiver {:.3}, ratio to iperf3 -F {:.3}",
+                "  opsel {name:<8} {om:.1} Mbit/s, CPU sender {:.3} receiver {:.3}, ratio to iperf3 -F {:.3}",
                 med(&res[m], |r| r.cpu_tx),
                 med(&res[m], |r| r.cpu_rx),
                 om / ipm

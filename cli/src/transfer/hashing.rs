@@ -36,7 +36,7 @@ pub fn hash_state(path: &Path, offset: u64, len: Option<u64>) -> Result<(u64, Ha
 
 /// Hash up to `len` bytes read from `f` (through `buf`) into every hasher;
 /// returns the bytes read.
-fn hash_from(
+pub(super) fn hash_from(
     f: &mut File,
     path: &Path,
     len: u64,

@@ -95,6 +95,8 @@ pub struct SendOpts {
     /// The per-destination-prefix decision cache (003 H2, `flows::decision_cache`):
     /// OPS starts with the CCA last chosen toward this /24 and records its decision.
     pub decision_cache: Option<PathBuf>,
+    /// Data connections the file is striped over (1 to 8, `streams.rs`).
+    pub streams: u16,
 }
 
 /// Outcome of a confirmed transfer.
@@ -296,6 +298,27 @@ pub fn run(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     };
+    let n_streams = opts.streams;
+    if !(1..=proto::MAX_STREAMS).contains(&u64::from(n_streams)) {
+        return Err(Error::invalid(format!(
+            "--streams {n_streams}: use 1 to {}",
+            proto::MAX_STREAMS
+        )));
+    }
+    if n_streams > 1 {
+        if let Strategy::Ops(o) = &opts.strategy {
+            if o.pattern.is_some() {
+                return Err(Error::invalid(
+                    "--streams > 1 works with a fixed --cca or with --ops --pattern passive: an active pattern's silent segments would have to pause every stream",
+                ));
+            }
+        }
+        if opts.time_s.is_some() {
+            return Err(Error::invalid(
+                "--streams > 1 sends whole segments: --time would leave gaps; use one stream",
+            ));
+        }
+    }
     // Build the controller before connecting, so a bad model fails fast.
     let mut cache = match (&opts.decision_cache, &opts.strategy) {
         (Some(p), Strategy::Ops(_)) => Some(DecisionCache::load_or_new(p, CacheSpec::default())?),
@@ -378,7 +401,7 @@ pub fn run(
             Some(opts.offset.unwrap_or(0))
         },
         name: Some(name),
-        streams: 1,
+        streams: n_streams,
     };
     write_line(&mut ctl_w, &proto::request_msg(&req))?;
     let acc = proto::parse_accept(&read(&mut ctl_r, "answer")?).map_err(proto_err)?;
@@ -410,9 +433,25 @@ pub fn run(
             path.display()
         )));
     }
+    if acc.streams != n_streams {
+        return Err(Error::invalid(format!(
+            "the receiver answered with {} data streams for the {n_streams} asked for",
+            acc.streams
+        )));
+    }
     let mut data = connect("data")?;
     data.write_all(&proto::preamble(&acc.token, 0))
         .map_err(|e| Error::io("send the data connection's preamble", e))?;
+    // Streams 1..N (streams.rs): stream 0 carries the first segment below.
+    let extra = (1..n_streams)
+        .map(|i| {
+            let mut c = connect("data")?;
+            c.write_all(&proto::preamble(&acc.token, i))
+                .map_err(|e| Error::io("send a data connection's preamble", e))?;
+            Ok(c)
+        })
+        .collect::<Result<Vec<TcpStream>>>()?;
+    let (seg0_start, seg0_end) = proto::stripe(offset, size, n_streams, 0);
 
     let dcfg = DriverConfig {
         interval_ns: (opts.interval_s.max(0.01) * 1e9) as u64,
@@ -454,56 +493,113 @@ pub fn run(
     // on a second thread over the same page-cache bytes, following the
     // position the pump has handed to the socket (docs/results/datapath.md).
     let progress = Arc::new(AtomicU64::new(offset));
-    let hasher = FollowHasher::start(path.to_path_buf(), offset, prefix_state, progress.clone())?;
-    let mut src =
-        Source::File(FileSource::new(file.as_fd(), offset, size)?.with_progress(&progress));
-    let driven = match (ctl, &opts.strategy) {
-        (Some(ctl), Strategy::Ops(o)) => {
-            let rtt = if o.icmp {
-                match opts.to.ip() {
-                    std::net::IpAddr::V4(a) => RttSource::Icmp(a),
-                    std::net::IpAddr::V6(_) => {
-                        return Err(Error::invalid(
-                            "ICMP RTT probing supports IPv4 only; use the UDP echo (default)",
-                        ))
-                    }
-                }
-            } else {
-                RttSource::UdpEcho(opts.to)
-            };
-            // Passive probing has no silent segments (only an active
-            // pattern's S segments are silences, 000 §3.2), so it needs no
-            // TCP_NOTSENT_LOWAT either: with 128 KiB unsent at most, a sender
-            // thread that the scheduler delays by more than the time the
-            // socket takes to drain it (1.3 ms at 800 Mbit/s) leaves the path
-            // idle (docs/results/datapath.md, netlab). Active probing keeps it.
-            let passive = o.pattern.is_none();
-            let dcfg = DriverConfig {
-                lead_in: o.lead_in,
-                notsent_lowat_bytes: if passive {
-                    None
-                } else {
-                    dcfg.notsent_lowat_bytes
-                },
-                chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
-                ..dcfg
-            };
-            let mut drv = OpsDriver::new(ctl, rtt, dcfg)?;
-            drv.run_source(&data, &mut src, stop, &mut cb)
-        }
-        (_, Strategy::Fixed(cca)) => {
-            // A fixed CCA has no silent segments to start on time, so the
-            // send buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups)
-            // and the file is read in larger pieces.
-            let dcfg = DriverConfig {
-                notsent_lowat_bytes: None,
-                chunk_bytes: 1 << 20,
-                ..dcfg
-            };
-            send_fixed_source(&data, &mut src, *cca, &dcfg, stop, &mut cb)
-        }
-        _ => unreachable!("controller built for OPS only"),
+    let (hasher, ahead) = if n_streams == 1 {
+        let h = FollowHasher::start(path.to_path_buf(), offset, prefix_state, progress.clone())?;
+        (Some(h), None)
+    } else {
+        // Striped: the segments go out concurrently, so the hash reads the
+        // whole range ahead of them; it is used only when every segment was
+        // sent whole.
+        let h = super::streams::hash_ahead(path.to_path_buf(), offset, size, prefix_state);
+        (None, Some(h))
     };
+    let mut src =
+        Source::File(FileSource::new(file.as_fd(), seg0_start, seg0_end)?.with_progress(&progress));
+    if let Strategy::Ops(o) = &opts.strategy {
+        if o.icmp && opts.to.is_ipv6() {
+            return Err(Error::invalid(
+                "ICMP RTT probing supports IPv4 only; use the UDP echo (default)",
+            ));
+        }
+    }
+    // The CCA the other streams start with; every later one follows stream 0.
+    let first_cca = match (&ctl, &opts.strategy) {
+        (Some(c), _) => c.socket_cca(),
+        (None, Strategy::Fixed(c)) => *c,
+        (None, Strategy::Ops(o)) => o.initial_cca,
+    };
+    let extra_cfg = DriverConfig {
+        notsent_lowat_bytes: None,
+        chunk_bytes: 1 << 20,
+        ..dcfg
+    };
+    let (driven, others) = std::thread::scope(|sc| {
+        let senders = super::streams::spawn_senders(
+            sc, &extra, path, offset, size, first_cca, extra_cfg, stop,
+        );
+        let mut cb = |e: &DriverEvent| {
+            super::streams::follow_cca(&extra, e);
+            cb(e)
+        };
+        let driven = match (ctl, &opts.strategy) {
+            (Some(ctl), Strategy::Ops(o)) => {
+                let rtt = if o.icmp {
+                    match opts.to.ip() {
+                        std::net::IpAddr::V4(a) => RttSource::Icmp(a),
+                        // Refused above.
+                        std::net::IpAddr::V6(_) => RttSource::UdpEcho(opts.to),
+                    }
+                } else {
+                    RttSource::UdpEcho(opts.to)
+                };
+                // Passive probing has no silent segments (only an active
+                // pattern's S segments are silences, 000 §3.2), so it needs no
+                // TCP_NOTSENT_LOWAT either: with 128 KiB unsent at most, a sender
+                // thread that the scheduler delays by more than the time the
+                // socket takes to drain it (1.3 ms at 800 Mbit/s) leaves the path
+                // idle (docs/results/datapath.md, netlab). Active probing keeps it.
+                let passive = o.pattern.is_none();
+                let dcfg = DriverConfig {
+                    lead_in: o.lead_in,
+                    notsent_lowat_bytes: if passive {
+                        None
+                    } else {
+                        dcfg.notsent_lowat_bytes
+                    },
+                    chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
+                    ..dcfg
+                };
+                OpsDriver::new(ctl, rtt, dcfg)
+                    .and_then(|mut drv| drv.run_source(&data, &mut src, stop, &mut cb))
+            }
+            (_, Strategy::Fixed(cca)) => {
+                // A fixed CCA has no silent segments to start on time, so the
+                // send buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups)
+                // and the file is read in larger pieces.
+                let dcfg = DriverConfig {
+                    notsent_lowat_bytes: None,
+                    chunk_bytes: 1 << 20,
+                    ..dcfg
+                };
+                send_fixed_source(&data, &mut src, *cca, &dcfg, stop, &mut cb)
+            }
+            _ => unreachable!("controller built for OPS only"),
+        };
+        let others: Vec<Result<DriverReport>> = senders
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::invalid("a data stream's thread failed")))
+            })
+            .collect();
+        (driven, others)
+    });
+    // A striped transfer succeeds only with every segment sent whole.
+    let driven = driven.and_then(|mut d| {
+        let mut total = d.bytes_sent;
+        for (i, r) in others.into_iter().enumerate() {
+            let r = r.map_err(|e| Error::invalid(format!("data stream {}: {e}", i + 1)))?;
+            total += r.bytes_sent;
+        }
+        if n_streams > 1 && total != size - offset {
+            return Err(Error::invalid(format!(
+                "stopped after {total} of {} bytes over {n_streams} streams",
+                size - offset
+            )));
+        }
+        d.bytes_sent = total;
+        Ok(d)
+    });
     let driver = match driven {
         Ok(d) => d,
         Err(e) => {
@@ -537,7 +633,13 @@ pub fn run(
     data.shutdown(Shutdown::Write)
         .map_err(|e| Error::io("shut down the data connection", e))?;
     let end = offset + driver.bytes_sent;
-    let (hashed, range_sha, file_sha) = hasher.finish(end)?;
+    let (hashed, range_sha, file_sha) = match (hasher, ahead) {
+        (Some(h), _) => h.finish(end)?,
+        (None, Some(h)) => h
+            .join()
+            .unwrap_or_else(|_| Err(Error::invalid("the hashing thread failed")))?,
+        (None, None) => unreachable!("one of the two hashers runs"),
+    };
     if hashed != end {
         return Err(Error::invalid(format!(
             "{} changed while it was sent: could re-read only {hashed} of {end} bytes",
