@@ -15,17 +15,18 @@
 //! 1. sender → `{"hello":"opsel-transfer","version":3,"nonce":HEX16}`
 //! 2. receiver → `{"hello":"opsel-transfer","version":3,"auth":"hmac-sha256"|"none","challenge":HEX32}`
 //!    (a hello of another version gets `{"ok":false,"error":...}` naming both versions)
-//! 3. sender → `{"mac":HEX32?,"size":S,"offset":N?,"name":NAME?,"streams":1}`;
+//! 3. sender → `{"mac":HEX32?,"size":S,"offset":N?,"name":NAME?,"streams":N}`;
 //!    `mac` = HMAC-SHA256(key, "opsel-transfer v3 sender" ‖ challenge ‖ nonce);
 //!    no `offset` asks the receiver to resume wherever its verified prefix ends.
-//! 4. receiver → `{"ok":true,"token":HEX16,"offset":N,"prefix_blake3":HEX,"streams":1,"proof":HEX32?}`
+//! 4. receiver → `{"ok":true,"token":HEX16,"offset":N,"prefix_blake3":HEX,"streams":N,"proof":HEX32?}`
 //!    or `{"ok":false,"error":...}`; `proof` = HMAC(key, "opsel-transfer v3 receiver" ‖ nonce ‖ challenge),
 //!    so the sender knows it talks to a key holder before it sends a byte of the file.
 //! 5. data connection(s): [`PREAMBLE_LEN`] bytes (`"OPSD"`, version 3, reserved,
-//!    stream index u16 BE, token) then the payload. Version 3 sends one stream
-//!    (index 0: the raw bytes from `offset` on); the token is per transfer and
-//!    the index names the stream, so several data connections can attach to
-//!    one transfer later without another protocol change.
+//!    stream index u16 BE, token) then the payload: stream `i` of N (1 to
+//!    [`MAX_STREAMS`]) carries the raw bytes of segment [`stripe`]`(offset,
+//!    size, N, i)`; with N = 1 that is every byte from `offset` on, as before
+//!    `--streams` existed, so the wire format and the version stay 3 (an
+//!    older v3 receiver refuses N > 1 with its own message).
 //! 6. sender → `{"end":BYTES,"blake3":HEX,"file_blake3":HEX}` (the range sent and
 //!    the whole prefix `[0, offset + BYTES)`); receiver → `{"ok":bool,"received":R,
 //!    "blake3":HEX,"file_size":F,"file_blake3":HEX,"complete":bool}` once every
