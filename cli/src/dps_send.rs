@@ -6,7 +6,7 @@
 //! feeds it each interval's `TCP_INFO` readings and applies its CCA
 //! changes on the live socket.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +16,9 @@ use opsel::dps::{DpsSpec, Feedback, LiveFlow, LiveOutput};
 use opsel::fair::ManagerClient;
 use opsel::probe::CcaName;
 use opsel::sys::linux::clock::monotonic_ns;
-use opsel::sys::linux::ops_driver::{send_fixed, DriverConfig, DriverEvent, DriverReport};
+use opsel::sys::linux::ops_driver::{
+    send_fixed_source, DriverConfig, DriverEvent, DriverReport, Source,
+};
 use opsel::{Error, Result};
 use serde_json::json;
 
@@ -91,7 +93,7 @@ pub fn join(o: &DpsOpts) -> Result<LiveFlow> {
 #[allow(clippy::too_many_arguments)] // one call site; the options are the transfer's
 pub fn send(
     data: &TcpStream,
-    src: &mut dyn Read,
+    src: &mut Source<'_>,
     mut flow: LiveFlow,
     dcfg: &DriverConfig,
     stop: &AtomicBool,
@@ -131,7 +133,7 @@ pub fn send(
     apply(&mut flow, &mut cur, &mut out)?;
     // The driver's stop flag: the caller's (Ctrl-C), or the end of learning.
     let halt = AtomicBool::new(false);
-    let report = send_fixed(data, src, cur, dcfg, &halt, &mut |e| {
+    let report = send_fixed_source(data, src, cur, dcfg, &halt, &mut |e| {
         on_event(e);
         let learnt = until_learnt && flow.stats().learnt_at_ns.is_some();
         if stop.load(Ordering::Relaxed) || learnt {

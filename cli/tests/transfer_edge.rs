@@ -277,9 +277,9 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
     // 10. Bigger than --max-size.
     let (_c, a) = Raw::request(&addr, json!({"size": 1u64 << 40, "offset": 0}));
     assert!(a["error"].as_str().unwrap().contains("--max-size"), "{a}");
-    // 11. Several data streams (reserved for a later version).
-    let (_c, a) = Raw::request(&addr, json!({"size": 10, "offset": 0, "streams": 4}));
-    assert!(a["error"].as_str().unwrap().contains("exactly 1"), "{a}");
+    // 11. More data streams than a transfer may stripe over.
+    let (_c, a) = Raw::request(&addr, json!({"size": 10, "offset": 0, "streams": 9}));
+    assert!(a["error"].as_str().unwrap().contains("1 to 8"), "{a}");
     // 12. A data connection nobody asked for (out of order), with a made-up token.
     let mut dc = data_conn(&addr, "0123456789abcdef0123456789abcdef");
     let _ = dc.write_all(&[0u8; 1000]);
@@ -823,5 +823,119 @@ fn a_receiver_fed_mutated_sessions_keeps_serving() {
     println!(
         "120 mutated sessions in {fuzz_s:.1} s: {} log lines, then a verified transfer",
         out_rx.lines().count()
+    );
+}
+
+fn striped_data_conn(addr: &str, token_hex: &str, stream: u16) -> TcpStream {
+    let mut d = TcpStream::connect(addr).unwrap();
+    let mut p = Vec::from(*b"OPSD");
+    p.extend_from_slice(&[3, 0]);
+    p.extend_from_slice(&stream.to_be_bytes());
+    for i in 0..16 {
+        p.push(u8::from_str_radix(&token_hex[2 * i..2 * i + 2], 16).unwrap());
+    }
+    d.write_all(&p).unwrap();
+    d
+}
+
+/// `--streams N`: the file striped over N connections arrives byte-identical
+/// (sizes not a multiple of N, and from a resume offset); a stream that dies
+/// mid-transfer fails it with an error naming the stream, renames nothing and
+/// leaves the contiguous prefix, which `--resume` then completes.
+#[test]
+fn striped_transfers_and_a_dead_stream_then_resume() {
+    let d = TempDir::new("streams");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 3_000_017, 11);
+    for n in ["2", "3", "8"] {
+        let dst = d.0.join(format!("dst{n}.bin"));
+        let addr = format!("127.0.0.1:{}", free_port());
+        let rx = fast_recv(&addr, &dst, &[], None);
+        let tx = spawn(
+            &[
+                "send",
+                "--to",
+                &addr,
+                "--file",
+                &s(&src),
+                "--cca",
+                "cubic",
+                "--streams",
+                n,
+            ],
+            None,
+        );
+        let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
+        let (ok_rx, out_rx) = rx.finish(Duration::from_secs(30), "recv");
+        assert!(
+            ok_tx && ok_rx,
+            "{n} streams\nsend: {out_tx}\nrecv: {out_rx}"
+        );
+        assert!(out_tx.contains("byte-identical"), "{out_tx}");
+        assert!(std::fs::read(&dst).unwrap() == data, "{n} streams");
+    }
+
+    // A dead stream: 2 streams over 1 000 003 bytes, segments [0, 500 002)
+    // and [500 002, 1 000 003); stream 1 sends 1000 bytes and closes.
+    let dst = d.0.join("dead.bin");
+    let part = d.0.join(".dead.bin.opsel-part");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &[], None);
+    let (mut c, a) = Raw::request(
+        &addr,
+        json!({"size": 1_000_003, "offset": 0, "name": "x", "streams": 2}),
+    );
+    assert_eq!(a["streams"], 2, "{a}");
+    let token = a["token"].as_str().unwrap().to_string();
+    // An index past the transfer's streams is dropped, the transfer goes on.
+    let mut bad = striped_data_conn(&addr, &token, 5);
+    let mut b = [0u8; 1];
+    bad.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(matches!(bad.read(&mut b), Ok(0) | Err(_)));
+    let mut d0 = striped_data_conn(&addr, &token, 0);
+    let mut d1 = striped_data_conn(&addr, &token, 1);
+    d0.write_all(&data[..500_002]).unwrap();
+    d1.write_all(&data[500_002..501_002]).unwrap();
+    drop(d1);
+    let r = c.line().expect("the reason");
+    let e = r["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        e.contains("data stream 1 ended after 1000 of its 500001 bytes"),
+        "{r}"
+    );
+    drop(d0);
+    drop(c);
+    assert!(!dst.exists(), "nothing may be renamed into place");
+    let kept = std::fs::read(&part).unwrap();
+    assert!(kept.len() <= 501_002, "{}", kept.len());
+    assert!(
+        kept == data[..kept.len()],
+        "the part file is a prefix of the source"
+    );
+    // The receiver keeps serving: a resume over 3 streams completes it.
+    std::fs::copy(&src, d.0.join("x")).unwrap();
+    let tx = spawn(
+        &[
+            "send",
+            "--to",
+            &addr,
+            "--file",
+            &s(&d.0.join("x")),
+            "--cca",
+            "cubic",
+            "--streams",
+            "3",
+            "--resume",
+        ],
+        None,
+    );
+    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
+    let out_rx = rx.kill();
+    assert!(ok_tx, "send: {out_tx}\nrecv: {out_rx}");
+    assert!(out_tx.contains("byte-identical"), "{out_tx}");
+    assert!(std::fs::read(&dst).unwrap() == data);
+    assert!(
+        out_rx.contains("stripes over 2 data connections (indices 0 to 1)"),
+        "{out_rx}"
     );
 }

@@ -7,6 +7,7 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -14,7 +15,9 @@ use opsel::mix::SIX_CLASSES;
 use opsel::ops::doubles::ScriptedClassifier;
 use opsel::ops::{Config, Controller, Event, Phase, Stump};
 use opsel::probe::{CcaName, Pattern};
-use opsel::sys::linux::ops_driver::{DriverConfig, DriverEvent, EndReason, OpsDriver, RttSource};
+use opsel::sys::linux::ops_driver::{
+    DriverConfig, DriverEvent, EndReason, FileSource, OpsDriver, RttSource, Source,
+};
 use opsel::sys::linux::rtt::UdpEchoResponder;
 
 mod sys_common;
@@ -59,6 +62,21 @@ fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
     if !can_run("switches_cca_live_keeps_silence_and_delivers_every_byte") {
         return;
     }
+    live_switching(false);
+}
+
+/// The same run with the payload sent from a file by `sendfile(2)`
+/// (`FileSource`): silences stay silent and every byte arrives in order.
+#[test]
+#[ignore = "root: creates network namespaces; run by `make test-ops`"]
+fn sendfile_switches_cca_live_keeps_silence_and_delivers_every_byte() {
+    if !can_run("sendfile_switches_cca_live_keeps_silence_and_delivers_every_byte") {
+        return;
+    }
+    live_switching(true);
+}
+
+fn live_switching(from_file: bool) {
     let lab = lab("50mbit");
     let addr: SocketAddr = format!("{ADDR_B}:5301").parse().unwrap();
     // Receiver: one accepted connection, every byte checked against the stream.
@@ -104,11 +122,33 @@ fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
         };
         let mut drv = OpsDriver::new(ctl, RttSource::UdpEcho(addr), dcfg).unwrap();
         let mut events = Vec::new();
-        let report = drv
-            .run(&sock, &mut Stream(0), &AtomicBool::new(false), &mut |e| {
-                events.push(e.clone())
-            })
-            .unwrap();
+        let mut on_event = |e: &DriverEvent| events.push(e.clone());
+        let report = if from_file {
+            // More than 11 s at 50 Mbit/s: the time limit ends the run.
+            let path = std::env::temp_dir().join(format!("opsel-sendfile-{}", std::process::id()));
+            let mut data = vec![0u8; 80 << 20];
+            Stream(0).read_exact(&mut data).unwrap();
+            std::fs::write(&path, &data).unwrap();
+            drop(data);
+            let f = std::fs::File::open(&path).unwrap();
+            let _ = std::fs::remove_file(&path);
+            let src = FileSource::new(f.as_fd(), 0, 80 << 20).unwrap();
+            drv.run_source(
+                &sock,
+                &mut Source::File(src),
+                &AtomicBool::new(false),
+                &mut on_event,
+            )
+            .unwrap()
+        } else {
+            drv.run(
+                &sock,
+                &mut Stream(0),
+                &AtomicBool::new(false),
+                &mut on_event,
+            )
+            .unwrap()
+        };
         let final_cca = opsel::sys::linux::get_cca(&sock).unwrap();
         drop(sock);
         (report, events, final_cca)

@@ -5,8 +5,12 @@
 # both; each figure is file bytes over the sender command's wall time (opsel:
 # until the receiver confirmed every byte verified and renamed; iperf3: until
 # the client exits). Prints each run, the medians, the ratio of medians and the
-# 1-minute load.
+# 1-minute load, and the CPU time (user + system) of each side per Gbit moved.
 #   OPSEL   the opsel binary (default target/release/opsel)
+#   MODES   opsel variants, each run in every round (default "fixed ops"):
+#           fixed = --cca cubic; ops = --ops --pattern passive --initial-cca
+#           cubic (the OPS driver attached: RTT prober, TCP_NOTSENT_LOWAT; a
+#           1 GiB loopback transfer ends before the first 1 Hz window fills)
 #   SIZE_MB file size in MiB (default 1024)
 #   RUNS    runs of each tool (default 3)
 #   DIR     a tmpfs directory for source and destination (default /dev/shm)
@@ -14,7 +18,9 @@ set -euo pipefail
 OPSEL=${OPSEL:-target/release/opsel}
 SIZE_MB=${SIZE_MB:-1024}
 RUNS=${RUNS:-3}
+MODES=${MODES:-fixed ops}
 DIR=${DIR:-/dev/shm}
+command -v /usr/bin/time >/dev/null || { echo "/usr/bin/time not found: apt-get install -y time" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "iperf3 not found: apt-get install -y iperf3" >&2; exit 1; }
 [ -x "$OPSEL" ] || { echo "$OPSEL not found: cargo build --release -p opsel-cli" >&2; exit 1; }
 work=$(mktemp -d "$DIR/opsel-bench.XXXXXX")
@@ -29,41 +35,71 @@ port=$((20000 + RANDOM % 20000))
 
 now() { date +%s%N; }
 
-opsel_run() {
+# CPU seconds (user + system) recorded by /usr/bin/time in $1.
+cpu() { awk '{print $1 + $2}' "$1"; }
+
+# Prints "Gbit/s sender-CPU-s/Gbit receiver-CPU-s/Gbit".
+rate_cpu() { # bytes t0 t1 sender-time-file receiver-time-file
+  local gbit; gbit=$(echo "scale=6; $1 * 8 / 1000000000" | bc)
+  echo "$(echo "scale=3; $1 * 8 / ($3 - $2)" | bc) $(echo "scale=3; $(cpu "$4") / $gbit" | bc) $(echo "scale=3; $(cpu "$5") / $gbit" | bc)"
+}
+
+send_args() {
+  case $1 in
+  fixed) echo "--cca cubic" ;;
+  ops) echo "--ops --pattern passive --initial-cca cubic" ;;
+  *) echo "unknown mode $1 (fixed, ops)" >&2; exit 1 ;;
+  esac
+}
+
+opsel_run() { # mode
   rm -f "$work/dst.bin"
-  "$OPSEL" recv --listen 127.0.0.1:$port --out "$work/dst.bin" --timeout 60 >"$work/recv.log" 2>&1 &
+  /usr/bin/time -f "%U %S" -o "$work/recv.time" "$OPSEL" recv --listen 127.0.0.1:$port --out "$work/dst.bin" --timeout 60 >"$work/recv.log" 2>&1 &
   local rp=$!; pids+=("$rp")
   for _ in $(seq 100); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.02; done
   local t0; t0=$(now)
-  "$OPSEL" send --to 127.0.0.1:$port --file "$src" --cca cubic >"$work/send.log" 2>&1
+  # shellcheck disable=SC2046
+  /usr/bin/time -f "%U %S" -o "$work/send.time" "$OPSEL" send --to 127.0.0.1:$port --file "$src" $(send_args "$1") >"$work/send.log" 2>&1
   local t1; t1=$(now)
   wait "$rp"
   cmp -s "$src" "$work/dst.bin" || { echo "opsel: destination differs from the source" >&2; exit 1; }
-  echo "scale=3; $bytes * 8 / ($t1 - $t0)" | bc # Gbit/s (bits per ns)
+  rate_cpu "$bytes" "$t0" "$t1" "$work/send.time" "$work/recv.time"
 }
 
 iperf_run() {
   rm -f "$work/ip.bin"
-  iperf3 -s -1 -p $port -F "$work/ip.bin" >"$work/ips.log" 2>&1 &
+  /usr/bin/time -f "%U %S" -o "$work/ips.time" iperf3 -s -1 -p $port -F "$work/ip.bin" >"$work/ips.log" 2>&1 &
   local sp=$!; pids+=("$sp")
   for _ in $(seq 100); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.02; done
   local t0; t0=$(now)
-  iperf3 -c 127.0.0.1 -p $port -F "$src" -n "$bytes" -C cubic >"$work/ipc.log" 2>&1
+  /usr/bin/time -f "%U %S" -o "$work/ipc.time" iperf3 -c 127.0.0.1 -p $port -F "$src" -n "$bytes" -C cubic >"$work/ipc.log" 2>&1
   local t1; t1=$(now)
   wait "$sp" || true
-  echo "scale=3; $bytes * 8 / ($t1 - $t0)" | bc
+  rate_cpu "$bytes" "$t0" "$t1" "$work/ipc.time" "$work/ips.time"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-o=(); i=()
+declare -A res
+i=()
+loads=()
 for r in $(seq "$RUNS"); do
-  o+=("$(opsel_run)"); port=$((port + 1))
+  line="run $r:"
+  for m in $MODES; do
+    res[$m]+="$(opsel_run "$m")"$'\n'; port=$((port + 1))
+    line+=" opsel $m $(echo "${res[$m]}" | sed '/^$/d' | tail -1 | cut -d' ' -f1) Gbit/s,"
+  done
   i+=("$(iperf_run)"); port=$((port + 1))
-  echo "run $r: opsel ${o[-1]} Gbit/s, iperf3 -F ${i[-1]} Gbit/s"
+  loads+=("$(cut -d' ' -f1 /proc/loadavg)")
+  echo "$line iperf3 -F $(echo "${i[-1]}" | cut -d' ' -f1) Gbit/s (load ${loads[-1]})"
 done
-om=$(printf '%s\n' "${o[@]}" | median)
-im=$(printf '%s\n' "${i[@]}" | median)
-echo "file $bytes bytes, $RUNS runs each, median opsel $om Gbit/s, iperf3 -F $im Gbit/s"
-echo "ratio opsel/iperf3 = $(echo "scale=3; $om / $im" | bc)"
-echo "load (1 min) $(cut -d' ' -f1 /proc/loadavg), cores $(nproc)"
+col() { printf '%s\n' "$1" | sed '/^$/d' | cut -d' ' -f"$2" | median; }
+ic=$(printf '%s\n' "${i[@]}")
+im=$(col "$ic" 1)
+echo "file $bytes bytes, $RUNS runs each, medians (CPU = user + system seconds per Gbit moved):"
+echo "  iperf3 -F   $im Gbit/s, CPU sender $(col "$ic" 2) receiver $(col "$ic" 3)"
+for m in $MODES; do
+  om=$(col "${res[$m]}" 1)
+  echo "  opsel $m $om Gbit/s, CPU sender $(col "${res[$m]}" 2) receiver $(col "${res[$m]}" 3), ratio to iperf3 -F $(echo "scale=3; $om / $im" | bc)"
+done
+echo "load (1 min) during the runs: median $(printf '%s\n' "${loads[@]}" | median), range $(printf '%s\n' "${loads[@]}" | sort -g | head -1)-$(printf '%s\n' "${loads[@]}" | sort -g | tail -1); cores $(nproc)"

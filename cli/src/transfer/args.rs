@@ -193,6 +193,12 @@ pub struct SendArgs {
     /// transfer's decision. Entries older than 30 days are not used.
     #[arg(long, requires = "ops")]
     decision_cache: Option<PathBuf>,
+    /// Data connections to stripe the file over (1 to 8): one contiguous
+    /// segment each, every one with the CCA of the first (with --ops:
+    /// passive probing only). A failed stream fails the transfer; --resume
+    /// continues after the contiguous prefix the receiver kept.
+    #[arg(long, default_value_t = 1)]
+    streams: u16,
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -453,6 +459,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         log,
         interval_s: a.interval,
         decision_cache: a.decision_cache.clone(),
+        streams: a.streams,
     };
     // Ctrl-C raises the signal flag, which the driver reads as its stop flag.
     opsel_netlab::sys::install_interrupt_handler();

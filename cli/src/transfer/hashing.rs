@@ -1,15 +1,16 @@
 //! The sender's BLAKE3 off the data path: a second thread hashes the file
-//! from the page cache while the data connection sends it, following the
-//! bytes known to be handed to the socket, so the completion message is
-//! ready as soon as the last byte is sent instead of after a second pass
-//! over the file (docs/results/datapath.md: that pass and a duplicate one
-//! were two thirds of the sender's CPU time).
+//! from the page cache while the data connection sends it with `sendfile(2)`,
+//! following the position the driver's pump has handed to the socket, so the
+//! completion message is ready as soon as the last byte is sent instead of
+//! after a second pass over the file (docs/results/datapath.md).
 
 use std::fs::File;
 use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use blake3::Hasher;
 use opsel::{Error, Result};
@@ -35,7 +36,7 @@ pub fn hash_state(path: &Path, offset: u64, len: Option<u64>) -> Result<(u64, Ha
 
 /// Hash up to `len` bytes read from `f` (through `buf`) into every hasher;
 /// returns the bytes read.
-fn hash_from(
+pub(super) fn hash_from(
     f: &mut File,
     path: &Path,
     len: u64,
@@ -69,18 +70,29 @@ type Digests = (u64, [u8; 32], [u8; 32]);
 /// socket; `end` is known only when sending stops (EOF, `--time`, Ctrl-C).
 pub struct FollowHasher {
     tx: Option<mpsc::Sender<u64>>,
+    progress: Arc<AtomicU64>,
     thread: Option<JoinHandle<Result<Digests>>>,
 }
 
 impl FollowHasher {
-    /// `prefix`: the BLAKE3 state over `[0, offset)` (already computed for
-    /// the resume check), continued into the whole-file hash.
-    pub fn start(path: PathBuf, offset: u64, prefix: Hasher) -> Result<Self> {
+    /// The pump stores in `progress` the file position up to which bytes
+    /// are handed to the socket
+    /// (`opsel::sys::linux::ops_driver::FileSource::with_progress`); this
+    /// thread hashes the page cache up to it, never past it. `prefix`: the
+    /// BLAKE3 state over `[0, offset)` (already computed for the resume
+    /// check), continued into the whole-file hash.
+    pub fn start(
+        path: PathBuf,
+        offset: u64,
+        prefix: Hasher,
+        progress: Arc<AtomicU64>,
+    ) -> Result<Self> {
         let mut f = File::open(&path)
             .map_err(|e| Error::io(format!("open {} to hash it", path.display()), e))?;
         f.seek(std::io::SeekFrom::Start(offset))
             .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
         let (tx, rx) = mpsc::channel::<u64>();
+        let sent = progress.clone();
         let thread = std::thread::Builder::new()
             .name("opsel-send-hash".into())
             .spawn(move || {
@@ -88,32 +100,38 @@ impl FollowHasher {
                 // From offset 0 the range is the whole file: one hash, not two.
                 let mut range = (offset > 0).then(Hasher::new);
                 let mut pos = offset;
-                let mut buf = vec![0u8; 1 << 20];
-                // Every message is a position the sender has passed; the last
-                // one before the channel closes is the end.
-                let mut last = pos;
-                for upto in rx {
-                    last = upto;
+                // 256 KiB pieces: each is hashed right after the read copied
+                // it, while it is still in the cache.
+                let mut buf = vec![0u8; 256 << 10];
+                let mut hash_to = |pos: &mut u64, upto: u64| -> Result<bool> {
+                    let mut hs: Vec<&mut Hasher> = vec![&mut whole];
+                    if let Some(r) = range.as_mut() {
+                        hs.push(r);
+                    }
+                    let n = hash_from(&mut f, &path, upto - *pos, &mut buf, &mut hs)?;
+                    *pos += n;
+                    Ok(*pos == upto)
+                };
+                loop {
+                    let upto = sent.load(Ordering::Acquire);
                     if upto > pos {
-                        let n = {
-                            let mut hs: Vec<&mut Hasher> = vec![&mut whole];
-                            if let Some(r) = range.as_mut() {
-                                hs.push(r);
-                            }
-                            hash_from(&mut f, &path, upto - pos, &mut buf, &mut hs)?
-                        };
-                        pos += n;
-                        if pos < upto {
+                        if !hash_to(&mut pos, upto)? {
                             break; // the file shrank: reported as a short hash
                         }
+                        continue;
                     }
-                }
-                if pos > last {
-                    // The driver read past a piece it never sent: the hash
-                    // would cover unsent bytes, so refuse rather than mislead.
-                    return Err(Error::invalid(format!(
-                        "internal: the sender's hash covers {pos} bytes but only {last} were sent"
-                    )));
+                    // Caught up: wait a little for more, or for the end.
+                    match rx.recv_timeout(Duration::from_micros(500)) {
+                        Ok(end) => {
+                            // `finish` checked that `end` is what was sent.
+                            if end > pos {
+                                hash_to(&mut pos, end)?;
+                            }
+                            break;
+                        }
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
                 }
                 let whole: [u8; 32] = *whole.finalize().as_bytes();
                 let range = range.map_or(whole, |r| *r.finalize().as_bytes());
@@ -122,25 +140,22 @@ impl FollowHasher {
             .map_err(|e| Error::io("start the hashing thread", e))?;
         Ok(Self {
             tx: Some(tx),
+            progress,
             thread: Some(thread),
         })
     }
 
-    /// A reader over the file being sent that tells this hasher, at each
-    /// read, that every byte read before it has been handed to the socket
-    /// (the driver's pump reads again only once its buffer is sent), so the
-    /// hash never runs ahead of what is sent.
-    pub fn reader(&self, file: File, offset: u64) -> Follow {
-        Follow {
-            file,
-            pos: offset,
-            tx: self.tx.clone(),
-        }
-    }
-
     /// The digests of `[offset, end)` and `[0, end)`, once every byte up to
-    /// `end` is hashed.
+    /// `end` is hashed. `end` must be the last position stored in the
+    /// progress: a hash over bytes that were not sent, or that misses some
+    /// that were, is refused rather than reported.
     pub fn finish(mut self, end: u64) -> Result<Digests> {
+        let sent = self.progress.load(Ordering::Acquire);
+        if end != sent {
+            return Err(Error::invalid(format!(
+                "internal: the sender ended at byte {end} but handed {sent} to the socket"
+            )));
+        }
         if let Some(tx) = self.tx.take() {
             let _ = tx.send(end);
         }
@@ -148,28 +163,6 @@ impl FollowHasher {
             Some(Ok(r)) => r,
             _ => Err(Error::invalid("the hashing thread failed")),
         }
-    }
-}
-
-/// See [`FollowHasher::reader`].
-pub struct Follow {
-    file: File,
-    pos: u64,
-    tx: Option<mpsc::Sender<u64>>,
-}
-
-impl Read for Follow {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if let Some(tx) = &self.tx {
-            // The hasher may be gone (it stopped on a read error); sending
-            // goes on and `finish` reports the error.
-            if tx.send(self.pos).is_err() {
-                self.tx = None;
-            }
-        }
-        let n = self.file.read(buf)?;
-        self.pos += n as u64;
-        Ok(n)
     }
 }
 
@@ -184,7 +177,7 @@ impl Drop for FollowHasher {
 mod tests {
     use super::*;
 
-    fn sha(b: &[u8]) -> [u8; 32] {
+    fn b3(b: &[u8]) -> [u8; 32] {
         *blake3::hash(b).as_bytes()
     }
 
@@ -205,45 +198,31 @@ mod tests {
         (Tmp(p.clone()), p, data)
     }
 
-    /// Reads the way the driver's pump does: a piece, then the next only
-    /// once the previous one is sent; `sent_pieces` of `pieces` go out.
-    fn follow(
-        path: &Path,
-        offset: u64,
-        prefix: Hasher,
-        pieces: usize,
-        sent_pieces: usize,
-    ) -> Digests {
-        let h = FollowHasher::start(path.to_path_buf(), offset, prefix).unwrap();
-        let mut f = File::open(path).unwrap();
-        f.seek(std::io::SeekFrom::Start(offset)).unwrap();
-        let mut r = h.reader(f, offset);
-        let mut buf = vec![0u8; 100_000];
-        let mut sent = 0u64;
-        for i in 0..pieces {
-            let n = r.read(&mut buf).unwrap();
-            if i < sent_pieces {
-                sent += n as u64;
-            }
+    /// Advances the progress the way the pump does (a piece per sendfile)
+    /// by `pieces` pieces of 100 000 bytes, then finishes there.
+    fn follow(path: &Path, offset: u64, prefix: Hasher, pieces: u64, len: u64) -> Digests {
+        let progress = Arc::new(AtomicU64::new(offset));
+        let h = FollowHasher::start(path.to_path_buf(), offset, prefix, progress.clone()).unwrap();
+        let mut at = offset;
+        for _ in 0..pieces {
+            at = (at + 100_000).min(len);
+            progress.store(at, Ordering::Release);
+            std::thread::yield_now();
         }
-        drop(r);
-        h.finish(offset + sent).unwrap()
+        h.finish(at).unwrap()
     }
 
     #[test]
     fn the_hash_covers_exactly_the_bytes_sent() {
         let (_t, p, data) = file_of(1_000_000, "exact");
-        // To EOF (the last read returns 0).
-        let (end, range, whole) = follow(&p, 0, Hasher::new(), 11, 11);
+        // To EOF.
+        let (end, range, whole) = follow(&p, 0, Hasher::new(), 11, 1_000_000);
         assert_eq!(end, 1_000_000);
-        assert_eq!((range, whole), (sha(&data), sha(&data)));
-        // Stopped with a piece read but not sent (--time, Ctrl-C).
-        let (end, range, whole) = follow(&p, 0, Hasher::new(), 5, 4);
+        assert_eq!((range, whole), (b3(&data), b3(&data)));
+        // Stopped after 4 pieces (--time, Ctrl-C).
+        let (end, range, whole) = follow(&p, 0, Hasher::new(), 4, 1_000_000);
         assert_eq!(end, 400_000);
-        assert_eq!(
-            (range, whole),
-            (sha(&data[..400_000]), sha(&data[..400_000]))
-        );
+        assert_eq!((range, whole), (b3(&data[..400_000]), b3(&data[..400_000])));
     }
 
     #[test]
@@ -251,24 +230,37 @@ mod tests {
         let (_t, p, data) = file_of(500_000, "resume");
         let (n, prefix) = hash_state(&p, 0, Some(123_457)).unwrap();
         assert_eq!(n, 123_457);
-        let (end, range, whole) = follow(&p, 123_457, prefix, 3, 2);
+        let (end, range, whole) = follow(&p, 123_457, prefix, 2, 500_000);
         assert_eq!(end, 323_457);
-        assert_eq!(range, sha(&data[123_457..323_457]));
-        assert_eq!(whole, sha(&data[..323_457]));
+        assert_eq!(range, b3(&data[123_457..323_457]));
+        assert_eq!(whole, b3(&data[..323_457]));
     }
 
     #[test]
-    fn a_hash_ahead_of_the_bytes_sent_is_refused() {
+    fn an_end_other_than_the_bytes_sent_is_refused() {
         let (_t, p, _) = file_of(300_000, "ahead");
-        let h = FollowHasher::start(p.clone(), 0, Hasher::new()).unwrap();
-        let mut r = h.reader(File::open(&p).unwrap(), 0);
-        let mut buf = vec![0u8; 100_000];
-        for _ in 0..3 {
-            // The third read says 200 000 are sent.
-            assert_eq!(r.read(&mut buf).unwrap(), 100_000);
+        for claimed in [100_000, 300_000] {
+            let progress = Arc::new(AtomicU64::new(0));
+            let h = FollowHasher::start(p.clone(), 0, Hasher::new(), progress.clone()).unwrap();
+            progress.store(200_000, Ordering::Release);
+            let e = h.finish(claimed).err().unwrap().to_string();
+            assert!(e.contains("handed 200000 to the socket"), "{e}");
         }
-        drop(r);
-        let e = h.finish(100_000).err().unwrap().to_string();
-        assert!(e.contains("only 100000 were sent"), "{e}");
+    }
+
+    #[test]
+    fn a_file_that_shrank_gives_a_short_hash() {
+        let (_t, p, _) = file_of(300_000, "shrank");
+        let progress = Arc::new(AtomicU64::new(0));
+        let h = FollowHasher::start(p.clone(), 0, Hasher::new(), progress.clone()).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(150_000)
+            .unwrap();
+        progress.store(300_000, Ordering::Release);
+        let (end, _, _) = h.finish(300_000).unwrap();
+        assert_eq!(end, 150_000);
     }
 }

@@ -24,6 +24,7 @@ pub mod hashing;
 pub mod proto;
 pub mod recv;
 pub mod send;
+pub mod streams;
 
 use std::io::Write;
 

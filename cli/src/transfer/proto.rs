@@ -15,17 +15,18 @@
 //! 1. sender → `{"hello":"opsel-transfer","version":3,"nonce":HEX16}`
 //! 2. receiver → `{"hello":"opsel-transfer","version":3,"auth":"hmac-sha256"|"none","challenge":HEX32}`
 //!    (a hello of another version gets `{"ok":false,"error":...}` naming both versions)
-//! 3. sender → `{"mac":HEX32?,"size":S,"offset":N?,"name":NAME?,"streams":1}`;
+//! 3. sender → `{"mac":HEX32?,"size":S,"offset":N?,"name":NAME?,"streams":N}`;
 //!    `mac` = HMAC-SHA256(key, "opsel-transfer v3 sender" ‖ challenge ‖ nonce);
 //!    no `offset` asks the receiver to resume wherever its verified prefix ends.
-//! 4. receiver → `{"ok":true,"token":HEX16,"offset":N,"prefix_blake3":HEX,"streams":1,"proof":HEX32?}`
+//! 4. receiver → `{"ok":true,"token":HEX16,"offset":N,"prefix_blake3":HEX,"streams":N,"proof":HEX32?}`
 //!    or `{"ok":false,"error":...}`; `proof` = HMAC(key, "opsel-transfer v3 receiver" ‖ nonce ‖ challenge),
 //!    so the sender knows it talks to a key holder before it sends a byte of the file.
 //! 5. data connection(s): [`PREAMBLE_LEN`] bytes (`"OPSD"`, version 3, reserved,
-//!    stream index u16 BE, token) then the payload. Version 3 sends one stream
-//!    (index 0: the raw bytes from `offset` on); the token is per transfer and
-//!    the index names the stream, so several data connections can attach to
-//!    one transfer later without another protocol change.
+//!    stream index u16 BE, token) then the payload: stream `i` of N (1 to
+//!    [`MAX_STREAMS`]) carries the raw bytes of segment [`stripe`]`(offset,
+//!    size, N, i)`; with N = 1 that is every byte from `offset` on, as before
+//!    `--streams` existed, so the wire format and the version stay 3 (an
+//!    older v3 receiver refuses N > 1 with its own message).
 //! 6. sender → `{"end":BYTES,"blake3":HEX,"file_blake3":HEX}` (the range sent and
 //!    the whole prefix `[0, offset + BYTES)`); receiver → `{"ok":bool,"received":R,
 //!    "blake3":HEX,"file_size":F,"file_blake3":HEX,"complete":bool}` once every
@@ -41,6 +42,20 @@ use sha2::Sha256;
 
 pub const HELLO: &str = "opsel-transfer";
 pub const VERSION: u64 = 3;
+/// Most data connections one transfer may stripe over (`--streams`).
+pub const MAX_STREAMS: u64 = 8;
+
+/// Stream `i`'s part of `[offset, size)` striped over `n` connections:
+/// contiguous, equal segments (the last one shorter), so each connection
+/// is one `sendfile` range and needs no framing, and a resume after a
+/// failed stream restarts at the end of the first incomplete segment.
+pub fn stripe(offset: u64, size: u64, n: u16, i: u16) -> (u64, u64) {
+    let len = size.saturating_sub(offset);
+    let n = u64::from(n.max(1));
+    let seg = len.div_ceil(n);
+    let start = (offset + seg * u64::from(i)).min(size);
+    (start, (start + seg).min(size))
+}
 /// Longest control line accepted (the largest legitimate one is ~300 bytes).
 pub const MAX_LINE: usize = 4096;
 pub const DATA_MAGIC: [u8; 4] = *b"OPSD";
@@ -394,9 +409,9 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
         None => 1,
         Some(_) => get_u64(&m, "streams")?,
     };
-    if streams != 1 {
+    if !(1..=MAX_STREAMS).contains(&streams) {
         return err(format!(
-            "{streams} data streams asked for; this receiver attaches exactly 1 per transfer"
+            "{streams} data streams asked for; this receiver attaches 1 to {MAX_STREAMS} per transfer"
         ));
     }
     Ok(Request {
@@ -404,7 +419,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
         size,
         offset,
         name,
-        streams: 1,
+        streams: streams as u16,
     })
 }
 
@@ -444,11 +459,13 @@ pub struct Accept {
     pub offset: u64,
     pub prefix_blake3: [u8; 32],
     pub proof: Option<[u8; 32]>,
+    /// Data connections the receiver waits for (the request's `streams`).
+    pub streams: u16,
 }
 
 pub fn accept_msg(a: &Accept) -> Value {
     let mut v = json!({"ok": true, "token": hex(&a.token), "offset": a.offset,
-                       "prefix_blake3": hex(&a.prefix_blake3), "streams": 1});
+                       "prefix_blake3": hex(&a.prefix_blake3), "streams": a.streams});
     if let Some(p) = &a.proof {
         v["proof"] = json!(hex(p));
     }
@@ -473,6 +490,13 @@ pub fn parse_accept(line: &[u8]) -> Result<Accept, ProtoError> {
         offset: get_u64(&m, "offset")?,
         prefix_blake3: unhex(get_str(&m, "prefix_blake3")?, "prefix_blake3")?,
         proof,
+        streams: match m.get("streams") {
+            None => 1,
+            Some(_) => match get_u64(&m, "streams")? {
+                n @ 1..=MAX_STREAMS => n as u16,
+                n => return err(format!("the receiver answered with {n} data streams")),
+            },
+        },
     })
 }
 
@@ -689,10 +713,39 @@ mod tests {
             offset: 4,
             prefix_blake3: [5; 32],
             proof: None,
+            streams: 4,
         };
         assert_eq!(parse_accept(accept_msg(&a).to_string().as_bytes()), Ok(a));
         let p = preamble(&[8; 16], 0);
         assert_eq!(parse_preamble(&p), Ok(([8; 16], 0)));
+    }
+
+    #[test]
+    fn stripes_cover_the_range_once_in_order() {
+        for (offset, size) in [
+            (0u64, 0u64),
+            (0, 1),
+            (0, 10),
+            (3, 10),
+            (5, 1_000_003),
+            (7, 7),
+        ] {
+            for n in 1..=MAX_STREAMS as u16 {
+                let mut at = offset;
+                for i in 0..n {
+                    let (a, b) = stripe(offset, size, n, i);
+                    assert_eq!(a, at, "{offset} {size} {n} {i}");
+                    assert!(b >= a && b <= size);
+                    at = b;
+                }
+                assert_eq!(at, size.max(offset), "{offset} {size} {n}");
+            }
+        }
+        assert_eq!(stripe(0, 10, 4, 3), (9, 10));
+        let r = br#"{"size":10,"offset":0,"streams":9}"#;
+        assert!(parse_request(r).unwrap_err().0.contains("1 to 8"));
+        let r = br#"{"size":10,"offset":0,"streams":0}"#;
+        assert!(parse_request(r).is_err());
     }
 
     #[test]

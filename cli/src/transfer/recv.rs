@@ -117,7 +117,10 @@ pub struct Receiver {
 /// The transfer waiting for its data connection.
 struct Pending {
     token: [u8; proto::TOKEN_LEN],
-    tx: mpsc::SyncSender<TcpStream>,
+    tx: mpsc::SyncSender<(u16, TcpStream)>,
+    /// Data connections the transfer stripes over, and which have arrived.
+    streams: u16,
+    seen: u16,
 }
 
 struct Shared {
@@ -222,7 +225,7 @@ fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> std::i
 }
 
 /// Why a read failed, in words a log reader needs.
-fn why(e: &std::io::Error, limit: Duration) -> String {
+pub(super) fn why(e: &std::io::Error, limit: Duration) -> String {
     match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
             format!("silent for {:.1} s (limit)", limit.as_secs_f64())
@@ -436,21 +439,31 @@ fn handle_data(sh: &Shared, mut s: TcpStream, peer: SocketAddr, first: [u8; 4], 
     let matches = pending
         .as_ref()
         .is_some_and(|pd| proto::same_token(&pd.token, &token));
-    if !matches || stream != 0 {
+    let why_not = match pending.as_ref() {
+        Some(pd) if matches && stream >= pd.streams => Some(format!(
+            "this transfer stripes over {} data connections (indices 0 to {})",
+            pd.streams,
+            pd.streams - 1
+        )),
+        Some(pd) if matches && pd.seen & (1 << stream) != 0 => {
+            Some("a connection with this stream index already arrived".to_string())
+        }
+        _ if matches => None,
+        _ => Some("its token belongs to no transfer waiting for data".to_string()),
+    };
+    if let Some(w) = why_not {
         drop(pending);
-        log(format!(
-            "data connection dropped: {} (stream {stream})",
-            if matches {
-                "only stream 0 exists in protocol version 3"
-            } else {
-                "its token belongs to no transfer waiting for data"
-            }
-        ));
+        log(format!("data connection dropped: {w} (stream {stream})"));
         return;
     }
-    // Taken: a second connection with the same token finds nothing.
-    if let Some(pd) = pending.take() {
-        let _ = pd.tx.try_send(s);
+    if let Some(pd) = pending.as_mut() {
+        pd.seen |= 1 << stream;
+        let _ = pd.tx.try_send((stream, s));
+        // Taken once every stream arrived: a further connection with the
+        // same token finds nothing.
+        if pd.seen.count_ones() == u32::from(pd.streams) {
+            pending.take();
+        }
     }
 }
 
@@ -744,13 +757,20 @@ fn run_transfer(
     )?;
     let prefix: [u8; 32] = *prefix_state.finalize().as_bytes();
     let token: [u8; proto::TOKEN_LEN] = random();
-    let (tx, rx) = mpsc::sync_channel::<TcpStream>(1);
-    *sh.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending { token, tx });
+    let n_streams = req.streams.max(1);
+    let (tx, rx) = mpsc::sync_channel::<(u16, TcpStream)>(usize::from(n_streams));
+    *sh.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending {
+        token,
+        tx,
+        streams: n_streams,
+        seen: 0,
+    });
     let accept = proto::Accept {
         token,
         offset,
         prefix_blake3: prefix,
         proof,
+        streams: n_streams,
     };
     let clear = || {
         sh.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -764,20 +784,38 @@ fn run_transfer(
         req.size - offset,
         dest.display()
     ));
-    let data = rx.recv_timeout(lim.handshake);
+    // Every data connection of the transfer, within the handshake limit.
+    let deadline = Instant::now() + lim.handshake;
+    let mut conns: Vec<Option<TcpStream>> = (0..n_streams).map(|_| None).collect();
+    let mut arrived = 0u16;
+    while arrived < n_streams {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((i, c)) => {
+                conns[usize::from(i)] = Some(c);
+                arrived += 1;
+            }
+            Err(_) => break,
+        }
+    }
     clear();
-    let mut data = data.map_err(|_| {
+    if arrived < n_streams {
         if offset == 0 {
-            // Nothing arrived: leave no empty part file behind.
+            // Nothing was written: leave no empty part file behind.
             let _ = std::fs::remove_file(&part);
         }
-        Error::invalid(format!(
-            "no data connection arrived within {:.1} s",
-            lim.handshake.as_secs_f64()
-        ))
-    })?;
-    data.set_read_timeout(Some(lim.idle))
-        .map_err(|e| Error::io("data read timeout", e))?;
+        return Err(Error::invalid(if arrived == 0 {
+            format!(
+                "no data connection arrived within {:.1} s",
+                lim.handshake.as_secs_f64()
+            )
+        } else {
+            format!(
+                "only {arrived} of {n_streams} data connections arrived within {:.1} s",
+                lim.handshake.as_secs_f64()
+            )
+        }));
+    }
+    let conns: Vec<TcpStream> = conns.into_iter().flatten().collect();
     let expect = req.size - offset;
     let fail = |file: File, received: u64, msg: String| -> Error {
         // Keep what arrived (a later resume checks it against the sender's file).
@@ -789,88 +827,142 @@ fn run_transfer(
             part.display()
         ))
     };
-    // Socket reads and file writes + hashing run on two threads joined by a
-    // bounded pool of buffers, so neither waits for the other (memory: at
-    // most POOL * BUF bytes per transfer).
-    const POOL: usize = 4;
-    const BUF: usize = 1 << 20;
-    let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(POOL);
-    let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(POOL);
-    for _ in 0..POOL {
-        let _ = free_tx.send(vec![0u8; BUF]);
-    }
-    let part_w = part.clone();
-    let writer = std::thread::Builder::new()
-        .name("opsel-recv-write".into())
-        .spawn(move || {
-            let mut file = file;
-            // The whole-file hash continues the prefix's (read from the part
-            // file above); from offset 0 the range is the whole file.
-            let mut whole = prefix_state;
-            let mut range = (offset > 0).then(Hasher::new);
-            let mut written = 0u64;
-            for (buf, n) in full_rx {
-                if let Err(e) = file.write_all(&buf[..n]) {
-                    let msg = format!("write {}: {e}", part_w.display());
-                    return (file, written, None, Err(msg));
+    let (file, received, sha, whole_sha) = if n_streams > 1 {
+        match super::streams::receive(
+            file,
+            &part,
+            offset,
+            req.size,
+            conns,
+            prefix_state,
+            lim.idle,
+            &*sh.on_bytes,
+        ) {
+            Ok(r) => r,
+            Err((file, kept, msg)) => return Err(fail(file, kept, msg)),
+        }
+    } else {
+        let mut data = conns
+            .into_iter()
+            .next()
+            .expect("one data connection arrived");
+        data.set_read_timeout(Some(lim.idle))
+            .map_err(|e| Error::io("data read timeout", e))?;
+        // Socket reads + hashing and file writes run on two threads joined by a
+        // bounded pool of buffers, so neither waits for the other (memory: at
+        // most POOL * BUF bytes per transfer). The hash runs on the reading
+        // thread, over each buffer right after it arrived (still in the cache),
+        // which splits the work about evenly between the threads
+        // (docs/results/datapath.md: with hash and write together the writer
+        // was the receiver's critical path). The buffers reach the writer in
+        // the order they were hashed, and the digests are used only when every
+        // buffer was written, so they cover exactly the bytes written.
+        const POOL: usize = 4;
+        const BUF: usize = 1 << 20;
+        let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(POOL);
+        let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(POOL);
+        for _ in 0..POOL {
+            let _ = free_tx.send(vec![0u8; BUF]);
+        }
+        let part_w = part.clone();
+        let writer = std::thread::Builder::new()
+            .name("opsel-recv-write".into())
+            .spawn(move || {
+                let mut file = file;
+                let mut written = 0u64;
+                for (buf, n) in full_rx {
+                    if let Err(e) = file.write_all(&buf[..n]) {
+                        let msg = format!("write {}: {e}", part_w.display());
+                        return (file, written, Err(msg));
+                    }
+                    written += n as u64;
+                    let _ = free_tx.send(buf);
                 }
+                (file, written, Ok(()))
+            })
+            .map_err(|e| Error::io("start the writer thread", e))?;
+        // The whole-file hash continues the prefix's (read from the part file
+        // above); from offset 0 the range is the whole file.
+        let mut whole = prefix_state;
+        let mut range = (offset > 0).then(Hasher::new);
+        let mut received = 0u64;
+        let mut read_err: Option<String> = None;
+        // Each buffer is filled by as many reads as it takes to hold FILL bytes
+        // (or the stream ends) before it is hashed and handed to the writer: a
+        // read returns what has arrived, often a few segments at netlab rates,
+        // and one hand-off and one hash update per read cost the receiver
+        // CPU that the path then lacks (docs/results/datapath.md, netlab).
+        const FILL: usize = BUF / 2;
+        // A buffer is free again once written; none means the writer stopped (an error).
+        while let Ok(mut buf) = free_rx.recv() {
+            let mut n = 0usize;
+            let mut done = false;
+            while n < FILL {
+                match data.read(&mut buf[n..]) {
+                    Ok(0) => {
+                        done = true;
+                        break;
+                    }
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        read_err = Some(format!(
+                            "the data connection {} after {} bytes",
+                            why(&e, lim.idle),
+                            received + n as u64
+                        ));
+                        done = true;
+                        break;
+                    }
+                }
+            }
+            if received + n as u64 > expect {
+                // Keep what was announced; refuse the rest.
+                n = (expect - received) as usize;
+                read_err = Some(format!(
+                    "the sender sent more than the {expect} bytes it announced"
+                ));
+                done = true;
+            }
+            if n > 0 {
                 whole.update(&buf[..n]);
                 if let Some(r) = range.as_mut() {
                     r.update(&buf[..n]);
                 }
-                written += n as u64;
-                let _ = free_tx.send(buf);
+                if full_tx.send((buf, n)).is_err() {
+                    break;
+                }
+                received += n as u64;
+                (sh.on_bytes)(n as u64);
             }
-            let whole: [u8; 32] = *whole.finalize().as_bytes();
-            let range = range.map_or(whole, |r| *r.finalize().as_bytes());
-            (file, written, Some((range, whole)), Ok(()))
-        })
-        .map_err(|e| Error::io("start the writer thread", e))?;
-    let mut received = 0u64;
-    let mut read_err: Option<String> = None;
-    let mut spare: Option<Vec<u8>> = None;
-    // A buffer is free again once written; none means the writer stopped (an error).
-    while let Some(mut buf) = spare.take().or_else(|| free_rx.recv().ok()) {
-        let n = match data.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                spare = Some(buf);
-                continue;
-            }
-            Err(e) => {
-                read_err = Some(format!(
-                    "the data connection {} after {received} bytes",
-                    why(&e, lim.idle)
-                ));
+            if done {
                 break;
             }
+        }
+        drop(full_tx);
+        let (file, written, wrote) = match writer.join() {
+            Ok(r) => r,
+            Err(_) => return Err(Error::invalid("the writer thread failed")),
         };
-        if received + n as u64 > expect {
-            read_err = Some(format!(
-                "the sender sent more than the {expect} bytes it announced"
+        if let Err(msg) = wrote {
+            return Err(fail(file, written, msg));
+        }
+        if let Some(msg) = read_err {
+            return Err(fail(file, written, msg));
+        }
+        if written != received {
+            // The writer stopped early without an error: never rename a file
+            // whose hash covers bytes that are not in it.
+            return Err(fail(
+                file,
+                written,
+                format!("internal: {received} bytes received but {written} written"),
             ));
-            break;
         }
-        if full_tx.send((buf, n)).is_err() {
-            break;
-        }
-        received += n as u64;
-        (sh.on_bytes)(n as u64);
-    }
-    drop(full_tx);
-    let (file, written, digests, wrote) = match writer.join() {
-        Ok(r) => r,
-        Err(_) => return Err(Error::invalid("the writer thread failed")),
+        let whole_sha: [u8; 32] = *whole.finalize().as_bytes();
+        let sha = range.map_or(whole_sha, |r| *r.finalize().as_bytes());
+        (file, written, sha, whole_sha)
     };
-    if let Err(msg) = wrote {
-        return Err(fail(file, written, msg));
-    }
-    if let Some(msg) = read_err {
-        return Err(fail(file, written, msg));
-    }
-    let (sha, whole_sha) = digests.unwrap_or_default();
-    let received = written;
     file.sync_all()
         .map_err(|e| Error::io(format!("fsync {}", part.display()), e))?;
     // The completion message, within the idle limit.

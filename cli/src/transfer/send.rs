@@ -3,10 +3,12 @@
 //! connection (000 Ch. 7, iPerfOPS), then wait until the receiver confirms
 //! every byte and its BLAKE3.
 
-use std::io::{Seek, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
 use std::time::Duration;
 
 use opsel::dps::DpsPolicy;
@@ -17,7 +19,8 @@ use opsel::ops::{
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
-    send_fixed, DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource,
+    send_fixed_source, DriverConfig, DriverEvent, DriverReport, FileSource, OpsDriver, RttSource,
+    Source,
 };
 use opsel::sys::linux::tcp_rtt::TcpInfoRttProbe;
 use opsel::{Error, Result};
@@ -107,6 +110,8 @@ pub struct SendOpts {
     /// The per-destination-prefix decision cache (003 H2, `flows::decision_cache`):
     /// OPS starts with the CCA last chosen toward this /24 and records its decision.
     pub decision_cache: Option<PathBuf>,
+    /// Data connections the file is striped over (1 to 8, `streams.rs`).
+    pub streams: u16,
 }
 
 /// Outcome of a confirmed transfer.
@@ -289,7 +294,7 @@ pub fn run(
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<SendReport> {
     let path: &Path = &opts.file;
-    let mut file = std::fs::File::open(path)
+    let file = std::fs::File::open(path)
         .map_err(|e| Error::io(format!("open {} to send it", path.display()), e))?;
     let size = file
         .metadata()
@@ -308,6 +313,33 @@ pub fn run(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     };
+    let n_streams = opts.streams;
+    if !(1..=proto::MAX_STREAMS).contains(&u64::from(n_streams)) {
+        return Err(Error::invalid(format!(
+            "--streams {n_streams}: use 1 to {}",
+            proto::MAX_STREAMS
+        )));
+    }
+    if n_streams > 1 {
+        if let Strategy::Ops(o) = &opts.strategy {
+            if o.pattern.is_some() {
+                return Err(Error::invalid(
+                    "--streams > 1 works with a fixed --cca or with --ops --pattern passive: an active pattern's silent segments would have to pause every stream",
+                ));
+            }
+        }
+        if opts.time_s.is_some() {
+            return Err(Error::invalid(
+                "--streams > 1 sends whole segments: --time would leave gaps; use one stream",
+            ));
+        }
+        if let Strategy::Dps(_) = &opts.strategy {
+            // DPS learns one connection's utility and sets its CCA directly.
+            return Err(Error::invalid(
+                "--streams > 1 works with a fixed --cca or with --ops: DPS (--dps without --ops) runs on one stream",
+            ));
+        }
+    }
     // Build the controller before connecting, so a bad model fails fast.
     let mut cache = match (&opts.decision_cache, &opts.strategy) {
         (Some(p), Strategy::Ops(_)) => Some(DecisionCache::load_or_new(p, CacheSpec::default())?),
@@ -395,7 +427,7 @@ pub fn run(
             Some(opts.offset.unwrap_or(0))
         },
         name: Some(name),
-        streams: 1,
+        streams: n_streams,
     };
     write_line(&mut ctl_w, &proto::request_msg(&req))?;
     let acc = proto::parse_accept(&read(&mut ctl_r, "answer")?).map_err(proto_err)?;
@@ -427,11 +459,25 @@ pub fn run(
             path.display()
         )));
     }
-    file.seek(std::io::SeekFrom::Start(offset))
-        .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
+    if acc.streams != n_streams {
+        return Err(Error::invalid(format!(
+            "the receiver answered with {} data streams for the {n_streams} asked for",
+            acc.streams
+        )));
+    }
     let mut data = connect("data")?;
     data.write_all(&proto::preamble(&acc.token, 0))
         .map_err(|e| Error::io("send the data connection's preamble", e))?;
+    // Streams 1..N (streams.rs): stream 0 carries the first segment below.
+    let extra = (1..n_streams)
+        .map(|i| {
+            let mut c = connect("data")?;
+            c.write_all(&proto::preamble(&acc.token, i))
+                .map_err(|e| Error::io("send a data connection's preamble", e))?;
+            Ok(c)
+        })
+        .collect::<Result<Vec<TcpStream>>>()?;
+    let (seg0_start, seg0_end) = proto::stripe(offset, size, n_streams, 0);
 
     let dcfg = DriverConfig {
         interval_ns: (opts.interval_s.max(0.01) * 1e9) as u64,
@@ -469,59 +515,128 @@ pub fn run(
             _ => {}
         }
     };
-    // BLAKE3 on a second thread, reading the page cache while the data
-    // goes out, instead of a pass over the file after the last byte.
-    let hasher = FollowHasher::start(path.to_path_buf(), offset, prefix_state)?;
-    let mut src = hasher.reader(file, offset);
-    let driven = match (ctl, &opts.strategy) {
-        (Some(ctl), Strategy::Ops(o)) => {
-            let rtt = match o.rtt {
-                RttVia::Icmp => RttSource::Icmp(opts.to.ip()),
-                RttVia::UdpEcho => RttSource::UdpEcho(opts.to),
-                RttVia::TcpInfo => RttSource::Custom(Box::new(TcpInfoRttProbe::new(&data)?)),
-            };
-            let dcfg = DriverConfig {
-                lead_in: o.lead_in,
-                ..dcfg
-            };
-            let mut drv = OpsDriver::new(ctl, rtt, dcfg)?;
-            drv.run(&data, &mut src, stop, &mut cb)
-        }
-        (_, Strategy::Fixed(cca)) => {
-            // A fixed CCA has no silent segments to start on time, so the
-            // send buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups)
-            // and the file is read in larger pieces.
-            let dcfg = DriverConfig {
-                notsent_lowat_bytes: None,
-                chunk_bytes: 1 << 20,
-                ..dcfg
-            };
-            send_fixed(&data, &mut src, *cca, &dcfg, stop, &mut cb)
-        }
-        (_, Strategy::Dps(d)) => {
-            let dcfg = DriverConfig {
-                notsent_lowat_bytes: None,
-                ..dcfg
-            };
-            let flow = dps_flow.take().expect("joined before connecting");
-            let log = opts.log.as_ref().map(|(p, _)| crate::dps_send::log_path(p));
-            let until = d.until_learnt;
-            crate::dps_send::send(
-                &data,
-                &mut src,
-                flow,
-                &dcfg,
-                stop,
-                until,
-                log.as_deref(),
-                &mut cb,
-            )
-            .map(|(r, _)| r)
-        }
-        _ => unreachable!("controller built for OPS only"),
+    // The data goes out with sendfile(2) (no user-space copy); BLAKE3 runs
+    // on a second thread over the same page-cache bytes, following the
+    // position the pump has handed to the socket (docs/results/datapath.md).
+    let progress = Arc::new(AtomicU64::new(offset));
+    let (hasher, ahead) = if n_streams == 1 {
+        let h = FollowHasher::start(path.to_path_buf(), offset, prefix_state, progress.clone())?;
+        (Some(h), None)
+    } else {
+        // Striped: the segments go out concurrently, so the hash reads the
+        // whole range ahead of them; it is used only when every segment was
+        // sent whole.
+        let h = super::streams::hash_ahead(path.to_path_buf(), offset, size, prefix_state);
+        (None, Some(h))
     };
-    // The reader holds the hasher's channel open: drop it so `finish` ends it.
-    drop(src);
+    let mut src =
+        Source::File(FileSource::new(file.as_fd(), seg0_start, seg0_end)?.with_progress(&progress));
+    // The CCA the other streams start with; every later one follows stream 0.
+    let first_cca = match (&ctl, &opts.strategy) {
+        (Some(c), _) => c.socket_cca(),
+        (None, Strategy::Fixed(c)) => *c,
+        (None, Strategy::Ops(o)) => o.initial_cca,
+        // DPS runs on one stream (refused with --streams > 1).
+        (None, Strategy::Dps(_)) => CcaName::CUBIC,
+    };
+    let extra_cfg = DriverConfig {
+        notsent_lowat_bytes: None,
+        chunk_bytes: 1 << 20,
+        ..dcfg
+    };
+    let (driven, others) = std::thread::scope(|sc| {
+        let senders = super::streams::spawn_senders(
+            sc, &extra, path, offset, size, first_cca, extra_cfg, stop,
+        );
+        let mut cb = |e: &DriverEvent| {
+            super::streams::follow_cca(&extra, e);
+            cb(e)
+        };
+        let driven = match (ctl, &opts.strategy) {
+            (Some(ctl), Strategy::Ops(o)) => {
+                let rtt = match o.rtt {
+                    RttVia::Icmp => Ok(RttSource::Icmp(opts.to.ip())),
+                    RttVia::UdpEcho => Ok(RttSource::UdpEcho(opts.to)),
+                    RttVia::TcpInfo => TcpInfoRttProbe::new(&data)
+                        .map(|p| RttSource::Custom(Box::new(p)) as RttSource),
+                };
+                // Passive probing has no silent segments (only an active
+                // pattern's S segments are silences, 000 §3.2), so it needs no
+                // TCP_NOTSENT_LOWAT either: with 128 KiB unsent at most, a sender
+                // thread that the scheduler delays by more than the time the
+                // socket takes to drain it (1.3 ms at 800 Mbit/s) leaves the path
+                // idle (docs/results/datapath.md, netlab). Active probing keeps it.
+                let passive = o.pattern.is_none();
+                let dcfg = DriverConfig {
+                    lead_in: o.lead_in,
+                    notsent_lowat_bytes: if passive {
+                        None
+                    } else {
+                        dcfg.notsent_lowat_bytes
+                    },
+                    chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
+                    ..dcfg
+                };
+                rtt.and_then(|rtt| OpsDriver::new(ctl, rtt, dcfg))
+                    .and_then(|mut drv| drv.run_source(&data, &mut src, stop, &mut cb))
+            }
+            (_, Strategy::Fixed(cca)) => {
+                // A fixed CCA has no silent segments to start on time, so the
+                // send buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups)
+                // and the file is read in larger pieces.
+                let dcfg = DriverConfig {
+                    notsent_lowat_bytes: None,
+                    chunk_bytes: 1 << 20,
+                    ..dcfg
+                };
+                send_fixed_source(&data, &mut src, *cca, &dcfg, stop, &mut cb)
+            }
+            (_, Strategy::Dps(d)) => {
+                let dcfg = DriverConfig {
+                    notsent_lowat_bytes: None,
+                    ..dcfg
+                };
+                let flow = dps_flow.take().expect("joined before connecting");
+                let log = opts.log.as_ref().map(|(p, _)| crate::dps_send::log_path(p));
+                crate::dps_send::send(
+                    &data,
+                    &mut src,
+                    flow,
+                    &dcfg,
+                    stop,
+                    d.until_learnt,
+                    log.as_deref(),
+                    &mut cb,
+                )
+                .map(|(r, _)| r)
+            }
+            _ => unreachable!("controller built for OPS only"),
+        };
+        let others: Vec<Result<DriverReport>> = senders
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::invalid("a data stream's thread failed")))
+            })
+            .collect();
+        (driven, others)
+    });
+    // A striped transfer succeeds only with every segment sent whole.
+    let driven = driven.and_then(|mut d| {
+        let mut total = d.bytes_sent;
+        for (i, r) in others.into_iter().enumerate() {
+            let r = r.map_err(|e| Error::invalid(format!("data stream {}: {e}", i + 1)))?;
+            total += r.bytes_sent;
+        }
+        if n_streams > 1 && total != size - offset {
+            return Err(Error::invalid(format!(
+                "stopped after {total} of {} bytes over {n_streams} streams",
+                size - offset
+            )));
+        }
+        d.bytes_sent = total;
+        Ok(d)
+    });
     let driver = match driven {
         Ok(d) => d,
         Err(e) => {
@@ -555,7 +670,13 @@ pub fn run(
     data.shutdown(Shutdown::Write)
         .map_err(|e| Error::io("shut down the data connection", e))?;
     let end = offset + driver.bytes_sent;
-    let (hashed, range_sha, file_sha) = hasher.finish(end)?;
+    let (hashed, range_sha, file_sha) = match (hasher, ahead) {
+        (Some(h), _) => h.finish(end)?,
+        (None, Some(h)) => h
+            .join()
+            .unwrap_or_else(|_| Err(Error::invalid("the hashing thread failed")))?,
+        (None, None) => unreachable!("one of the two hashers runs"),
+    };
     if hashed != end {
         return Err(Error::invalid(format!(
             "{} changed while it was sent: could re-read only {hashed} of {end} bytes",

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use super::lowat::LowatGuard;
 use super::meter::IntervalMeter;
 use super::prober::pipe;
-use super::pump::{wait, Pump, MAX_WAIT_NS};
+use super::pump::{wait, NonBlockGuard, Pump, Source, MAX_WAIT_NS};
 use super::{DriverConfig, DriverEvent, DriverReport, NS_PER_S};
 use crate::ops::{Phase, Stats};
 use crate::probe::CcaName;
@@ -29,6 +29,19 @@ pub fn send_fixed(
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<DriverReport> {
+    send_fixed_source(sock, &mut Source::Reader(source), cca, cfg, stop, on_event)
+}
+
+/// [`send_fixed`] from any [`Source`], e.g. a [`FileSource`](super::FileSource)
+/// sent with `sendfile(2)`.
+pub fn send_fixed_source(
+    sock: impl AsFd,
+    source: &mut Source<'_>,
+    cca: CcaName,
+    cfg: &DriverConfig,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<DriverReport> {
     let fd = sock.as_fd();
     cfg.validate(NS_PER_S)?;
     require_tcp(fd, "send")?;
@@ -40,9 +53,10 @@ pub fn send_fixed(
         latency_ns: None,
     });
     let _lowat = LowatGuard::set(fd, cfg.notsent_lowat_bytes)?;
+    let _nonblock = NonBlockGuard::set(fd, source)?;
     // Nothing writes to this pipe: `wait` then waits for the socket alone.
     let (rx, _tx) = pipe()?;
-    let mut pump = Pump::new(fd, cfg.chunk_bytes);
+    let mut pump = Pump::new(fd, cfg.chunk_bytes, source);
     let limit = cfg.time_limit_ns.map(|l| t0.saturating_add(l));
     let mut meter = IntervalMeter::new(fd, t0, cfg.interval_ns);
     let end = loop {

@@ -44,7 +44,8 @@ pub use ccas::check_ccas_available;
 pub use config::DriverConfig;
 pub use driver::OpsDriver;
 pub use events::{DriverEvent, DriverReport, EndReason};
-pub use fixed::send_fixed;
+pub use fixed::{send_fixed, send_fixed_source};
+pub use pump::{FileSource, Source};
 pub use rtt_source::RttSource;
 
 const NS_PER_S: u64 = 1_000_000_000;

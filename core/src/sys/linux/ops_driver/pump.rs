@@ -2,10 +2,17 @@
 //! socket takes without blocking (bursts and steady phases send real file
 //! bytes, "constructive active probing", 000 §1.2), and wait for the socket
 //! or a prober sample until a deadline.
+//!
+//! A regular file can be sent with `sendfile(2)` instead ([`FileSource`]):
+//! the kernel hands page-cache pages to the socket, so the sender makes no
+//! user-space copy (docs/results/datapath.md: the copy into and out of the
+//! pump's buffer was the sender's largest cost after hashing). The socket is
+//! made non-blocking for the run (`sendfile` has no `MSG_DONTWAIT`), so
+//! silences, `TCP_NOTSENT_LOWAT` and the stop flag work as with `send`.
 
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{EndReason, NS_PER_S};
 use crate::sys::linux::clock::monotonic_ns;
@@ -15,11 +22,113 @@ use crate::{Error, Result};
 /// The longest a sending loop sleeps without looking at the stop flag.
 pub(super) const MAX_WAIT_NS: u64 = 50_000_000;
 
-/// Sends from a data source over the caller's socket: reads chunks, writes
-/// without blocking past a deadline, counts bytes.
+/// Where a driver's payload comes from.
+pub enum Source<'a> {
+    /// Any reader: read into the driver's buffer, then `send` it.
+    Reader(&'a mut dyn Read),
+    /// A range of a regular file, sent with `sendfile(2)` (no user-space copy).
+    File(FileSource<'a>),
+}
+
+/// `[offset, end)` of a regular file for `sendfile(2)`. The file's own
+/// position is not used or moved (sendfile takes an explicit offset).
+pub struct FileSource<'a> {
+    file: BorrowedFd<'a>,
+    pos: u64,
+    end: u64,
+    progress: Option<&'a AtomicU64>,
+}
+
+impl<'a> FileSource<'a> {
+    /// Send `file` from byte `offset` up to byte `end` (e.g. its size when
+    /// the transfer began). Errors: `file` is not a regular file, or
+    /// `offset > end`.
+    pub fn new(file: BorrowedFd<'a>, offset: u64, end: u64) -> Result<Self> {
+        // SAFETY: st is plain data filled by fstat on a valid fd.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(file.as_raw_fd(), &mut st) } != 0 {
+            return Err(Error::io(
+                "fstat the file to send",
+                io::Error::last_os_error(),
+            ));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(Error::invalid(
+                "sendfile needs a regular file; send other sources through a reader",
+            ));
+        }
+        if offset > end {
+            return Err(Error::invalid(format!(
+                "file source offset {offset} is past its end {end}"
+            )));
+        }
+        Ok(Self {
+            file,
+            pos: offset,
+            end,
+            progress: None,
+        })
+    }
+
+    /// After every `sendfile`, store (Release) the file position up to which
+    /// bytes have been handed to the socket: a second thread (the sender's
+    /// hash) follows it without ever running ahead of what was sent.
+    pub fn with_progress(mut self, progress: &'a AtomicU64) -> Self {
+        progress.store(self.pos, Ordering::Release);
+        self.progress = Some(progress);
+        self
+    }
+}
+
+/// Makes the socket non-blocking while a file is sent (`sendfile` blocks on a
+/// blocking socket, which would delay silences and the stop flag), and
+/// restores its flags on drop. Readers keep the socket as it is
+/// (`send(MSG_DONTWAIT)`).
+pub(super) struct NonBlockGuard<'a> {
+    fd: BorrowedFd<'a>,
+    old: Option<libc::c_int>,
+}
+
+impl<'a> NonBlockGuard<'a> {
+    pub(super) fn set(fd: BorrowedFd<'a>, source: &Source<'_>) -> Result<Self> {
+        if !matches!(source, Source::File(_)) {
+            return Ok(Self { fd, old: None });
+        }
+        // SAFETY: fcntl on the caller's valid socket.
+        let old = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        if old < 0 {
+            return Err(os_error("fcntl(F_GETFL)", fd, io::Error::last_os_error()));
+        }
+        if old & libc::O_NONBLOCK == 0 {
+            // SAFETY: as above.
+            if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, old | libc::O_NONBLOCK) } < 0 {
+                return Err(os_error(
+                    "fcntl(F_SETFL, O_NONBLOCK)",
+                    fd,
+                    io::Error::last_os_error(),
+                ));
+            }
+        }
+        Ok(Self { fd, old: Some(old) })
+    }
+}
+
+impl Drop for NonBlockGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(old) = self.old.filter(|o| o & libc::O_NONBLOCK == 0) {
+            // SAFETY: as above.
+            unsafe { libc::fcntl(self.fd.as_raw_fd(), libc::F_SETFL, old) };
+        }
+    }
+}
+
+/// Sends from a data source over the caller's socket: reads chunks (or has
+/// the kernel send file pages), writes without blocking past a deadline,
+/// counts bytes.
 pub(super) struct Pump<'a> {
     fd: BorrowedFd<'a>,
     buf: Vec<u8>,
+    chunk: usize,
     pos: usize,
     len: usize,
     eof: bool,
@@ -27,10 +136,16 @@ pub(super) struct Pump<'a> {
 }
 
 impl<'a> Pump<'a> {
-    pub(super) fn new(fd: BorrowedFd<'a>, chunk: usize) -> Self {
+    /// A reader source gets a `chunk`-byte buffer; a file source needs none
+    /// and sends up to `chunk` bytes per `sendfile`.
+    pub(super) fn new(fd: BorrowedFd<'a>, chunk: usize, source: &Source<'_>) -> Self {
         Self {
             fd,
-            buf: vec![0u8; chunk],
+            buf: match source {
+                Source::Reader(_) => vec![0u8; chunk],
+                Source::File(_) => Vec::new(),
+            },
+            chunk,
             pos: 0,
             len: 0,
             eof: false,
@@ -44,7 +159,47 @@ impl<'a> Pump<'a> {
 
     /// Write what the socket takes now; `Ok(false)` when it would block (or
     /// the source is done).
-    pub(super) fn try_send(&mut self, source: &mut dyn Read) -> Result<bool> {
+    pub(super) fn try_send(&mut self, source: &mut Source<'_>) -> Result<bool> {
+        match source {
+            Source::Reader(r) => self.try_send_read(&mut **r),
+            Source::File(f) => self.try_sendfile(f),
+        }
+    }
+
+    fn try_sendfile(&mut self, f: &mut FileSource<'_>) -> Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        if f.pos >= f.end {
+            self.eof = true;
+            return Ok(false);
+        }
+        let want = (f.end - f.pos).min(self.chunk as u64) as usize;
+        let mut off = f.pos as libc::off_t;
+        // SAFETY: both fds are valid; off is a valid off_t the kernel advances.
+        let rc = unsafe { libc::sendfile(self.fd.as_raw_fd(), f.file.as_raw_fd(), &mut off, want) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
+                _ => Err(os_error("sendfile (transfer data)", self.fd, e)),
+            };
+        }
+        if rc == 0 {
+            // The file ended before `end` (it shrank): stop here, as a reader
+            // at EOF would.
+            self.eof = true;
+            return Ok(false);
+        }
+        f.pos += rc as u64;
+        self.total += rc as u64;
+        if let Some(p) = f.progress {
+            p.store(f.pos, Ordering::Release);
+        }
+        Ok(true)
+    }
+
+    fn try_send_read(&mut self, source: &mut dyn Read) -> Result<bool> {
         if self.pos == self.len {
             if self.eof {
                 return Ok(false);
@@ -133,4 +288,73 @@ pub(super) fn wait(sock: BorrowedFd<'_>, want_write: bool, wake: &OwnedFd, deadl
     };
     // SAFETY: pfds holds n valid pollfds; ts is a valid timespec.
     unsafe { libc::ppoll(pfds.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{send_fixed_source, DriverConfig, EndReason};
+    use super::*;
+    use crate::probe::CcaName;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+
+    fn flags(s: &TcpStream) -> libc::c_int {
+        // SAFETY: fcntl on a valid socket.
+        unsafe { libc::fcntl(s.as_raw_fd(), libc::F_GETFL) }
+    }
+
+    #[test]
+    fn a_file_range_goes_out_with_sendfile_and_the_progress_follows() {
+        let path = std::env::temp_dir().join(format!("opsel-pump-sendfile-{}", std::process::id()));
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = l.accept().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            rx.read_to_end(&mut got).unwrap();
+            got
+        });
+        let before = flags(&tx);
+        assert_eq!(before & libc::O_NONBLOCK, 0);
+        let progress = AtomicU64::new(0);
+        let (offset, end) = (123_457u64, 2_900_001u64);
+        let mut src = Source::File(
+            FileSource::new(file.as_fd(), offset, end)
+                .unwrap()
+                .with_progress(&progress),
+        );
+        let cfg = DriverConfig {
+            chunk_bytes: 100_000,
+            notsent_lowat_bytes: None,
+            ..DriverConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let r = send_fixed_source(&tx, &mut src, CcaName::CUBIC, &cfg, &stop, &mut |_| {}).unwrap();
+        assert_eq!(r.end, EndReason::Eof);
+        assert_eq!(r.bytes_sent, end - offset);
+        assert_eq!(progress.load(Ordering::Acquire), end);
+        // The socket is blocking again for the caller.
+        assert_eq!(flags(&tx), before);
+        drop(tx);
+        let got = reader.join().unwrap();
+        assert!(got == data[offset as usize..end as usize]);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn sendfile_needs_a_regular_file_and_an_offset_within_the_range() {
+        let (r, _w) = super::super::prober::pipe().unwrap();
+        let e = FileSource::new(r.as_fd(), 0, 10).err().unwrap().to_string();
+        assert!(e.contains("regular file"), "{e}");
+        let f = std::fs::File::open("/proc/self/exe").unwrap();
+        let e = FileSource::new(f.as_fd(), 11, 10)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("offset 11 is past its end 10"), "{e}");
+    }
 }

@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use super::lowat::LowatGuard;
 use super::meter::IntervalMeter;
 use super::prober::{pipe, spawn_prober, WireSample, WIRE};
-use super::pump::{wait, Pump, MAX_WAIT_NS};
+use super::pump::{wait, NonBlockGuard, Pump, Source, MAX_WAIT_NS};
 use super::{DriverEvent, DriverReport, OpsDriver};
 use crate::ops::{Classifier, Policy};
 use crate::sys::linux::clock::monotonic_ns;
@@ -50,6 +50,19 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         stop: &AtomicBool,
         on_event: &mut dyn FnMut(&DriverEvent),
     ) -> Result<DriverReport> {
+        self.run_source(sock, &mut Source::Reader(source), stop, on_event)
+    }
+
+    /// [`run`](Self::run) from any [`Source`], e.g. a
+    /// [`FileSource`](super::FileSource) sent with `sendfile(2)` (the socket
+    /// is non-blocking during the run; its flags are restored after).
+    pub fn run_source(
+        &mut self,
+        sock: impl AsFd,
+        source: &mut Source<'_>,
+        stop: &AtomicBool,
+        on_event: &mut dyn FnMut(&DriverEvent),
+    ) -> Result<DriverReport> {
         let fd = sock.as_fd();
         require_tcp(fd, "run OPS")?;
         let rtt = self.rtt.take().ok_or_else(|| {
@@ -59,6 +72,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         })?;
         let probe = rtt.open()?;
         let lowat_guard = LowatGuard::set(fd, self.cfg.notsent_lowat_bytes)?;
+        let nonblock_guard = NonBlockGuard::set(fd, source)?;
         let (rx, tx) = pipe()?;
         let period = self.ctl.config().sample_period_ns;
         let t0 = monotonic_ns();
@@ -78,6 +92,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         let join = Join(prober_stop, Some(prober));
         let r = self.run_loop(fd, source, stop, on_event, &rx, t0);
         drop(join);
+        drop(nonblock_guard);
         drop(lowat_guard);
         r
     }
@@ -85,7 +100,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
     fn run_loop(
         &mut self,
         fd: BorrowedFd<'_>,
-        source: &mut dyn Read,
+        source: &mut Source<'_>,
         stop: &AtomicBool,
         on_event: &mut dyn FnMut(&DriverEvent),
         rx: &OwnedFd,
@@ -93,7 +108,7 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
     ) -> Result<DriverReport> {
         // With a lead-in the controller starts by running it (its actions).
         self.start(fd, t0, on_event)?;
-        let mut pump = Pump::new(fd, self.cfg.chunk_bytes);
+        let mut pump = Pump::new(fd, self.cfg.chunk_bytes, source);
         let limit = self.cfg.time_limit_ns.map(|l| t0.saturating_add(l));
         let mut meter = IntervalMeter::new(fd, t0, self.cfg.interval_ns);
         let mut lost_samples = 0u64;

@@ -1,0 +1,269 @@
+//! `--streams N`: one file striped over N data connections
+//! (docs/results/datapath.md, "Parallel streams"). Stream `i` carries the
+//! contiguous segment `proto::stripe(offset, size, N, i)`, so each connection
+//! is one `sendfile` range and the bytes need no framing.
+//!
+//! * Sender: stream 0 runs the driver (fixed CCA or passive OPS) as a single
+//!   stream does; streams 1..N run the fixed-CCA loop on their own threads and
+//!   follow every CCA the driver sets on stream 0 (one OPS decision for the
+//!   path, applied to every connection). The BLAKE3 of `[offset, size)` runs on
+//!   its own thread from the page cache while the data goes out.
+//! * Receiver: one thread per connection writes its segment with `pwrite`;
+//!   the calling thread hashes the contiguous written prefix in file order,
+//!   reading it back from the part file. When a stream fails, every
+//!   connection is shut down, the part file is cut back to that prefix
+//!   (hashed, so a resume continues from it) and the error names the stream.
+
+use std::fs::File;
+use std::io::Read;
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use blake3::Hasher;
+use opsel::probe::CcaName;
+use opsel::sys::linux::ops_driver::{
+    send_fixed_source, DriverConfig, DriverEvent, DriverReport, FileSource, Source,
+};
+use opsel::{Error, Result};
+
+use super::proto;
+use super::recv::why;
+
+/// The digests a receive yields: (file, bytes received, BLAKE3 of the range,
+/// BLAKE3 of the whole file).
+type Received = (File, u64, [u8; 32], [u8; 32]);
+
+/// Receive `[offset, size)` of a transfer striped over `conns` into `file`
+/// (the part file at `part`), continuing `prefix` (the BLAKE3 state of
+/// `[0, offset)`). On failure: the file cut back to the contiguous prefix,
+/// the bytes kept past `offset`, and why.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn receive(
+    file: File,
+    part: &Path,
+    offset: u64,
+    size: u64,
+    conns: Vec<TcpStream>,
+    prefix: Hasher,
+    idle: Duration,
+    on_bytes: &(dyn Fn(u64) + Send + Sync),
+) -> std::result::Result<Received, (File, u64, String)> {
+    let n = conns.len() as u16;
+    let segs: Vec<(u64, u64)> = (0..n).map(|i| proto::stripe(offset, size, n, i)).collect();
+    let progress: Vec<AtomicU64> = segs.iter().map(|_| AtomicU64::new(0)).collect();
+    let finished = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let first_err: Mutex<Option<String>> = Mutex::new(None);
+    let closers: Vec<TcpStream> = conns.iter().filter_map(|c| c.try_clone().ok()).collect();
+    let back = match File::open(part) {
+        Ok(f) => f,
+        Err(e) => return Err((file, 0, format!("open {} to hash it: {e}", part.display()))),
+    };
+    let fail_all = |msg: String| {
+        if !failed.swap(true, Ordering::AcqRel) {
+            *first_err.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
+            // The other streams stop at once instead of waiting for the idle limit.
+            for c in &closers {
+                let _ = c.shutdown(Shutdown::Both);
+            }
+        }
+    };
+    let hashed: std::result::Result<(u64, Hasher, Option<Hasher>), String> =
+        std::thread::scope(|sc| {
+            for (i, mut c) in conns.into_iter().enumerate() {
+                let (a, b) = segs[i];
+                let (file, progress, finished, fail_all) = (&file, &progress, &finished, &fail_all);
+                sc.spawn(move || {
+                    let r = (|| -> std::result::Result<(), String> {
+                        c.set_read_timeout(Some(idle))
+                            .map_err(|e| format!("data stream {i}: read timeout: {e}"))?;
+                        let mut buf = vec![0u8; 1 << 20];
+                        let (want, mut got) = (b - a, 0u64);
+                        loop {
+                            let k = match c.read(&mut buf) {
+                                Ok(0) if got == want => return Ok(()),
+                                Ok(0) => {
+                                    return Err(format!(
+                                        "data stream {i} ended after {got} of its {want} bytes"
+                                    ))
+                                }
+                                Ok(k) => k,
+                                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                                Err(e) => {
+                                    return Err(format!(
+                                        "data stream {i} {} after {got} of its {want} bytes",
+                                        why(&e, idle)
+                                    ))
+                                }
+                            };
+                            if got + k as u64 > want {
+                                return Err(format!(
+                                    "data stream {i} sent more than its {want} bytes"
+                                ));
+                            }
+                            file.write_all_at(&buf[..k], a + got)
+                                .map_err(|e| format!("write {}: {e}", part.display()))?;
+                            got += k as u64;
+                            progress[i].store(got, Ordering::Release);
+                            on_bytes(k as u64);
+                        }
+                    })();
+                    if let Err(m) = r {
+                        fail_all(m);
+                    }
+                    finished.fetch_add(1, Ordering::AcqRel);
+                });
+            }
+            // The hash follows the contiguous written prefix in file order.
+            let mut whole = prefix;
+            let mut range = (offset > 0).then(Hasher::new);
+            let mut pos = offset;
+            let mut seg = 0usize;
+            let mut buf = vec![0u8; 256 << 10];
+            loop {
+                // Read before the progress: once every stream is done, the
+                // progress read after it is final.
+                let done = finished.load(Ordering::Acquire) == segs.len();
+                let mut upto = pos;
+                while seg < segs.len() {
+                    let (a, b) = segs[seg];
+                    upto = a + progress[seg].load(Ordering::Acquire);
+                    if upto < b {
+                        break;
+                    }
+                    seg += 1;
+                }
+                while pos < upto {
+                    let k = buf.len().min((upto - pos) as usize);
+                    if let Err(e) = back.read_exact_at(&mut buf[..k], pos) {
+                        fail_all(format!("read back {}: {e}", part.display()));
+                        break;
+                    }
+                    whole.update(&buf[..k]);
+                    if let Some(r) = range.as_mut() {
+                        r.update(&buf[..k]);
+                    }
+                    pos += k as u64;
+                }
+                // A failed stream shuts every connection down, so `done`
+                // comes soon after a failure too.
+                if done {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            match first_err.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                Some(m) => Err(m),
+                None => Ok((pos, whole, range)),
+            }
+        });
+    match hashed {
+        Ok((pos, whole, range)) if pos == size => {
+            let whole: [u8; 32] = *whole.finalize().as_bytes();
+            let range = range.map_or(whole, |r| *r.finalize().as_bytes());
+            Ok((file, size - offset, range, whole))
+        }
+        Ok((pos, ..)) => {
+            let _ = file.set_len(pos);
+            Err((
+                file,
+                pos - offset,
+                format!("internal: striped receive ended at byte {pos} of {size}"),
+            ))
+        }
+        Err(m) => {
+            // Only the contiguous prefix may remain (a resume checks it).
+            let kept = contiguous(&segs, &progress);
+            let _ = file.set_len(kept);
+            Err((file, kept - offset, m))
+        }
+    }
+}
+
+/// The end of the contiguous prefix the streams have written.
+fn contiguous(segs: &[(u64, u64)], progress: &[AtomicU64]) -> u64 {
+    let mut end = segs.first().map_or(0, |s| s.0);
+    for (i, &(a, b)) in segs.iter().enumerate() {
+        end = a + progress[i].load(Ordering::Acquire);
+        if end < b {
+            break;
+        }
+    }
+    end
+}
+
+/// The sender's BLAKE3 of `[offset, size)` (range and whole file), read from
+/// the page cache on its own thread while the streams send.
+pub(super) fn hash_ahead(
+    path: PathBuf,
+    offset: u64,
+    size: u64,
+    prefix: Hasher,
+) -> JoinHandle<Result<(u64, [u8; 32], [u8; 32])>> {
+    std::thread::spawn(move || {
+        let mut f = File::open(&path)
+            .map_err(|e| Error::io(format!("open {} to hash it", path.display()), e))?;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(offset))
+            .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
+        let mut whole = prefix;
+        // From offset 0 the range is the whole file: one hash, not two.
+        let mut range = (offset > 0).then(Hasher::new);
+        let mut buf = vec![0u8; 256 << 10];
+        let n = {
+            let mut hs: Vec<&mut Hasher> = vec![&mut whole];
+            if let Some(r) = range.as_mut() {
+                hs.push(r);
+            }
+            super::hashing::hash_from(&mut f, &path, size - offset, &mut buf, &mut hs)?
+        };
+        let whole: [u8; 32] = *whole.finalize().as_bytes();
+        let range = range.map_or(whole, |r| *r.finalize().as_bytes());
+        Ok((offset + n, range, whole))
+    })
+}
+
+/// Streams 1..N of a striped send: each runs the fixed-CCA loop over its
+/// segment on its own thread, starting with `cca` (stream 0's driver then
+/// sets every later CCA on them through [`follow_cca`]).
+pub(super) fn spawn_senders<'s>(
+    sc: &'s std::thread::Scope<'s, '_>,
+    conns: &'s [TcpStream],
+    path: &'s Path,
+    offset: u64,
+    size: u64,
+    cca: CcaName,
+    cfg: DriverConfig,
+    stop: &'s AtomicBool,
+) -> Vec<std::thread::ScopedJoinHandle<'s, Result<DriverReport>>> {
+    let n = conns.len() as u16 + 1;
+    conns
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let (a, b) = proto::stripe(offset, size, n, j as u16 + 1);
+            sc.spawn(move || {
+                let f = File::open(path)
+                    .map_err(|e| Error::io(format!("open {} to send it", path.display()), e))?;
+                let mut src = Source::File(FileSource::new(f.as_fd(), a, b)?);
+                let r = send_fixed_source(c, &mut src, cca, &cfg, stop, &mut |_| {});
+                let _ = c.shutdown(Shutdown::Write);
+                r
+            })
+        })
+        .collect()
+}
+
+/// Apply every CCA the driver sets on stream 0 to the other streams too.
+pub(super) fn follow_cca(conns: &[TcpStream], e: &DriverEvent) {
+    if let DriverEvent::CcaSet { cca, .. } = e {
+        for c in conns {
+            let _ = opsel::sys::linux::set_cca(c, cca.as_str());
+        }
+    }
+}
