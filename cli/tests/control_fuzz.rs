@@ -48,6 +48,7 @@ fn seeds() -> Vec<Vec<u8>> {
             offset: 7,
             prefix_blake3: [5; 32],
             proof: Some([6; 32]),
+            streams: 1,
         }),
         end_msg(&End {
             sent: 99,
