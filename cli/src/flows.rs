@@ -12,7 +12,8 @@
 //!   configuration (print, `--apply`, `--remove`; [`qos`]);
 //! * `opsel flows export FILE --to ADDR` sends records as IPFIX (e.g. to
 //!   nfdump's nfcapd);
-//! * `opsel flows lab-qos` / `lab-accuracy` run 003's experiments on netlab.
+//! * `opsel flows lab-qos` / `lab-accuracy` run 003's experiments on netlab;
+//!   `lab-cache` measures the decision cache's probing savings there.
 //!
 //! All settings and their defaults live in `opsel::flows::study::StudySpec`;
 //! the flags here only override its fields.
@@ -34,6 +35,7 @@ use opsel::{Error, Result};
 
 mod export;
 mod lab;
+mod lab_cache;
 mod qos;
 
 #[derive(Args)]
@@ -59,6 +61,10 @@ enum FlowsCmd {
     /// 003 Table 3.2 on netlab (root, softflowd): sampled size estimates of
     /// real transfers and α identification; resumable, writes a table.
     LabAccuracy(lab::LabAccuracyArgs),
+    /// The decision cache's probing savings (003 H2) on netlab: repeated
+    /// `opsel send --ops` transfers against a background, with and without
+    /// `--decision-cache`; resumable, writes a table.
+    LabCache(lab_cache::LabCacheArgs),
     /// Send a JSON-lines record file as IPFIX to a collector (e.g. nfdump's nfcapd).
     Export(export::ExportArgs),
 }
@@ -175,6 +181,7 @@ pub fn main(a: FlowsArgs) -> Result<()> {
         FlowsCmd::Qos(q) => qos::main(q),
         FlowsCmd::LabQos(l) => lab::lab_qos(l),
         FlowsCmd::LabAccuracy(l) => lab::lab_accuracy(l),
+        FlowsCmd::LabCache(l) => lab_cache::lab_cache(l),
         FlowsCmd::Export(e) => export::main(e),
     }
 }
