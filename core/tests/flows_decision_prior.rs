@@ -74,7 +74,10 @@ fn an_agreeing_prefix_ends_the_first_probe_at_the_first_check() {
     assert!(p.len() >= 3, "{p:?}");
     assert!(p[1..].iter().all(|&x| x == (20, false)), "{p:?}");
     let st = c.stats();
-    assert_eq!((st.prior_exits, st.early_exits, st.prior_overruled), (1, 1, 0));
+    assert_eq!(
+        (st.prior_exits, st.early_exits, st.prior_overruled),
+        (1, 1, 0)
+    );
     assert_eq!(c.prior_class(), None);
 }
 
@@ -96,7 +99,10 @@ fn a_disagreeing_prefix_drops_the_prior_and_the_probe_runs_in_full() {
     let out = drive_scripted(&mut c, 30);
     assert_eq!(probes(&out)[0], (20, false));
     let st = c.stats();
-    assert_eq!((st.prior_exits, st.prior_overruled, st.early_exits), (0, 1, 0));
+    assert_eq!(
+        (st.prior_exits, st.prior_overruled, st.early_exits),
+        (0, 1, 0)
+    );
     // And the decision is the probe's, not the prior's.
     let sel = out.iter().find_map(|o| match o {
         Output::Event(Event::Selected { cca, .. }) => Some(cca.to_string()),
@@ -118,7 +124,10 @@ fn with_progressive_probing_a_disagreeing_prior_falls_back_to_its_rule() {
     let p = probes(&drive_scripted(&mut c, 30));
     assert_eq!(p[0], (5, true));
     let st = c.stats();
-    assert_eq!((st.prior_exits, st.prior_overruled, st.early_exits), (0, 1, 1));
+    assert_eq!(
+        (st.prior_exits, st.prior_overruled, st.early_exits),
+        (0, 1, 1)
+    );
 }
 
 #[test]
@@ -198,7 +207,10 @@ fn in_the_simulator_a_stale_prior_costs_no_decision() {
     for (bg, stale) in [("B1-C0", "C1-C1"), ("C1-C1", "B1-C0"), ("B1-B1", "B0-C1")] {
         for seed in 1..=5 {
             let r = sim(bg, Some(stale), seed);
-            assert_eq!(r.correct_decisions, r.decisions, "{bg} prior {stale} seed {seed}");
+            assert_eq!(
+                r.correct_decisions, r.decisions,
+                "{bg} prior {stale} seed {seed}"
+            );
             let first = sim_probes(&r)[0];
             assert_eq!(first, (20, false), "{bg} prior {stale} seed {seed}");
         }

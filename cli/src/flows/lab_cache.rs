@@ -480,8 +480,11 @@ pub fn table(a: &LabCacheArgs, rows: &[CacheRun]) -> String {
         "netlab {} Mbit/s, {} ms RTT, {} BDP buffer; `opsel send --ops --pattern {} --steady {} --time {}`\n",
         a.rate_mbps, a.rtt_ms, a.buffer_bdp, a.pattern, a.steady, a.seconds
     );
-    let _ = writeln!(s, "| background | arm | transfers | first probe (s), median (range) | probe s per decision, median (range) | decisions | right decisions | FG Mbit/s, median (range) | BG Mbit/s, median | Jain, median (range) |");
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| background | arm | transfers | first probe (s), median (range) | probe s per decision, median (range) | decisions | right CCA | right class | first decision right CCA | FG Mbit/s, median (range) | BG Mbit/s, median | Jain, median (range) |");
+    let _ = writeln!(
+        s,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     let mut bgs: Vec<&str> = rows.iter().map(|r| r.bg.as_str()).collect();
     bgs.dedup();
     for bg in bgs {
@@ -506,6 +509,16 @@ pub fn table(a: &LabCacheArgs, rows: &[CacheRun]) -> String {
                 .iter()
                 .map(|r| r.decisions.iter().filter(|d| d.right).count())
                 .sum();
+            // The background alone is one flow: B0-C1 (CUBIC) or B1-C0 (BBR).
+            let truth = if bg == "bbr" { "B1-C0" } else { "B0-C1" };
+            let n_class: usize = rs
+                .iter()
+                .map(|r| r.decisions.iter().filter(|d| d.label == truth).count())
+                .sum();
+            let first_right = rs
+                .iter()
+                .filter(|r| r.decisions.first().is_some_and(|d| d.right))
+                .count();
             let mut fg: Vec<f64> = rs.iter().map(|r| r.fg_mbps).collect();
             let mut bgm: Vec<f64> = rs.iter().map(|r| r.bg_mbps).collect();
             let mut j: Vec<f64> = rs.iter().map(|r| r.jain).collect();
@@ -516,11 +529,12 @@ pub fn table(a: &LabCacheArgs, rows: &[CacheRun]) -> String {
             });
             let _ = writeln!(
                 s,
-                "| {bg} | {} | {} | {:.1} ({fs}) | {:.1} ({ps}) | {n_dec} | {n_right} of {n_dec} | {:.1} ({fgs}) | {:.1} | {:.3} ({js}) |",
+                "| {bg} | {} | {} | {:.1} ({fs}) | {:.1} ({ps}) | {n_dec} | {n_right} of {n_dec} | {n_class} of {n_dec} | {first_right} of {} | {:.1} ({fgs}) | {:.1} | {:.3} ({js}) |",
                 if arm == "cache" { "--decision-cache (hit)" } else { "no cache" },
                 rs.len(),
                 median(&mut first),
                 median(&mut per),
+                rs.len(),
                 median(&mut fg),
                 median(&mut bgm),
                 median(&mut j),
