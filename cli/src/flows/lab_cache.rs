@@ -347,6 +347,9 @@ fn run_transfer(
     let end = now_ns();
     let _ = wait_for(&mut rx.0, Duration::from_secs(20));
     let _ = std::fs::remove_file(&dst);
+    // A fixed-time transfer leaves the receiver's part file (`opsel send
+    // --time`: resumable), up to a GB per run here.
+    let _ = std::fs::remove_file(a.out.join(format!(".dst-{bg}-{arm}-{k}.bin.opsel-part")));
     if !status.is_some_and(|s| s.success()) {
         let mut err = String::new();
         if let Some(mut e) = tx.0.stderr.take() {
