@@ -6,13 +6,17 @@
 //! * `opsel flows report FILE` runs the offline study (α prefix flows per day,
 //!   effectiveness per aging value, persistence, hapless β, baselines) over a
 //!   JSON-lines record file;
+//! * `opsel flows read DIR --out FILE` turns nfdump capture files (nfcapd,
+//!   uncompressed or LZ4) into the same JSON-lines records; `report` reads
+//!   such a directory directly;
 //! * `opsel flows synth --out FILE` writes seeded synthetic multi-day records
 //!   shaped after 003's ESnet data (the real data is not public);
 //! * `opsel flows qos` turns an α prefix set into 003's two-queue tc
 //!   configuration (print, `--apply`, `--remove`; [`qos`]);
 //! * `opsel flows export FILE --to ADDR` sends records as IPFIX (e.g. to
 //!   nfdump's nfcapd);
-//! * `opsel flows lab-qos` / `lab-accuracy` run 003's experiments on netlab.
+//! * `opsel flows lab-qos` / `lab-accuracy` run 003's experiments on netlab;
+//!   `lab-cache` measures the decision cache's probing savings there.
 //!
 //! All settings and their defaults live in `opsel::flows::study::StudySpec`;
 //! the flags here only override its fields.
@@ -34,6 +38,7 @@ use opsel::{Error, Result};
 
 mod export;
 mod lab;
+mod lab_cache;
 mod qos;
 
 #[derive(Args)]
@@ -46,8 +51,12 @@ pub struct FlowsArgs {
 enum FlowsCmd {
     /// Receive NetFlow v5/v9/IPFIX on a UDP socket; write records and an α report.
     Collect(CollectArgs),
-    /// The offline α study over a JSON-lines record file.
+    /// The offline α study over a JSON-lines record file, or over nfdump
+    /// capture files (an `nfcapd.*` file or a directory of them).
     Report(ReportArgs),
+    /// Read nfdump capture files (an `nfcapd.*` file or a directory of them,
+    /// uncompressed or LZ4) into JSON-lines flow records.
+    Read(ReadArgs),
     /// Write seeded synthetic multi-day records (JSON lines) shaped after 003's data.
     Synth(SynthArgs),
     /// 003's two-queue QoS advice (htb α/β classes, bfifo leaves, u32 prefix
@@ -59,8 +68,23 @@ enum FlowsCmd {
     /// 003 Table 3.2 on netlab (root, softflowd): sampled size estimates of
     /// real transfers and α identification; resumable, writes a table.
     LabAccuracy(lab::LabAccuracyArgs),
+    /// The decision cache's probing savings (003 H2) on netlab: repeated
+    /// `opsel send --ops` transfers against a background, with and without
+    /// `--decision-cache`; resumable, writes a table.
+    LabCache(lab_cache::LabCacheArgs),
     /// Send a JSON-lines record file as IPFIX to a collector (e.g. nfdump's nfcapd).
     Export(export::ExportArgs),
+}
+
+#[derive(Args)]
+struct ReadArgs {
+    /// nfcapd files or directories (searched recursively for `nfcapd.*`,
+    /// leaving out the file nfcapd is still writing, `nfcapd.current.*`).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// JSON-lines output (the format `report` and the bindings read).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -158,7 +182,8 @@ struct CollectArgs {
 
 #[derive(Args)]
 struct ReportArgs {
-    /// JSON-lines file of flow records (as written by `collect --records`).
+    /// JSON-lines file of flow records (as written by `collect --records`),
+    /// or nfdump capture files: an `nfcapd.*` file or a directory of them.
     file: PathBuf,
     /// Write the report here instead of stdout.
     #[arg(long)]
@@ -171,10 +196,12 @@ pub fn main(a: FlowsArgs) -> Result<()> {
     match a.cmd {
         FlowsCmd::Collect(c) => collect(c),
         FlowsCmd::Report(r) => report(r),
+        FlowsCmd::Read(r) => read_nfcapd(r),
         FlowsCmd::Synth(s) => synth(s),
         FlowsCmd::Qos(q) => qos::main(q),
         FlowsCmd::LabQos(l) => lab::lab_qos(l),
         FlowsCmd::LabAccuracy(l) => lab::lab_accuracy(l),
+        FlowsCmd::LabCache(l) => lab_cache::lab_cache(l),
         FlowsCmd::Export(e) => export::main(e),
     }
 }
@@ -330,8 +357,93 @@ fn read_records(p: &Path) -> Result<impl Iterator<Item = Result<FlowRecord>>> {
         }))
 }
 
+/// The nfcapd files under `p` (itself if a file), in name (= time) order.
+fn nfcapd_files(p: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    if !p.is_dir() {
+        out.push(p.to_path_buf());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+        .map_err(|e| Error::io(format!("listing {}", p.display()), e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for e in entries {
+        let name = e.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if e.is_dir() {
+            nfcapd_files(&e, out)?;
+        } else if name.starts_with("nfcapd.") && !name.starts_with("nfcapd.current") {
+            out.push(e);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `p` is a directory or a file that starts like an nfdump file.
+fn is_nfcapd(p: &Path) -> bool {
+    if p.is_dir() {
+        return true;
+    }
+    let mut head = [0u8; 4];
+    File::open(p)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok()
+        && opsel::flows::nffile::is_nffile(&head)
+}
+
+fn read_nfcapd_records(paths: &[PathBuf]) -> Result<Vec<FlowRecord>> {
+    let mut files = Vec::new();
+    for p in paths {
+        nfcapd_files(p, &mut files)?;
+    }
+    if files.is_empty() {
+        return Err(Error::invalid(format!(
+            "no nfcapd.* files under {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let mut recs = Vec::new();
+    for f in &files {
+        let bytes =
+            std::fs::read(f).map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
+        recs.extend(opsel::flows::nffile::read(
+            &bytes,
+            &f.display().to_string(),
+        )?);
+    }
+    Ok(recs)
+}
+
+fn read_nfcapd(a: ReadArgs) -> Result<()> {
+    let recs = read_nfcapd_records(&a.paths)?;
+    let mut w = create(&a.out)?;
+    for r in &recs {
+        serde_json::to_writer(&mut w, r)
+            .map_err(|e| Error::io("writing records", std::io::Error::other(e)))?;
+        w.write_all(b"\n")
+            .map_err(|e| Error::io("writing records", e))?;
+    }
+    w.flush().map_err(|e| Error::io("writing records", e))?;
+    eprintln!(
+        "opsel flows: wrote {} records to {}",
+        recs.len(),
+        a.out.display()
+    );
+    Ok(())
+}
+
 fn report(a: ReportArgs) -> Result<()> {
     let spec = a.spec.load()?;
+    if is_nfcapd(&a.file) {
+        let recs = read_nfcapd_records(std::slice::from_ref(&a.file))?;
+        let rep = analyze_slice(&spec, &recs)?;
+        summary(&rep);
+        return write_report(&rep, a.out.as_deref());
+    }
     let rep = analyze(&spec, || read_records(&a.file))?;
     summary(&rep);
     write_report(&rep, a.out.as_deref())

@@ -232,3 +232,103 @@ fn decoder_survives_mutated_datagrams() {
     );
     assert!(inputs > 0);
 }
+
+/// nfdump capture files (`flows::nffile`): one flow record (V3, generic flow
+/// + IPv4 element) in a type-3 block, stored plain or as an LZ4 block of
+/// literals followed by a run-length match.
+fn nffile_seeds() -> Vec<Vec<u8>> {
+    let mut rec = vec![0u8; 12];
+    rec[0..2].copy_from_slice(&11u16.to_le_bytes());
+    rec[4..6].copy_from_slice(&2u16.to_le_bytes());
+    let mut g = Vec::new();
+    for v in [
+        1_700_000_000_000u64,
+        1_700_000_060_000,
+        0,
+        2_417_000,
+        3_500_000_000,
+    ] {
+        g.extend_from_slice(&v.to_le_bytes());
+    }
+    g.extend_from_slice(&40_000u16.to_le_bytes());
+    g.extend_from_slice(&2811u16.to_le_bytes());
+    g.extend_from_slice(&[6, 0, 0, 0]);
+    rec.extend_from_slice(&1u16.to_le_bytes());
+    rec.extend_from_slice(&((g.len() + 4) as u16).to_le_bytes());
+    rec.extend_from_slice(&g);
+    rec.extend_from_slice(&2u16.to_le_bytes());
+    rec.extend_from_slice(&12u16.to_le_bytes());
+    rec.extend_from_slice(&0x0a01_0203u32.to_le_bytes());
+    rec.extend_from_slice(&0x0a09_0001u32.to_le_bytes());
+    let size = rec.len() as u16;
+    rec[2..4].copy_from_slice(&size.to_le_bytes());
+    let file = |compression: u8, payload: &[u8], n: u32| {
+        let mut f = vec![0u8; 40];
+        f[0..2].copy_from_slice(&0xA50Cu16.to_le_bytes());
+        f[2..4].copy_from_slice(&2u16.to_le_bytes());
+        f[16] = compression;
+        f.extend_from_slice(&n.to_le_bytes());
+        f.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        f.extend_from_slice(&3u16.to_le_bytes());
+        f.extend_from_slice(&0u16.to_le_bytes());
+        f.extend_from_slice(payload);
+        f
+    };
+    // Two records; the second is an LZ4 match of the first (offset = size).
+    let mut lz = vec![0xF0u8, (rec.len() - 15) as u8];
+    lz.extend_from_slice(&rec);
+    lz[0] |= 15; // match length 15 + ext
+    let mlen = rec.len() - 4 - 15;
+    lz.extend_from_slice(&(rec.len() as u16).to_le_bytes());
+    lz.push(mlen as u8);
+    lz.push(0x00); // a last sequence of no literals
+    let mut two = rec.clone();
+    two.extend_from_slice(&rec);
+    vec![file(0, &rec, 1), file(0, &two, 2), file(3, &lz, 2)]
+}
+
+#[test]
+fn nffile_reader_survives_mutated_files() {
+    let secs: Option<u64> = std::env::var("OPSEL_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let seed: u64 = std::env::var("OPSEL_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let budget = secs.map(Duration::from_secs);
+    let max_inputs = if budget.is_some() { u64::MAX } else { 20_000 };
+    let seeds = nffile_seeds();
+    // The seeds are valid: 1, 2 and 2 records.
+    let counts: Vec<usize> = seeds
+        .iter()
+        .map(|s| opsel::flows::nffile::read(s, "seed").unwrap().len())
+        .collect();
+    assert_eq!(counts, [1, 2, 2]);
+    let mut rng = Rng(seed);
+    let (start, mut buf) = (Instant::now(), Vec::new());
+    let (mut inputs, mut records) = (0u64, 0usize);
+    while inputs < max_inputs {
+        if let Some(b) = budget {
+            if inputs % 1024 == 0 && start.elapsed() >= b {
+                break;
+            }
+        }
+        mutate(&mut rng, &seeds, &mut buf);
+        match catch_unwind(AssertUnwindSafe(|| {
+            opsel::flows::nffile::read(&buf, "fuzz")
+        })) {
+            Ok(r) => records += r.map_or(0, |v| v.len()),
+            Err(_) => panic!(
+                "nffile reader panicked on input {inputs} (seed {seed}); saved as {:?}",
+                save(&buf)
+            ),
+        }
+        inputs += 1;
+    }
+    println!(
+        "flows_fuzz nffile: seed {seed}: {inputs} inputs without a crash ({records} records read) in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(inputs > 0);
+}

@@ -174,14 +174,22 @@ pub type CliController = Controller<Box<dyn Classifier + Send>, AnyPolicy<DpsPol
 
 /// Build the OPS controller from a model file (checked against the pattern).
 pub fn controller(o: &OpsOpts) -> Result<CliController> {
-    controller_with_classes(o).map(|(c, _)| c)
+    controller_with_classes(o, None).map(|(c, _)| c)
 }
 
 /// [`controller`] and the model's class names (the log names classes by them).
 /// With `--dps` the policy is DPS; the driver hands it each interval's
 /// TCP_INFO feedback (`Controller::handle_feedback`).
-fn controller_with_classes(o: &OpsOpts) -> Result<(CliController, Vec<String>)> {
-    let spec = spec(o);
+/// `prior`: a decision cache's class label for this destination; with it the
+/// first probe may end early when a prefix agrees (`ops::PriorProbe`).
+fn controller_with_classes(
+    o: &OpsOpts,
+    prior: Option<&str>,
+) -> Result<(CliController, Vec<String>)> {
+    let mut spec = spec(o);
+    if prior.is_some() {
+        spec.prior = Some(opsel::ops::PriorSpec::default());
+    }
     let shipped = if o.pattern.is_some() {
         ACTIVE_MODEL
     } else {
@@ -199,7 +207,13 @@ fn controller_with_classes(o: &OpsOpts) -> Result<(CliController, Vec<String>)> 
     let c = spec
         .build(&mf, dps)
         .map_err(|e| Error::invalid(format!("{e} (model {})", o.model.display())))?;
-    Ok((c, mf.model.classes().to_vec()))
+    let classes = mf.model.classes().to_vec();
+    let mut c = c;
+    // A label the model does not know (another model wrote the cache) is no prior.
+    if let Some(i) = prior.and_then(|l| classes.iter().position(|c| c == l)) {
+        c.set_prior_class(i)?;
+    }
+    Ok((c, classes))
 }
 
 /// JSON-lines logger: one line per interval and per OPS event, each the
@@ -348,18 +362,20 @@ pub fn run(
     let ctl = match &opts.strategy {
         Strategy::Ops(o) => {
             // A prior from the cache: start with the CCA OPS chose toward this
-            // prefix last time; passive probing then confirms or corrects it.
+            // prefix last time, and let the first probe end early when it
+            // agrees with the cached class (`ops::PriorProbe`).
             let prior = cache
                 .as_ref()
                 .and_then(|c| c.lookup(opts.to.ip(), unix_now_s()));
-            let o = match prior {
+            let o = match &prior {
                 Some(p) => OpsOpts {
                     initial_cca: CcaName::new(&p.decision.cca)?,
                     ..o.clone()
                 },
                 None => o.clone(),
             };
-            Some(controller_with_classes(&o)?)
+            let label = prior.as_ref().map(|p| p.decision.label.as_str());
+            Some(controller_with_classes(&o, label)?)
         }
         Strategy::Fixed(_) | Strategy::Dps(_) => None,
     };

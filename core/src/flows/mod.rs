@@ -20,6 +20,7 @@
 //! - [`qos`]: the two-queue advice as a tc plan (htb + bfifo + u32; Ch. 4)
 //! - [`accuracy`]: the size-accuracy ratio of sampled estimates (§3.4.3, Table 3.2)
 //! - [`export`]: NetFlow v5 / v9 / IPFIX decoding with templates and sampling
+//! - [`nffile`]: nfdump capture files (nfcapd, layout 2, uncompressed or LZ4)
 //! - [`synth`]: a seeded multi-day record generator (notes §10)
 //! - [`study`]: the whole offline analysis over a record source
 //!
@@ -67,6 +68,7 @@ pub mod doors;
 pub mod export;
 pub mod hapless;
 pub mod interval;
+pub mod nffile;
 pub mod persistence;
 pub mod prefix;
 pub mod qos;

@@ -145,6 +145,47 @@ impl Default for Progressive {
     }
 }
 
+/// A cached decision as a prior (003 §7 item 5, hypothesis H2: α transfers
+/// repeat toward the same /24, so the last background class seen there is a
+/// good guess for the next transfer; `flows::decision_cache`).
+///
+/// The rule, for the **first probe of a transfer only** and only when the
+/// front end named a prior class ([`Controller::set_prior_class`]): at
+/// `min_samples`, then every `step` samples, the prefix is classified
+/// ([`Classifier::classify_prefix`], the same per-prefix-length models as
+/// progressive probing, 000 §6's early-exit cut points 5, 10, 15 s).
+/// * Prefix class == prior class with confidence >= `min_confidence`: two
+///   independent pieces of evidence agree, so the probe ends there, at a
+///   lower margin than progressive probing alone needs (its default 0.8).
+/// * Prefix class != prior class with confidence >= `min_confidence`: the
+///   path changed since the cache entry; the prior is dropped and the probe
+///   runs as without it (the full window, or progressive probing if on).
+/// * A less confident prefix: wait for the next check.
+///
+/// A wrong prior therefore costs nothing but the checks, and a right one
+/// shortens the probe; later probes of the transfer have the transfer's own
+/// decisions and ignore the prior. Needs one window per decision (cycles = 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PriorProbe {
+    pub min_samples: usize,
+    pub step: usize,
+    pub min_confidence: f64,
+}
+
+impl Default for PriorProbe {
+    /// Check at 5, 10, 15 … samples; agreement at a 1-NN margin >= 0.3 ends
+    /// the probe (0.3 is the margin at which progressive probing alone halves
+    /// the mean probe for 1–2 points of accuracy, docs/results/ops.md; the
+    /// agreeing prior is the extra evidence that makes it safe to stop).
+    fn default() -> Self {
+        Self {
+            min_samples: 5,
+            step: 5,
+            min_confidence: 0.3,
+        }
+    }
+}
+
 /// Controller configuration. `Config::passive()` and `Config::active(..)`
 /// give the thesis defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,6 +202,10 @@ pub struct Config {
     pub adaptive: Option<AdaptiveSteady>,
     /// Early exit from the probe; `None` (default) always fills the window.
     pub progressive: Option<Progressive>,
+    /// How a prior class shortens the first probe ([`PriorProbe`]); used
+    /// only once [`Controller::set_prior_class`] names a class. `None`
+    /// (default): no prior.
+    pub prior: Option<PriorProbe>,
     /// Extra sample periods a probe may take before it is abandoned because
     /// samples stopped arriving.
     pub grace_periods: u32,
@@ -211,6 +256,7 @@ impl Config {
             initial_cca: CcaName::CUBIC,
             adaptive: None,
             progressive: None,
+            prior: None,
             grace_periods: 5,
             steady_jitter: 0.0,
             seed: 0,
@@ -286,6 +332,26 @@ impl Config {
                 return Err(Error::invalid(format!(
                     "progressive min_confidence {} must be in [0, 1]",
                     p.min_confidence
+                )));
+            }
+        }
+        if let Some(p) = &self.prior {
+            if p.min_samples == 0 || p.step == 0 {
+                return Err(Error::invalid(format!(
+                    "prior probing needs min_samples and step >= 1 (got {}, {})",
+                    p.min_samples, p.step
+                )));
+            }
+            if !(0.0..=1.0).contains(&p.min_confidence) {
+                return Err(Error::invalid(format!(
+                    "prior min_confidence {} must be in [0, 1]",
+                    p.min_confidence
+                )));
+            }
+            if self.cycles > 1 {
+                return Err(Error::invalid(format!(
+                    "a prior shortens one-window probes; cycles is {}: use cycles = 1 or drop the prior",
+                    self.cycles
                 )));
             }
         }
@@ -441,8 +507,14 @@ pub enum Output {
 pub struct Stats {
     /// Decisions taken (classifications that reached the policy).
     pub decisions: u64,
-    /// Probes that ended early (progressive probing).
+    /// Probes that ended early (progressive probing or an agreeing prior).
     pub early_exits: u64,
+    /// Of those, probes ended because a prefix agreed with the prior class
+    /// ([`PriorProbe`]).
+    pub prior_exits: u64,
+    /// First probes whose prefix confidently disagreed with the prior class,
+    /// which was then dropped.
+    pub prior_overruled: u64,
     /// Classifier or policy failures.
     pub failed_decisions: u64,
     /// Probes abandoned for missing samples.
@@ -508,6 +580,9 @@ pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>
     held_rtt_ms: Option<f64>,
     /// The last answered sample, repeated for a sample whose echoes were lost.
     last_rtt_ms: Option<f64>,
+    /// The prior class of the first probe ([`PriorProbe`]); cleared once
+    /// that probe ends or the prefix disagrees.
+    prior_class: Option<usize>,
 }
 
 impl<C: Classifier, P: Policy> Controller<C, P> {
@@ -601,6 +676,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             grid_origin_ns: 0,
             held_rtt_ms: None,
             last_rtt_ms: None,
+            prior_class: None,
         };
         me.rng = rng;
         me.lead = me.lead_segment();
@@ -627,6 +703,38 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         self.cfg.lead_in = on;
         self.lead = self.lead_segment();
         Ok(())
+    }
+
+    /// Name the class a cache expects on this path (e.g. the last decision
+    /// toward the destination's /24, `flows::decision_cache`), before
+    /// `start`. The first probe may then end early when a prefix agrees with
+    /// it ([`PriorProbe`]). Errors when the controller has started, when
+    /// [`Config::prior`] is off, when `class_index` is not one of the
+    /// classifier's classes, or when the classifier cannot classify prefixes.
+    pub fn set_prior_class(&mut self, class_index: usize) -> Result<()> {
+        if self.started {
+            return Err(Error::invalid(
+                "the prior class is set before the controller starts; create a new controller",
+            ));
+        }
+        if self.cfg.prior.is_none() {
+            return Err(Error::invalid(
+                "set_prior_class needs Config::prior (the spec's \"prior\": true) to say how the prior may shorten the probe",
+            ));
+        }
+        let n = self.classifier.classes().len();
+        if class_index >= n {
+            return Err(Error::invalid(format!(
+                "prior class index {class_index} is out of range: the model has {n} classes"
+            )));
+        }
+        self.prior_class = Some(class_index);
+        Ok(())
+    }
+
+    /// The prior class still in force (first probe, not yet overruled).
+    pub fn prior_class(&self) -> Option<usize> {
+        self.prior_class
     }
 
     /// Begin the first probe at `now_ns`.
@@ -751,6 +859,9 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         if n >= self.w {
             self.decide(now_ns, None, false);
         } else {
+            if self.check_prior(now_ns, n) {
+                return;
+            }
             if let Some(p) = self.cfg.progressive {
                 if n >= p.min_samples && (n - p.min_samples) % p.step == 0 {
                     self.check_prefix(now_ns, p);
@@ -984,6 +1095,10 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
     }
 
     fn start_probe(&mut self, at_ns: u64) {
+        if self.cycle > 0 {
+            // The prior is for the transfer's first probe only.
+            self.prior_class = None;
+        }
         self.emit_phase(Phase::Probe, at_ns);
         self.first_probe_ns = None;
         self.lead_at_ns = None;
@@ -1047,6 +1162,33 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             let cca = self.decided_cca;
             let y_ns = self.draw_steady_ns();
             self.enter_steady(cca, at_ns, y_ns);
+        }
+    }
+
+    /// The prior rule ([`PriorProbe`]) at sample `n` of the first probe;
+    /// true when it ended the probe.
+    fn check_prior(&mut self, now_ns: u64, n: usize) -> bool {
+        let (Some(p), Some(prior)) = (self.cfg.prior, self.prior_class) else {
+            return false;
+        };
+        if n < p.min_samples || (n - p.min_samples) % p.step != 0 {
+            return false;
+        }
+        match self.classifier.classify_prefix(&self.window) {
+            Some(Ok(c)) if c.confidence >= p.min_confidence => {
+                self.prior_class = None;
+                if c.class_index == prior {
+                    self.stats.prior_exits += 1;
+                    self.decide(now_ns, Some(c), true);
+                    true
+                } else {
+                    // The path changed since the cached decision: probe as
+                    // without a prior.
+                    self.stats.prior_overruled += 1;
+                    false
+                }
+            }
+            _ => false,
         }
     }
 
@@ -1138,6 +1280,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
     /// confident prefix, or the min-sum over several windows), select, adapt
     /// Y, start the steady phase. `early`: the probe ended before its full span.
     fn decide(&mut self, now_ns: u64, verdict: Option<Classified>, early: bool) {
+        self.prior_class = None;
         if early {
             self.stats.early_exits += 1;
         }

@@ -56,13 +56,13 @@ mod spec;
 pub use crate::probe::CcaName;
 pub use classifier::{Classified, Classifier, PrefixEnsemble};
 pub use controller::{
-    Action, AdaptiveSteady, Config, Controller, Event, Output, Phase, ProbeMode, Progressive,
-    StabilityKey, Stats, FIRST_SAMPLE_SLACK_NS, MAX_CYCLES,
+    Action, AdaptiveSteady, Config, Controller, Event, Output, Phase, PriorProbe, ProbeMode,
+    Progressive, StabilityKey, Stats, FIRST_SAMPLE_SLACK_NS, MAX_CYCLES,
 };
 pub use knn_classifier::KnnClassifier;
 pub use policy::{FnPolicy, Policy, Stump, TablePolicy};
 pub use schema::{ClassRefs, Labeled, PolicyInput};
 pub use spec::{
     default_prefix_lens, AdaptiveSpec, AnyPolicy, ControllerSpec, ModeSpec, NoCallback, PolicySpec,
-    ProgressiveSpec, StabilityKeySpec,
+    PriorSpec, ProgressiveSpec, StabilityKeySpec,
 };

@@ -9,7 +9,9 @@
 //! callback policy) the front end's callback into a [`Controller`].
 
 use super::classifier::Classifier;
-use super::controller::{AdaptiveSteady, Config, Controller, Progressive, StabilityKey};
+use super::controller::{
+    AdaptiveSteady, Config, Controller, PriorProbe, Progressive, StabilityKey,
+};
 use super::knn_classifier::KnnClassifier;
 use super::policy::{Policy, Stump, TablePolicy};
 use super::Classified;
@@ -141,6 +143,28 @@ impl Default for ProgressiveSpec {
     }
 }
 
+/// A cached class as a prior for the first probe ([`PriorProbe`]): the prefix
+/// checks at `min_samples`, then every `step` samples, end the probe when the
+/// prefix agrees with the prior at a margin >= `min_confidence`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PriorSpec {
+    pub min_samples: usize,
+    pub step: usize,
+    pub min_confidence: f64,
+}
+
+impl Default for PriorSpec {
+    fn default() -> Self {
+        let p = PriorProbe::default();
+        Self {
+            min_samples: p.min_samples,
+            step: p.step,
+            min_confidence: p.min_confidence,
+        }
+    }
+}
+
 /// Everything that configures an OPS controller. `ControllerSpec::default()`
 /// is passive probing with the thesis's defaults; see each field.
 ///
@@ -172,6 +196,11 @@ pub struct ControllerSpec {
     /// Progressive probing: `true` for the defaults, or an object of overrides.
     #[serde(deserialize_with = "toggle")]
     pub progressive: Option<ProgressiveSpec>,
+    /// How a prior class (a decision cache's, set with
+    /// `Controller::set_prior_class`) may shorten the first probe: `true`
+    /// for the defaults, or an object of overrides. Off by default.
+    #[serde(deserialize_with = "toggle")]
+    pub prior: Option<PriorSpec>,
     /// Prefix lengths that get a prefix model (progressive probing with one
     /// window per decision). Default: every `step` from `min_samples` below w,
     /// i.e. 5, 10, 15 for w = 20 (the cut points of 000 §6).
@@ -209,6 +238,7 @@ impl Default for ControllerSpec {
             initial_cca: "cubic".into(),
             adaptive: None,
             progressive: None,
+            prior: None,
             prefix_lens: None,
             cycles: 1,
             gate_margin: None,
@@ -335,9 +365,16 @@ impl ControllerSpec {
                 agree: p.agree,
             });
         }
-        if self.prefix_lens.is_some() && self.progressive.is_none() {
+        if let Some(p) = &self.prior {
+            cfg.prior = Some(PriorProbe {
+                min_samples: p.min_samples,
+                step: p.step,
+                min_confidence: p.min_confidence,
+            });
+        }
+        if self.prefix_lens.is_some() && self.progressive.is_none() && self.prior.is_none() {
             return Err(Error::invalid(
-                "prefix_lens needs progressive probing; set progressive to true or drop prefix_lens",
+                "prefix_lens needs progressive probing or a prior; set progressive to true or drop prefix_lens",
             ));
         }
         if let Some(tau) = self.gate_margin {
@@ -416,17 +453,28 @@ impl ControllerSpec {
 
     /// The classifier for `model`: with progressive probing (one window per
     /// decision) a prefix ensemble at `prefix_lens`.
+    /// With a prior, the prior's check points get prefix models too.
     pub fn classifier(&self, model: crate::knn::Model) -> Result<Box<dyn Classifier + Send>> {
-        match &self.progressive {
-            Some(p) if self.cycles == 1 => {
-                let lens = match &self.prefix_lens {
-                    Some(l) => l.clone(),
-                    None => default_prefix_lens(p, model.window()),
-                };
-                Ok(Box::new(KnnClassifier::progressive(model, &lens)?))
-            }
-            _ => Ok(Box::new(KnnClassifier::new(model)?)),
+        if self.cycles != 1 || (self.progressive.is_none() && self.prior.is_none()) {
+            return Ok(Box::new(KnnClassifier::new(model)?));
         }
+        let w = model.window();
+        let mut lens = match (&self.prefix_lens, &self.progressive) {
+            (Some(l), _) => l.clone(),
+            (None, Some(p)) => default_prefix_lens(p, w),
+            (None, None) => Vec::new(),
+        };
+        if let (None, Some(p)) = (&self.prefix_lens, &self.prior) {
+            let as_progressive = ProgressiveSpec {
+                min_samples: p.min_samples,
+                step: p.step,
+                ..ProgressiveSpec::default()
+            };
+            lens.extend(default_prefix_lens(&as_progressive, w));
+        }
+        lens.sort_unstable();
+        lens.dedup();
+        Ok(Box::new(KnnClassifier::progressive(model, &lens)?))
     }
 
     /// The policy, with `callback` for [`PolicySpec::Callback`].
