@@ -189,7 +189,9 @@ pub struct SendArgs {
     dps_until_learnt: bool,
     /// With --ops: a decision cache file (created if missing). OPS starts
     /// with the CCA it chose last time toward the receiver's /24 (003: bulk
-    /// transfers repeat between the same prefixes), then records this
+    /// transfers repeat between the same prefixes); with an active pattern
+    /// the first probe ends at 5, 10 or 15 samples once its prefix agrees
+    /// with the cached class (ops::PriorProbe). Then it records this
     /// transfer's decision. Entries older than 30 days are not used.
     #[arg(long, requires = "ops")]
     decision_cache: Option<PathBuf>,
