@@ -292,7 +292,8 @@
 
 /**
  * `opsel_ops_driver_config.probe`: ICMP echo to `probe_peer` (an IPv4
- * address); needs `net.ipv4.ping_group_range` or CAP_NET_RAW.
+ * address, or an IPv6 address for ICMPv6); needs `net.ipv4.ping_group_range`
+ * or CAP_NET_RAW.
  */
 #define OPSEL_DRIVER_PROBE_ICMP 1
 
