@@ -112,6 +112,16 @@ impl FollowHasher {
                     *pos += n;
                     Ok(*pos == upto)
                 };
+                // How long to wait once caught up. On a slow path a fixed
+                // short wait wakes the thread thousands of times a second to
+                // hash a few kB each time; the wait doubles while less than
+                // 1 MiB arrives per wait (up to 20 ms: the hash then trails
+                // the socket by at most 20 ms of data) and halves while more
+                // than 4 MiB does. `finish` wakes it at once.
+                const MIN_WAIT: Duration = Duration::from_micros(500);
+                const MAX_WAIT: Duration = Duration::from_millis(20);
+                let mut wait = MIN_WAIT;
+                let mut waited_at = pos;
                 loop {
                     let upto = sent.load(Ordering::Acquire);
                     if upto > pos {
@@ -120,8 +130,15 @@ impl FollowHasher {
                         }
                         continue;
                     }
-                    // Caught up: wait a little for more, or for the end.
-                    match rx.recv_timeout(Duration::from_micros(500)) {
+                    let arrived = pos - waited_at;
+                    if arrived < 1 << 20 {
+                        wait = (wait * 2).min(MAX_WAIT);
+                    } else if arrived > 4 << 20 {
+                        wait = (wait / 2).max(MIN_WAIT);
+                    }
+                    waited_at = pos;
+                    // Caught up: wait for more, or for the end.
+                    match rx.recv_timeout(wait) {
                         Ok(end) => {
                             // `finish` checked that `end` is what was sent.
                             if end > pos {
