@@ -651,7 +651,9 @@ fn decision_cache_starts_the_next_transfer_with_the_last_decision() {
     };
     let d = TempDir::new("dcache");
     let src = d.0.join("src.bin");
-    write_file(&src, 30_000_000, 8);
+    // 60 MB: about 10 s at 50 Mbit/s, so the first transfer outlasts its
+    // 5 s lead-in and probe even on a loaded machine and records a decision.
+    write_file(&src, 60_000_000, 8);
     let model = d.0.join("model.json");
     write_model(&model, 4, "C1-B1-C1-B1");
     let cache = d.0.join("cache.json");
