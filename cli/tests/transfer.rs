@@ -147,6 +147,15 @@ fn netlab_pair(
     )
 }
 
+/// The JSON lines of a `--log` file (lines that do not parse are skipped).
+fn log_lines(p: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -318,11 +327,7 @@ fn ops_transfer_with_switches_and_loss_is_byte_identical() {
     assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
     assert!(out_tx.contains("byte-identical"), "{out_tx}");
     assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&dst).unwrap());
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines = log_lines(&log);
     let ccas: Vec<&str> = lines
         .iter()
         .filter(|v| v["kind"] == "cca_set")
@@ -392,11 +397,7 @@ fn ops_on_the_data_sockets_own_rtt() {
     let (ok_rx, out_rx) = wait(rx, Duration::from_secs(30), "recv");
     assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
     assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&dst).unwrap());
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines = log_lines(&log);
     let rtts: Vec<f64> = lines
         .iter()
         .filter(|v| v["kind"] == "interval")
@@ -625,11 +626,7 @@ fn dps_chooses_the_cca_on_a_live_transfer() {
     assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
     assert!(out_tx.contains("byte-identical"), "{out_tx}");
     assert!(!out_tx.contains("DPS feedback"), "{out_tx}");
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines = log_lines(&log);
     let chosen: std::collections::BTreeSet<&str> = lines
         .iter()
         .filter(|v| v["kind"] == "selected")
@@ -704,11 +701,7 @@ fn decision_cache_starts_the_next_transfer_with_the_last_decision() {
         let (ok_tx, out_tx) = wait(tx, Duration::from_secs(90), "send");
         let (ok_rx, out_rx) = wait(rx, Duration::from_secs(30), "recv");
         assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
+        let lines = log_lines(&log);
         let first = lines
             .iter()
             .find(|v| v["kind"] == "cca_set")
