@@ -105,6 +105,17 @@ def main():
             run(dict(base, features="ratio", every=5, trees=10, depth=8, leaf=3, floor=1e6, p=p))
         for cap in (30, 60):
             run(dict(base, features="ratio", every=5, trees=10, depth=8, leaf=3, floor=1e6, cap=cap))
+    if "grid3" in steps:
+        # Around the best of grid2 (ratio+stats, gates every 5, 10 trees of depth 8).
+        b = dict(base, features="ratio+stats", every=5, trees=10, depth=8, leaf=3, floor=1e6)
+        for p in (2.0, 3.0, 10.0):
+            run(dict(b, p=p))
+        for cap in (30, 60):
+            run(dict(b, cap=cap))
+        run(dict(b, every=10))
+        run(dict(b, trees=20))
+        run(dict(b, depth=6))
+        run(dict(b, leaf=5))
     if "grid" in steps:
         # P, gate spacing and forest size for both scale-free inputs; the stop
         # threshold is swept on each trained model (val_thr*).

@@ -475,6 +475,8 @@ def main(argv=None):
     t.add_argument("--gate-every", type=int, default=1, help="a gate only every k-th length from --first-gate-n")
     t.add_argument("--stop-threshold", type=float, default=0.5, help="stop when P(predictable) > this")
     t.add_argument("--min-samples-leaf", type=int, default=1)
+    t.add_argument("--fixed-n", default="3,10",
+                   help="also store regressor-only stages at these lengths (the fixed-n RF baseline)")
     t.add_argument("--search", action="store_true", help="grid over trees x depth by expanding-window CV")
     t.add_argument("--grid-trees", default="20,50", help="trees tried by --search")
     t.add_argument("--grid-depth", default="6,12", help="max depths tried by --search")
@@ -542,16 +544,18 @@ def main(argv=None):
         params, rows = search(train, spec, grid, seed=a.seed)
         report["search"] = rows
     t0 = time.perf_counter()
-    model = train_pairs(train, spec, params, a.seed, extra_n=(3, 10))
+    extra_n = tuple(int(v) for v in a.fixed_n.split(",") if v)
+    model = train_pairs(train, spec, params, a.seed, extra_n=extra_n)
     report["train_s"] = time.perf_counter() - t0
     report["params"] = params
     report["test"] = score(model, test)
-    report["fixed_rf"] = {f"{n}": fixed_n_mape(model, test, n) for n in (3, 10) if n in model["stages"]}
+    report["fixed_rf"] = {f"{n}": fixed_n_mape(model, test, n) for n in extra_n if n in model["stages"]}
     report["cv"] = expanding_cv(train, spec, params, seed=a.seed)
     if a.incremental:
         report["incremental"] = incremental(logs, a.initial, spec=spec, params=params, seed=a.seed)
     _write(a.out, export(model, {"source": report["source"], "transfers_train": len(train),
-                                 "split": "time-ordered 80/20; pairs 70/30 time-ordered"}))
+                                 "split": "time-ordered 80/20; pairs 70/30 time-ordered",
+                                 "train_seconds": round(report["train_s"], 1)}))
     if a.fixture:
         _write(a.fixture, {"logs": sklearn_fixture(model, test[: a.fixture_logs])})
     if a.report:
