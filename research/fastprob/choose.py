@@ -45,8 +45,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--stage", default="all", help="comma list of steps to run: features,p,cap,size")
+    ap.add_argument("--stage", default="all", help="comma list of steps to run: features,p,grid2,grid3")
+    ap.add_argument("--pick", help="fixed-length curve (JSON lines of fixed_curve.py --slice val): "
+                                   "print the configuration the rule picks and exit")
     a = ap.parse_args()
+    if a.pick:
+        return pick(json.load(open(a.out)), [json.loads(l) for l in open(a.pick) if l.strip()])
     logs = tf.load_logs(a.corpus)
     assert len(logs) == 2040, len(logs)
     n_tr, n_va = int(round(0.6 * len(logs))), int(round(0.8 * len(logs)))
@@ -127,5 +131,38 @@ def main():
     print("done")
 
 
+def pick(rows, curve, max_mape=10.0, max_bytes=2_000_000):
+    """The rule: among (configuration, stop threshold) pairs with validation MAPE
+    <= 10 % and a model file <= 2 MB, the one whose mean probe is the largest
+    saving against the fixed-n RF regressor of equal validation error. L_eq is
+    the probe length at which the lower envelope of the fixed-n RF error curve
+    reaches FastProb's error (linear between the lengths measured)."""
+    pts = sorted((r["n"] * 0.1, r["rf"]) for r in curve)
+    env, best = [], float("inf")
+    for t, e in pts:
+        best = min(best, e)
+        env.append((t, best))
+
+    def l_eq(err):
+        for (t0, e0), (t1, e1) in zip(env, env[1:]):
+            if e0 >= err >= e1 and e0 > e1:
+                return t0 + (e0 - err) / (e0 - e1) * (t1 - t0)
+        return None
+
+    cands = []
+    for r in rows:
+        if r["model_bytes"] > max_bytes:
+            continue
+        for k in ("val", "val_thr0.6", "val_thr0.7", "val_thr0.8", "val_thr0.9"):
+            v = r[k]["all"] if k == "val" else r[k]
+            le = l_eq(v["mape_pct"])
+            if v["mape_pct"] <= max_mape and le:
+                cands.append((1 - v["mean_probe_s"] / le, v["mape_pct"], v["mean_probe_s"], le, k, r["config"]))
+    cands.sort(key=lambda c: -c[0])
+    for c in cands[:8]:
+        print(f"saving {c[0] * 100:.1f} %: MAPE {c[1]:.2f} at {c[2]:.2f} s (fixed RF equal-error length {c[3]:.2f} s) {c[4]} {c[5]}")
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
