@@ -28,17 +28,20 @@ CHOSEN="--features ratio+stats --cap 45 --last-gate-n 44 --gate-every 5 --trees 
 $TRAIN --logs $W/corpus2040.jsonl $CHOSEN --fixed-n 3,10,30 -o models/fastprob-netlab/model.json --report $W/report-final.json
 # The 004-faithful baseline: raw samples, a gate at every length, 20 trees of depth 12.
 $TRAIN --logs $W/corpus2040.jsonl --cap 45 --last-gate-n 44 --trees 20 --depth 12 --fixed-n 3,10,30 -o $W/raw004.json --report $W/report-raw004.json
-for m in models/fastprob-netlab/model.json $W/raw004.json; do
-  $OPSEL lab fastprob-eval --model $m --logs $W/corpus2040.jsonl --fixed-n 3,10,30,45
+for run in final raw; do
+  m=models/fastprob-netlab/model.json; [ $run = raw ] && m=$W/raw004.json
+  $OPSEL lab fastprob-eval --model $m --logs $W/corpus2040.jsonl --fixed-n 3,10,30,45 --json $W/eval-$run-all.json
   for f in lan wan shared; do
-    echo "== $m on held-out $f"
-    $OPSEL lab fastprob-eval --model $m --logs $W/test-$f.jsonl --from-fraction 0 --fixed-n 3,10,30,45
+    $OPSEL lab fastprob-eval --model $m --logs $W/test-$f.jsonl --from-fraction 0 --fixed-n 3,10,30,45 --json $W/eval-$run-$f.json
   done
 done
-# Cross-family transfer: the chosen configuration trained without family F
-# (all of the other two families' transfers 1-1632), on F's held-out transfers.
+# Cross-family transfer: the chosen configuration trained without family F (the
+# trainer uses the first 80 %, in time order, of the other two families'
+# transfers 1-1632), evaluated on F's held-out transfers.
 for f in lan wan shared; do
   $TRAIN --logs $W/xfam-train-no-$f.jsonl $CHOSEN --fixed-n 3,10,30 -o $W/xfam-no-$f.json --report $W/report-xfam-no-$f.json
-  echo "== trained without $f, on held-out $f"
-  $OPSEL lab fastprob-eval --model $W/xfam-no-$f.json --logs $W/test-$f.jsonl --from-fraction 0 --fixed-n 3,10,30,45
+  $OPSEL lab fastprob-eval --model $W/xfam-no-$f.json --logs $W/test-$f.jsonl --from-fraction 0 --fixed-n 30,45 --json $W/eval-xfam-$f.json
 done
+# The fixed-n RF error curve on the held-out transfers (trained on 1-1632, 20 trees of depth 8).
+$PY research/fastprob/fixed_curve.py --corpus $W/corpus2040.jsonl --slice test --trees 20 --lengths 20,25,30,35,40,45,50,60
+$PY research/fastprob/tables.py $W
