@@ -14,6 +14,9 @@ Pipeline (each step cites the document):
   loop (the paper uses GP Bayesian optimisation; a grid keeps this dependency-free);
 - pair training (004 §IV Fig. 6a): Subset1 (70 %) → regressor R_n; its per-transfer
   error on Subset2 (30 %) labels "predictable" (err < P = 5 %) → classifier C_n;
+- stage inputs (``--features``): ``raw`` samples as 004, or our scale-free extension
+  ``ratio`` / ``ratio+stats`` (see :func:`prefix_features`); ``--gate-every k`` puts a
+  gate only at every k-th length (model format version 2);
 - incremental retraining (004 §V): batches of 30, retrain on all history when a
   batch's MAPE exceeds 20 %.
 
