@@ -35,6 +35,8 @@ enum LabCmd {
     TputLogs(crate::tput_logs::TputLogsArgs),
     /// Replay FastProb and the 004 baselines over throughput logs.
     FastprobEval(crate::tput_logs::EvalArgs),
+    /// CCA A/B on the emulated WAN: FastProb against a fixed-length evaluation (004 §VI analogue).
+    FastprobAb(crate::tput_logs::AbLabArgs),
     /// Remove leftover lab namespaces of crashed runs (all `onl*` with --all).
     Down {
         #[arg(long)]
@@ -124,6 +126,7 @@ pub fn main(a: LabArgs) -> Result<()> {
         LabCmd::Collect(c) => crate::collect::main(c),
         LabCmd::TputLogs(c) => crate::tput_logs::record(c),
         LabCmd::FastprobEval(c) => crate::tput_logs::eval(c),
+        LabCmd::FastprobAb(c) => crate::tput_logs::ab_lab(c),
         LabCmd::Down { all } => {
             let v = topo::down(all)?;
             println!(

@@ -27,6 +27,10 @@ use opsel::{Error, Result};
 pub const PASSIVE: &str = "passive";
 /// The default active model (S5-C5-S5-B5, 000 §5.6).
 pub const ACTIVE: &str = "active-s5c5s5b5";
+/// The default FastProb model of `opsel probe --throughput`
+/// (models/fastprob-netlab/MODEL_CARD.md). Not built into the binary: it is
+/// found like any shipped model, in the folders [`search_roots`] lists.
+pub const FASTPROB: &str = "fastprob-netlab";
 
 /// Models built into the binary: the defaults of passive and active OPS,
 /// 0.63 MB of JSON together. Measured: the release binary (debug = 1) is

@@ -3,7 +3,10 @@
 //! `--throughput`, a FastProb early-stopping throughput probe (004 §IV): send
 //! at full speed to a TCP sink, feed each interval's acknowledged rate
 //! (`TCP_INFO`, `sys::linux::tput`) to the model, and stop as soon as it says
-//! the converged throughput is predictable. `--sink` runs such a sink.
+//! the converged throughput is predictable. `--sink` runs such a sink. With
+//! `--ab cubic,bbr`, a fast CCA A/B evaluation on the live socket (004 §VI
+//! analogue, `opsel::fastprob::ab`): switch the congestion control, probe each
+//! candidate with FastProb, keep the best one the fairness rule allows.
 
 use std::io::Write as _;
 use std::time::Duration;
@@ -18,7 +21,8 @@ use crate::rtt_series::{self, SeriesSpec};
 #[command(after_help = "Examples:\n  \
 opsel probe 192.0.2.1 --samples 40 > rtt.csv && opsel classify --file rtt.csv\n  \
 opsel probe --sink 0.0.0.0:5202            # on the far host: a TCP sink that discards\n  \
-opsel probe --throughput 192.0.2.1:5202 --model fastprob.json   # FastProb (004)")]
+opsel probe --throughput 192.0.2.1:5202              # FastProb (004), shipped model\n  \
+opsel probe --throughput 192.0.2.1:5202 --ab cubic,bbr --json   # CCA A/B")]
 pub struct ProbeArgs {
     /// HOST or icmp:HOST (ICMP echo: a ping socket, or raw as root) or
     /// udp:HOST:PORT (the UDP echo responder that `opsel recv` runs).
@@ -26,12 +30,28 @@ pub struct ProbeArgs {
     host: Option<String>,
     /// FastProb throughput probe toward this TCP sink (HOST:PORT): send at
     /// full speed and stop when the model says the throughput is predictable.
-    #[arg(long, requires = "model", conflicts_with = "sink")]
+    #[arg(long, conflicts_with = "sink")]
     throughput: Option<std::net::SocketAddr>,
-    /// FastProb model file (kind "fastprob", trained by opsel.train_fastprob;
-    /// its sampling interval and cap are the probe's).
+    /// FastProb model: a file (kind "fastprob", trained by opsel.train_fastprob;
+    /// its sampling interval and cap are the probe's) or a shipped name
+    /// (default: fastprob-netlab, models/fastprob-netlab/MODEL_CARD.md).
     #[arg(long)]
     model: Option<std::path::PathBuf>,
+    /// With --throughput: A/B the congestion controls listed (e.g. cubic,bbr)
+    /// on the live socket and keep the best (004 §VI analogue).
+    #[arg(long, value_delimiter = ',', requires = "throughput")]
+    ab: Vec<String>,
+    /// With --ab: the background class OPS gave (unknown, cubic = CUBIC only,
+    /// bbr = BBR present). CUBIC only: BBR is never probed or chosen.
+    #[arg(long, default_value = "unknown", requires = "throughput")]
+    background: String,
+    /// With --ab: evaluate each candidate for this many samples (mean) instead
+    /// of FastProb's early stop: the fixed-length comparison.
+    #[arg(long, requires = "throughput")]
+    fixed_samples: Option<usize>,
+    /// With --ab: samples discarded after each switch.
+    #[arg(long, default_value_t = 1, requires = "throughput")]
+    settle_samples: usize,
     /// Run a TCP sink on this address that reads and discards (for --throughput).
     #[arg(long)]
     sink: Option<std::net::SocketAddr>,
@@ -56,8 +76,24 @@ pub fn main(a: ProbeArgs) -> Result<()> {
     if let Some(addr) = a.sink {
         return sink(addr, a.timeout);
     }
-    if let (Some(to), Some(model)) = (a.throughput, a.model.as_deref()) {
-        return throughput(to, model, a.json);
+    if let Some(to) = a.throughput {
+        let model = fastprob_model(a.model.as_deref())?;
+        if a.ab.is_empty() {
+            return throughput(to, &model, a.json);
+        }
+        let spec = opsel::fastprob::AbSpec {
+            candidates: a.ab.clone(),
+            background: a.background.parse()?,
+            settle_samples: a.settle_samples,
+            method: match a.fixed_samples {
+                Some(samples) => opsel::fastprob::AbMethod::Fixed { samples },
+                None => opsel::fastprob::AbMethod::Fastprob,
+            },
+        };
+        let sock = connect(to)?;
+        let o = ab_on_socket(&sock, std::sync::Arc::new(model), spec, None)?;
+        print_ab(&to.to_string(), &o.outcome, a.json);
+        return Ok(());
     }
     let host = a.host.as_deref().unwrap_or_default();
     if !(a.period_s.is_finite() && a.period_s > 0.0) {
@@ -147,35 +183,167 @@ fn sink(addr: std::net::SocketAddr, timeout_s: f64) -> Result<()> {
     }
 }
 
+/// The FastProb model `arg` names, or the shipped default.
+pub fn fastprob_model(arg: Option<&std::path::Path>) -> Result<opsel::fastprob::FastProbModel> {
+    match crate::models::locate(arg, crate::models::FASTPROB)? {
+        crate::models::Source::File(p) => opsel::fastprob::FastProbModel::load(&p),
+        crate::models::Source::Embedded(n) => Err(Error::invalid(format!(
+            "{n:?} is not a FastProb model; pass --model PATH to one"
+        ))),
+    }
+}
+
+fn connect(to: std::net::SocketAddr) -> Result<std::net::TcpStream> {
+    std::net::TcpStream::connect_timeout(&to, Duration::from_secs(10))
+        .map_err(|e| Error::io(format!("connect to the sink {to}"), e))
+}
+
+/// Writes zeros at full speed on a clone of a socket until dropped (a
+/// shutdown of the socket ends a blocked write).
+pub struct FullSpeed {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FullSpeed {
+    pub fn start(sock: &std::net::TcpStream) -> Result<FullSpeed> {
+        use std::io::Write as _;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let mut w = sock
+            .try_clone()
+            .map_err(|e| Error::io("clone the probe socket", e))?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let buf = vec![0u8; 1 << 20];
+            while !stop2.load(Ordering::Relaxed) {
+                match w.write(&buf) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        Ok(FullSpeed {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for FullSpeed {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An A/B evaluation's outcome and the samples behind it.
+pub struct AbRun {
+    pub outcome: opsel::fastprob::AbOutcome,
+    /// After the choice: the mean rate of `steady_samples` samples with the
+    /// chosen control (bit/s), when asked for.
+    pub steady_bps: Option<f64>,
+}
+
+/// Drive [`opsel::fastprob::AbEvaluator`] on a connected socket that is
+/// already sending at full speed (a [`FullSpeed`] writer) or not: this starts
+/// its own writer, switches `TCP_CONGESTION` as told, feeds one acknowledged
+/// rate sample per model interval, and leaves the socket on the chosen
+/// control. With `steady_samples`, it then measures that many more samples.
+pub fn ab_on_socket(
+    sock: &std::net::TcpStream,
+    model: std::sync::Arc<opsel::fastprob::FastProbModel>,
+    spec: opsel::fastprob::AbSpec,
+    steady_samples: Option<usize>,
+) -> Result<AbRun> {
+    use opsel::fastprob::{AbAction, AbEvaluator};
+    use opsel::sys::linux::tput::{Side, ThroughputSampler};
+    let mut ev = AbEvaluator::new(model, spec)?;
+    let interval = Duration::from_nanos(ev.interval_ns());
+    let writer = FullSpeed::start(sock)?;
+    let mut sampler = ThroughputSampler::new(sock, Side::Sender, interval)?;
+    let mut act = ev.start()?;
+    let outcome = loop {
+        match act {
+            AbAction::Done(o) => break o,
+            AbAction::Switch(cca) => {
+                opsel::sys::linux::set_cca(sock, &cca)?;
+            }
+            AbAction::Continue => {}
+        }
+        let s = sampler.wait_next()?;
+        act = ev.push(s.rate_bps)?;
+    };
+    if !outcome.chosen.is_empty() {
+        opsel::sys::linux::set_cca(sock, &outcome.chosen)?;
+    }
+    let steady_bps = match steady_samples {
+        Some(n) if n > 0 => {
+            // One settle sample, as in the probe, then the mean of n.
+            sampler.wait_next()?;
+            let mut sum = 0.0;
+            for _ in 0..n {
+                sum += sampler.wait_next()?.rate_bps;
+            }
+            Some(sum / n as f64)
+        }
+        _ => None,
+    };
+    drop(writer);
+    Ok(AbRun {
+        outcome,
+        steady_bps,
+    })
+}
+
+fn print_ab(target: &str, o: &opsel::fastprob::AbOutcome, json: bool) {
+    if json {
+        let mut v = serde_json::to_value(o).unwrap_or_default();
+        v["target"] = json!(target);
+        println!("{v}");
+        return;
+    }
+    for c in &o.candidates {
+        if c.probed {
+            println!(
+                "{target} {:>8}: {:>10.2} Mbit/s after {:.1} s ({} samples{})",
+                c.cca,
+                c.estimate_bps / 1e6,
+                c.probe_ns as f64 / 1e9,
+                c.samples,
+                if c.forced { ", at the cap" } else { "" }
+            );
+        } else {
+            println!(
+                "{target} {:>8}: not probed (the background is CUBIC only: BBR is never chosen there)",
+                c.cca
+            );
+        }
+    }
+    println!(
+        "{target}: chose {} after {:.1} s of probing",
+        o.chosen,
+        o.total_probe_ns as f64 / 1e9
+    );
+}
+
 /// FastProb (004 §IV Fig. 6b): one sample of the acknowledged rate per model
 /// interval into the early-stopping prober; the sending stops at its decision.
-fn throughput(to: std::net::SocketAddr, model: &std::path::Path, json: bool) -> Result<()> {
-    use opsel::fastprob::{Decision, FastProbModel, Prober};
+fn throughput(
+    to: std::net::SocketAddr,
+    model: &opsel::fastprob::FastProbModel,
+    json: bool,
+) -> Result<()> {
+    use opsel::fastprob::{Decision, Prober};
     use opsel::sys::linux::tput::{Side, ThroughputSampler};
-    use std::io::Write as _;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let model = FastProbModel::load(model)?;
     let interval = Duration::from_nanos(model.spec().interval_ns);
-    let sock = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(10))
-        .map_err(|e| Error::io(format!("connect to the sink {to}"), e))?;
-    let mut w = sock
-        .try_clone()
-        .map_err(|e| Error::io("clone the probe socket", e))?;
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    // The sender: zeros at full speed until the decision (a shutdown ends a blocked write).
-    let sender = std::thread::spawn(move || {
-        let buf = vec![0u8; 1 << 20];
-        while !stop2.load(Ordering::Relaxed) {
-            match w.write(&buf) {
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
-    });
+    let sock = connect(to)?;
+    let sender = FullSpeed::start(&sock)?;
     let mut sampler = ThroughputSampler::new(&sock, Side::Sender, interval)?;
-    let mut probe = Prober::new(&model);
+    let mut probe = Prober::new(model);
     let result = loop {
         let s = match sampler.wait_next() {
             Ok(s) => s,
@@ -195,9 +363,8 @@ fn throughput(to: std::net::SocketAddr, model: &std::path::Path, json: bool) -> 
             Err(e) => break Err(e),
         }
     };
-    stop.store(true, Ordering::Relaxed);
     let _ = sock.shutdown(std::net::Shutdown::Both);
-    let _ = sender.join();
+    drop(sender);
     let d = result?;
     if json {
         let mut v = serde_json::to_value(d).unwrap_or_default();

@@ -183,3 +183,368 @@ pub fn eval(a: EvalArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[derive(Args)]
+pub struct AbLabArgs {
+    /// FastProb model (file or shipped name; default fastprob-netlab).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Congestion controls to A/B, in order.
+    #[arg(long, value_delimiter = ',', default_value = "cubic,bbr")]
+    candidates: Vec<String>,
+    /// Bottleneck rate (Mbit/s).
+    #[arg(long, default_value_t = 50.0)]
+    rate_mbps: f64,
+    /// Round-trip time of the path (ms).
+    #[arg(long, default_value_t = 30.0)]
+    rtt_ms: f64,
+    /// Drop-tail buffer in BDPs.
+    #[arg(long, default_value_t = 1.0)]
+    buffer_bdp: f64,
+    /// Background flows on the path: none, cubic, bbr, cubic+bbr, onoff-cubic, onoff-bbr.
+    #[arg(long, default_value = "cubic")]
+    background: String,
+    /// The background class handed to the fairness rule (unknown, cubic, bbr).
+    #[arg(long, default_value = "unknown")]
+    class: String,
+    /// A/B evaluations (each: one FastProb A/B and one fixed-length A/B, each on a fresh connection).
+    #[arg(long, default_value_t = 10)]
+    evals: usize,
+    /// Samples per candidate of the fixed-length evaluation.
+    #[arg(long, default_value_t = 50)]
+    fixed_samples: usize,
+    /// Samples measured with the chosen control after each choice.
+    #[arg(long, default_value_t = 30)]
+    steady_samples: usize,
+    /// Write every evaluation as JSON here as well.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// `opsel lab fastprob-ab`: the CCA A/B of `opsel probe --throughput --ab` on
+/// the emulated WAN with a background, FastProb against a fixed-length
+/// evaluation (004 §VI analogue, notes 004 §8 B.2). Each evaluation runs a
+/// FastProb A/B on a fresh connection, then a fixed-length A/B on another, and
+/// after each choice measures the chosen control for `steady_samples`.
+pub fn ab_lab(a: AbLabArgs) -> Result<()> {
+    let rows = ab_lab_rows(&a)?;
+    let fixed = a.fixed_samples;
+    let steady = a.steady_samples;
+    ab_summary(&a, &rows);
+    if let Some(p) = &a.json {
+        let v = serde_json::json!({
+            "conditions": {"rate_mbps": a.rate_mbps, "rtt_ms": a.rtt_ms, "buffer_bdp": a.buffer_bdp,
+                           "background": a.background, "class": a.class,
+                           "candidates": a.candidates, "fixed_samples": fixed,
+                           "steady_samples": steady},
+            "evaluations": rows,
+        });
+        std::fs::write(p, serde_json::to_string_pretty(&v).unwrap_or_default())
+            .map_err(|e| Error::io(format!("writing {}", p.display()), e))?;
+    }
+    Ok(())
+}
+
+/// Bring the lab up, run the evaluations, take the lab down (also on error:
+/// `Lab` and the traffic threads clean up on drop). One JSON object per
+/// evaluation: `{"fastprob": {"outcome", "steady_bps"}, "fixed": {...}}`.
+fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
+    use opsel::fastprob::{AbMethod, AbSpec};
+    use opsel_netlab::scenario::{bdp_bytes, BASE_PORT};
+    use opsel_netlab::sys;
+    use opsel_netlab::topo::{self, Lab, PipeKind, PipeSpec, TopologySpec};
+    use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
+    use std::net::{SocketAddrV4, TcpListener, TcpStream};
+    use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    sys::require_root()?;
+    let model = Arc::new(crate::probe::fastprob_model(a.model.as_deref())?);
+    let class: opsel::fastprob::Background = a.class.parse()?;
+    let spec = |method| AbSpec {
+        candidates: a.candidates.clone(),
+        background: class,
+        settle_samples: 1,
+        method,
+    };
+    // Validate both specs before bringing a lab up.
+    spec(AbMethod::Fastprob).validate()?;
+    spec(AbMethod::Fixed {
+        samples: a.fixed_samples,
+    })
+    .validate()?;
+    let bg: Vec<(&str, bool)> = match a.background.as_str() {
+        "none" => vec![],
+        "cubic" => vec![("cubic", false)],
+        "bbr" => vec![("bbr", false)],
+        "cubic+bbr" => vec![("cubic", false), ("bbr", false)],
+        "onoff-cubic" => vec![("cubic", true)],
+        "onoff-bbr" => vec![("bbr", true)],
+        other => {
+            return Err(Error::invalid(format!(
+                "--background {other:?}: expected none, cubic, bbr, cubic+bbr, onoff-cubic or onoff-bbr"
+            )))
+        }
+    };
+    let lab = Lab::up(
+        &TopologySpec {
+            pairs: 1 + bg.len(),
+            mtu: 1500,
+            offloads_off: true,
+        },
+        &PipeSpec {
+            kind: PipeKind::Tun,
+            rate_bps: Some((a.rate_mbps * 1e6).round() as u64),
+            delay_ns: (a.rtt_ms * 1e6 / 2.0).round() as u64,
+            buffer_bytes: bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
+            loss: 0.0,
+            seed: 1,
+        },
+    )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    struct Threads {
+        stop: Arc<AtomicBool>,
+        handles: Vec<std::thread::JoinHandle<Result<u64>>>,
+    }
+    impl Drop for Threads {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            for h in self.handles.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+    let mut th = Threads {
+        stop: stop.clone(),
+        handles: Vec::new(),
+    };
+    let t0 = sys::now_ns();
+    let total_ns = (a.evals as u64 + 1) * 120_000_000_000;
+    let events: traffic::Events = Arc::new(Mutex::new(Vec::new()));
+    for (i, (cca, onoff)) in bg.iter().enumerate() {
+        let fp = FlowPlan {
+            name: format!("bg{i}-{cca}"),
+            traffic: Traffic::Tcp {
+                cca: cca.to_string(),
+                on_off_s: onoff.then_some((1.5, 1.5)),
+            },
+            src_ns: lab.sender_ns[1 + i].clone(),
+            dst_ns: lab.receiver_ns[1 + i].clone(),
+            dst: SocketAddrV4::new(topo::receiver_ip(1 + i), BASE_PORT + i as u16),
+            start_ns: 0,
+            stop_ns: total_ns,
+        };
+        let b = Arc::new(Bins::new(t0, total_ns));
+        th.handles
+            .push(traffic::spawn_receiver(&fp, b, stop.clone())?);
+        th.handles
+            .push(traffic::spawn_sender(fp, t0, stop.clone(), events.clone())?);
+    }
+    // The foreground sink: every connection read until EOF or stop.
+    let dst = SocketAddrV4::new(topo::receiver_ip(0), BASE_PORT + 60);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
+    {
+        let stop = stop.clone();
+        th.handles.push(sys::spawn_in_netns(
+            &lab.receiver_ns[0],
+            "ab-sink",
+            move || {
+                use std::io::Read as _;
+                let l = match TcpListener::bind(dst) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(Error::io(format!("listen on {dst}"), e)));
+                        return Ok(0);
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                l.set_nonblocking(true)
+                    .map_err(|e| Error::io("nonblocking listener", e))?;
+                let mut readers = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match l.accept() {
+                        Ok((mut s, _)) => {
+                            let stop = stop.clone();
+                            readers.push(std::thread::spawn(move || {
+                                let _ = s.set_nonblocking(false);
+                                let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+                                let mut buf = vec![0u8; 1 << 17];
+                                while !stop.load(Ordering::Relaxed) {
+                                    match s.read(&mut buf) {
+                                        Ok(0) => break,
+                                        Ok(_) => {}
+                                        Err(e)
+                                            if matches!(
+                                                e.kind(),
+                                                std::io::ErrorKind::WouldBlock
+                                                    | std::io::ErrorKind::TimedOut
+                                                    | std::io::ErrorKind::Interrupted
+                                            ) => {}
+                                        Err(_) => break,
+                                    }
+                                }
+                            }));
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+                for r in readers {
+                    let _ = r.join();
+                }
+                Ok(0)
+            },
+        )?);
+    }
+    match ready_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err(Error::invalid("the A/B sink did not start within 5 s")),
+    }
+    // Let the background reach its steady state.
+    std::thread::sleep(Duration::from_secs(3));
+    let (evals, fixed, steady) = (a.evals, a.fixed_samples, a.steady_samples);
+    let (sf, sx) = (
+        spec(AbMethod::Fastprob),
+        spec(AbMethod::Fixed { samples: fixed }),
+    );
+    let rows = sys::in_netns(&lab.sender_ns[0], move || {
+        let mut rows = Vec::new();
+        for e in 0..evals {
+            let mut row = serde_json::Map::new();
+            for (name, s) in [("fastprob", sf.clone()), ("fixed", sx.clone())] {
+                let sock = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3))
+                    .map_err(|err| Error::io(format!("connect to {dst}"), err))?;
+                let r = crate::probe::ab_on_socket(&sock, model.clone(), s, Some(steady))?;
+                let _ = sock.shutdown(std::net::Shutdown::Both);
+                row.insert(
+                    name.into(),
+                    serde_json::json!({"outcome": r.outcome, "steady_bps": r.steady_bps}),
+                );
+            }
+            let f = &row["fastprob"];
+            let x = &row["fixed"];
+            eprintln!(
+                "eval {}/{evals}: FastProb chose {} after {:.2} s ({:.1} Mbit/s after); fixed chose {} after {:.2} s ({:.1} Mbit/s after)",
+                e + 1,
+                f["outcome"]["chosen"].as_str().unwrap_or(""),
+                f["outcome"]["total_probe_ns"].as_f64().unwrap_or(0.0) / 1e9,
+                f["steady_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                x["outcome"]["chosen"].as_str().unwrap_or(""),
+                x["outcome"]["total_probe_ns"].as_f64().unwrap_or(0.0) / 1e9,
+                x["steady_bps"].as_f64().unwrap_or(0.0) / 1e6,
+            );
+            rows.push(serde_json::Value::Object(row));
+        }
+        Ok(rows)
+    })?;
+    stop.store(true, Ordering::SeqCst);
+    drop(th);
+    drop(lab);
+    Ok(rows)
+}
+
+/// The markdown summary: probe seconds, choices, agreement, throughput after the choice.
+fn ab_summary(a: &AbLabArgs, rows: &[serde_json::Value]) {
+    let fixed = a.fixed_samples;
+    let get = |r: &serde_json::Value, m: &str, k: &str| -> f64 {
+        match k {
+            "probe_s" => r[m]["outcome"]["total_probe_ns"].as_f64().unwrap_or(0.0) / 1e9,
+            _ => r[m]["steady_bps"].as_f64().unwrap_or(0.0) / 1e6,
+        }
+    };
+    let n = rows.len().max(1) as f64;
+    let agree = rows
+        .iter()
+        .filter(|r| r["fastprob"]["outcome"]["chosen"] == r["fixed"]["outcome"]["chosen"])
+        .count();
+    let mean = |m: &str, k: &str| rows.iter().map(|r| get(r, m, k)).sum::<f64>() / n;
+    let count = |m: &str, c: &str| {
+        rows.iter()
+            .filter(|r| r[m]["outcome"]["chosen"] == c)
+            .count()
+    };
+    println!(
+        "| method | evaluations | mean probe s | chosen ({}) | Mbit/s after the choice |",
+        a.candidates.join(" / ")
+    );
+    println!("|---|---|---|---|---|");
+    for (m, label) in [
+        ("fastprob", "FastProb".to_string()),
+        ("fixed", format!("fixed {fixed} samples")),
+    ] {
+        println!(
+            "| {label} | {} | {:.2} | {} | {:.1} |",
+            rows.len(),
+            mean(m, "probe_s"),
+            a.candidates
+                .iter()
+                .map(|c| count(m, c).to_string())
+                .collect::<Vec<_>>()
+                .join(" / "),
+            mean(m, "steady")
+        );
+    }
+    println!(
+        "FastProb chose what the fixed-length evaluation chose in {agree} of {}",
+        rows.len()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One FastProb A/B and one fixed-length A/B of cubic and bbr on netlab
+    /// (50 Mbit/s, 30 ms, CUBIC background), through the code path of
+    /// `opsel probe --throughput --ab`. Bounded: about 25 s; the lab and its
+    /// threads are torn down on return or error.
+    #[test]
+    #[ignore = "needs root and netlab; run with cargo test -p opsel-cli -- --ignored fastprob_ab"]
+    fn fastprob_ab_on_netlab_probes_both_and_agrees_on_form() {
+        let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../models/fastprob-netlab/model.json");
+        let a = AbLabArgs {
+            model: Some(model),
+            candidates: vec!["cubic".into(), "bbr".into()],
+            rate_mbps: 50.0,
+            rtt_ms: 30.0,
+            buffer_bdp: 1.0,
+            background: "cubic".into(),
+            class: "unknown".into(),
+            evals: 1,
+            fixed_samples: 20,
+            steady_samples: 5,
+            json: None,
+        };
+        let rows = ab_lab_rows(&a).unwrap();
+        assert_eq!(rows.len(), 1);
+        let f = &rows[0]["fastprob"]["outcome"];
+        let x = &rows[0]["fixed"]["outcome"];
+        for o in [f, x] {
+            let c = o["candidates"].as_array().unwrap();
+            assert_eq!(c.len(), 2);
+            assert!(c
+                .iter()
+                .all(|c| c["probed"] == true && c["estimate_bps"].as_f64().unwrap() > 0.0));
+            let chosen = o["chosen"].as_str().unwrap();
+            let best = c
+                .iter()
+                .max_by(|p, q| {
+                    p["estimate_bps"]
+                        .as_f64()
+                        .unwrap()
+                        .total_cmp(&q["estimate_bps"].as_f64().unwrap())
+                })
+                .unwrap();
+            assert_eq!(chosen, best["cca"].as_str().unwrap());
+            assert!(rows[0]["fastprob"]["steady_bps"].as_f64().unwrap() > 0.0);
+        }
+        // Fixed: 1 settle + 20 samples of 100 ms per candidate.
+        assert_eq!(x["total_probe_ns"].as_u64().unwrap(), 2 * 21 * 100_000_000);
+        // FastProb: at most 1 settle + the cap (45) per candidate.
+        for c in f["candidates"].as_array().unwrap() {
+            assert!(c["samples"].as_u64().unwrap() <= 45);
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! `Prober::push` allocates nothing (DESIGN.md: zero allocation on hot paths), on a
-//! model exported from scikit-learn by `opsel.train_fastprob`.
+//! `Prober::push` allocates nothing (DESIGN.md: zero allocation on hot paths), on
+//! models exported from scikit-learn by `opsel.train_fastprob`: the version-1 raw
+//! fixture and the version-2 ratio+stats fixture (features computed on the stack).
 use opsel::fastprob::{Decision, FastProbModel, Prober};
 
 #[path = "common/counting_alloc.rs"]
@@ -8,11 +9,20 @@ use counting_alloc::count;
 
 #[test]
 fn push_does_not_allocate() {
-    let p = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/fastprob/model_small.json"
+    push_does_not_allocate_on("model_small.json");
+}
+
+#[test]
+fn push_does_not_allocate_with_ratio_features() {
+    push_does_not_allocate_on("model_v2_small.json");
+}
+
+fn push_does_not_allocate_on(file: &str) {
+    let p = format!(
+        "{}/../tests/fixtures/fastprob/{file}",
+        env!("CARGO_MANIFEST_DIR")
     );
-    let model = FastProbModel::load(std::path::Path::new(p)).unwrap();
+    let model = FastProbModel::load(std::path::Path::new(&p)).unwrap();
     let mut probe = Prober::new(&model);
     let (stops, n) = count(|| {
         let mut stops = 0usize;

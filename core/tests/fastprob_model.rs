@@ -243,7 +243,7 @@ fn bad_model_files_are_rejected_with_clear_errors() {
         ),
         (
             Box::new(|v| v["stages"][14]["gate"] = gate(15)),
-            "gate outside the gated range",
+            "is not a gated length",
         ),
         (
             Box::new(|v| v["stages"][4]["gate"] = gate(4)),
@@ -288,9 +288,41 @@ fn bad_model_files_are_rejected_with_clear_errors() {
         assert_eq!(kind, ErrorKind::InvalidModel, "case {i}: {msg}");
         assert!(msg.contains(want), "case {i}: {msg:?} lacks {want:?}");
     }
+    // Version 2 reads; 3 is unknown; version 1 cannot carry the version-2 fields.
     let mut v = good.clone();
     v["version"] = json!(2);
+    assert!(FastProbModel::from_json(&v.to_string()).is_ok());
+    v["version"] = json!(3);
     assert_eq!(err(&v).0, ErrorKind::UnsupportedVersion);
+    let mut v = good.clone();
+    v["version"] = json!(1);
+    v["spec"]["gate_every"] = json!(2);
+    assert!(
+        err(&v).1.contains("version-1 file cannot set"),
+        "{}",
+        err(&v).1
+    );
+    // Ratio features take no scaler and n + 4 inputs with stats.
+    let mut v = good.clone();
+    v["version"] = json!(2);
+    v["spec"]["features"] = json!("ratio");
+    v["stages"][0]["scaler"] = json!({"mean": [0.0], "scale": [1.0]});
+    assert!(err(&v).1.contains("are not scaled"), "{}", err(&v).1);
+    let mut v = good.clone();
+    v["version"] = json!(2);
+    v["spec"]["features"] = json!("ratio+stats");
+    for st in v["stages"].as_array_mut().unwrap() {
+        st.as_object_mut().unwrap().remove("scaler");
+    }
+    assert!(
+        err(&v).1.contains("expected 5 (RatioStats inputs)"),
+        "{}",
+        err(&v).1
+    );
+    let mut v = good.clone();
+    v["version"] = json!(2);
+    v["spec"]["features"] = json!("log");
+    assert_eq!(err(&v).0, ErrorKind::InvalidModel);
     assert_eq!(
         FastProbModel::from_json("{").unwrap_err().kind(),
         ErrorKind::InvalidModel

@@ -107,3 +107,39 @@ proptest! {
         prop_assert_eq!(m.predict_fixed(&s[..r.samples]).unwrap(), r.throughput_bps);
     }
 }
+
+fn v2_model() -> FastProbModel {
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/fastprob/model_v2_small.json"
+    );
+    FastProbModel::load(std::path::Path::new(p)).unwrap()
+}
+
+proptest! {
+    /// Ratio inputs make the model scale-free (our extension to 004 §IV): scaling every
+    /// sample by a power of two (exact in floating point) scales each fixed-n prediction
+    /// and the probe's prediction by the same factor and leaves the stop length alone,
+    /// as long as every prefix maximum stays at or above the 1 Mbit/s floor in both
+    /// (below it the floor, not the data, sets the scale).
+    #[test]
+    fn ratio_model_is_scale_free(
+        xs in proptest::collection::vec(2e6..1e10f64, 15..20),
+        j in -1i32..6,
+    ) {
+        let m = v2_model();
+        let k = 2f64.powi(j);
+        let a = xs;
+        let b: Vec<f64> = a.iter().map(|x| x * k).collect();
+        for n in m.regressor_lengths() {
+            if n > a.len() {
+                break;
+            }
+            let (pa, pb) = (m.predict_fixed(&a[..n]).unwrap(), m.predict_fixed(&b[..n]).unwrap());
+            prop_assert_eq!(pa * k, pb, "n = {}", n);
+        }
+        let (ea, eb) = (m.replay(&a).unwrap(), m.replay(&b).unwrap());
+        prop_assert_eq!(ea.samples, eb.samples);
+        prop_assert_eq!(ea.prediction_bps * k, eb.prediction_bps);
+    }
+}

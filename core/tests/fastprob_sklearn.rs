@@ -1,8 +1,17 @@
-//! The Rust prober equals scikit-learn on a model exported by
-//! `opsel.train_fastprob` (fixture written by `train_fastprob.py train --synthetic 300
-//! --seed 3 --trees 5 --depth 4 -o model_small.json --fixture sklearn_small.json`):
-//! every stage's regressor output and gate probability to 1e-9 relative, and the same
-//! stop length, forced flag and prediction for every logged transfer.
+//! The Rust prober equals scikit-learn on models exported by
+//! `opsel.train_fastprob`: every stage's regressor output and gate probability to
+//! 1e-9 relative, and the same stop length, forced flag and prediction for every
+//! logged transfer. Two fixtures:
+//!
+//! - `model_small.json` / `sklearn_small.json`: model format version 1 (raw
+//!   samples, a gate at every length), written before version 2 existed by
+//!   `train_fastprob.py train --synthetic 300 --seed 3 --trees 5 --depth 4
+//!   -o model_small.json --fixture sklearn_small.json`; it checks that version-1
+//!   files still load and run as they did;
+//! - `model_v2_small.json` / `sklearn_v2_small.json`: version 2, ratio inputs with
+//!   prefix statistics and a gate every 3 lengths (`... --features ratio+stats
+//!   --gate-every 3 --fixed-n 3,10 -o model_v2_small.json --fixture
+//!   sklearn_v2_small.json --fixture-logs 30`).
 use opsel::fastprob::{Decision, FastProbModel, Prober};
 use serde_json::Value;
 
@@ -28,9 +37,21 @@ fn f64s(v: &Value) -> Vec<f64> {
 
 #[test]
 fn prober_equals_sklearn_on_the_exported_model() {
-    let model = FastProbModel::from_json(&fixture("model_small.json")).unwrap();
+    replay("model_small.json", "sklearn_small.json");
+}
+
+#[test]
+fn prober_equals_sklearn_on_a_version_2_ratio_model() {
+    let model = FastProbModel::from_json(&fixture("model_v2_small.json")).unwrap();
+    assert_eq!(model.spec().features, opsel::fastprob::Features::RatioStats);
+    assert_eq!(model.spec().gate_every, 3);
+    replay("model_v2_small.json", "sklearn_v2_small.json");
+}
+
+fn replay(model_file: &str, fixture_file: &str) {
+    let model = FastProbModel::from_json(&fixture(model_file)).unwrap();
     assert_eq!(model.spec().cap, 15);
-    let fx: Value = serde_json::from_str(&fixture("sklearn_small.json")).unwrap();
+    let fx: Value = serde_json::from_str(&fixture(fixture_file)).unwrap();
     let logs = fx["logs"].as_array().unwrap();
     assert!(logs.len() >= 20);
     let (mut stops, mut forced, mut checked) = (0, 0, 0);

@@ -1,7 +1,9 @@
 // FastProbModel / FastProbe: document 004's early-stopping probe through
 // thin conversions, checked against the scikit-learn reference decisions of
-// the shared fixture (tests/fixtures/fastprob/sklearn_small.json), which the
-// Rust core and Python also match.
+// the shared fixtures (tests/fixtures/fastprob/sklearn_small.json: model format
+// version 1, raw samples; sklearn_v2_small.json: version 2, ratio inputs with
+// prefix statistics, a gate every 3 lengths), which the Rust core and Python
+// also match.
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -12,10 +14,10 @@ const { FastProbModel, FastProbe } = require('..')
 const FIX = path.join(__dirname, '..', '..', '..', 'tests', 'fixtures', 'fastprob')
 const close = (a, b) => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b))
 
-test('the probe equals scikit-learn on the shared fixture', () => {
-  const model = FastProbModel.load(path.join(FIX, 'model_small.json'))
+for (const [modelFile, fixture] of [['model_small.json', 'sklearn_small.json'], ['model_v2_small.json', 'sklearn_v2_small.json']]) test(`the probe equals scikit-learn on ${fixture}`, () => {
+  const model = FastProbModel.load(path.join(FIX, modelFile))
   assert.equal(model.spec.cap, 15)
-  const { logs } = JSON.parse(fs.readFileSync(path.join(FIX, 'sklearn_small.json'), 'utf8'))
+  const { logs } = JSON.parse(fs.readFileSync(path.join(FIX, fixture), 'utf8'))
   assert.ok(logs.length >= 20)
   logs.forEach((log, i) => {
     const s = log.samples_bps

@@ -1,7 +1,9 @@
 """opsel.FastProbModel / opsel.FastProbe: document 004's early-stopping probe
 through thin conversions, checked against the scikit-learn reference decisions
-of the shared fixture (tests/fixtures/fastprob/sklearn_small.json), which the
-Rust core also matches (core/tests/fastprob_sklearn.rs)."""
+of the shared fixtures (tests/fixtures/fastprob/sklearn_small.json: model format
+version 1, raw samples; sklearn_v2_small.json: version 2, ratio inputs with prefix
+statistics and a gate every 3 lengths), which the Rust core also matches
+(core/tests/fastprob_sklearn.rs)."""
 
 import json
 import pathlib
@@ -17,10 +19,12 @@ def close(a, b):
     return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
 
-def test_probe_equals_sklearn_on_the_shared_fixture():
-    model = opsel.FastProbModel.load(FIX / "model_small.json")
+@pytest.mark.parametrize("model_file,fixture", [("model_small.json", "sklearn_small.json"),
+                                                ("model_v2_small.json", "sklearn_v2_small.json")])
+def test_probe_equals_sklearn_on_the_shared_fixture(model_file, fixture):
+    model = opsel.FastProbModel.load(FIX / model_file)
     assert model.spec["cap"] == 15
-    logs = json.loads((FIX / "sklearn_small.json").read_text())["logs"]
+    logs = json.loads((FIX / fixture).read_text())["logs"]
     assert len(logs) >= 20
     for i, log in enumerate(logs):
         s = log["samples_bps"]

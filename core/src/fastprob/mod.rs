@@ -14,6 +14,8 @@
 //!   allocation-free online loop [`Prober::push`].
 //! - [`eval`]: replay FastProb and the baselines over logs, 004 §9 metrics.
 //! - [`retrain`]: the batch-of-30 / 20 % retraining rule (004 §V).
+//! - [`ab`]: fast CCA A/B evaluation on a live socket, the analogue of 004 §VI
+//!   (notes 004 §8 B.2), sans-IO.
 //!
 //! Training lives in Python (`opsel.train_fastprob`, scikit-learn); inference runs
 //! on [`crate::trees`], equal to scikit-learn.
@@ -37,13 +39,15 @@
 //! # Ok(()) }
 //! ```
 
+pub mod ab;
 pub mod baselines;
 pub mod eval;
 pub mod metrics;
 pub mod model;
 pub mod retrain;
 
+pub use ab::{AbAction, AbEvaluator, AbMethod, AbOutcome, AbSpec, Background, CandidateResult};
 pub use baselines::{ArVariant, Baseline, Denominator};
 pub use metrics::{mape_pct, pct_error, t_avg, Estimate, Summary, TransferLog};
-pub use model::{Decision, FastProbModel, FastProbSpec, Prediction, Prober};
+pub use model::{Decision, FastProbModel, FastProbSpec, Features, Prediction, Prober};
 pub use retrain::{BatchVerdict, RetrainMonitor, RetrainPolicy};

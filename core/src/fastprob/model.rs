@@ -3,19 +3,27 @@
 //!
 //! Model file (versioned JSON, DESIGN.md "Model files"):
 //! ```json
-//! {"format": "opsel-model", "version": 1, "kind": "fastprob",
+//! {"format": "opsel-model", "version": 2, "kind": "fastprob",
 //!  "spec": {"interval_ns": 1000000000, "cap": 15, "first_gate_n": 1, "last_gate_n": 14,
-//!           "stop_threshold": 0.5, "label_error_pct": 5.0},
+//!           "stop_threshold": 0.5, "label_error_pct": 5.0,
+//!           "features": "raw", "gate_every": 1},
 //!  "sample_unit": "bit/s",
 //!  "stages": [{"n": 1, "scaler": {"mean": [..], "scale": [..]},
 //!              "gate": {rf-classifier model} | "always" | "never",
 //!              "regressor": {rf-regressor model}}, …],
 //!  "training": {...}}
 //! ```
-//! Each stage `n` holds the models that see the first `n` samples. A stage inside
-//! `first_gate_n..=last_gate_n` must have a `gate` (the "predictable yet?"
-//! classifier; `"always"`/`"never"` when its training labels were all one class);
-//! stages outside it must not. Every stage has a regressor; a stage at `n = cap` is
+//! Each stage `n` holds the models that see the first `n` samples. A gated length
+//! (every `gate_every`-th n of `first_gate_n..=last_gate_n`) must have a stage with
+//! a `gate` (the "predictable yet?" classifier; `"always"`/`"never"` when its
+//! training labels were all one class); other stages must not.
+//!
+//! Version 2 added `features` and `gate_every`; a version-1 file is read as
+//! `"features": "raw"`, `"gate_every": 1` (the only form version 1 had).
+//! `features` (see [`Features`]) is `"raw"` (004 §IV: the n samples, standard-scaled
+//! by the stage's `scaler`), or, our extension, `"ratio"` / `"ratio+stats"`:
+//! the samples divided by `s` = max(prefix maximum, `ratio_floor_bps`) (plus four
+//! prefix statistics), with the regressor predicting `t_avg / s`. Every stage has a regressor; a stage at `n = cap` is
 //! required, for the forced prediction. Extra regressor-only stages (e.g. n = 16…30)
 //! serve the fixed-n RF baseline of 004 §IV.
 //!
@@ -33,6 +41,41 @@ use serde::{Deserialize, Serialize};
 pub const KIND: &str = "fastprob";
 /// Largest supported probe length (samples); the stack buffers are this long.
 pub const MAX_N: usize = 64;
+/// Model-file versions this build reads (2 writes `features` and `gate_every`).
+pub const VERSIONS: [u64; 2] = [1, 2];
+/// Extra inputs of [`Features::RatioStats`] beyond the n ratios.
+const N_STATS: usize = 4;
+
+/// What a stage's forests see (the model file's `spec.features`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Features {
+    /// 004 §IV: the n samples (bit/s), standard-scaled per column; the
+    /// regressor predicts t_avg in bit/s.
+    #[default]
+    #[serde(rename = "raw")]
+    Raw,
+    /// Our extension: each sample divided by `s`, the prefix maximum but at
+    /// least `ratio_floor_bps`; the regressor predicts `t_avg / s`. Trees do
+    /// not extrapolate beyond the rates they were trained on; the ratio is
+    /// scale-free.
+    #[serde(rename = "ratio")]
+    Ratio,
+    /// Our extension: the ratios, then the prefix mean / s, the mean of the
+    /// last min(4, n) samples / s, the change over the last min(4, n − 1)
+    /// intervals / s (0 at n = 1), and the samples since the first non-zero one.
+    #[serde(rename = "ratio+stats")]
+    RatioStats,
+}
+
+impl Features {
+    /// Inputs of the stage that sees `n` samples.
+    pub fn n_inputs(self, n: usize) -> usize {
+        match self {
+            Features::RatioStats => n + N_STATS,
+            _ => n,
+        }
+    }
+}
 
 /// FastProb's configuration: the one schema the CLI and bindings convert into.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -57,6 +100,18 @@ pub struct FastProbSpec {
     /// (004 §IV: P = 5 %). Recorded for the model card; inference does not use it.
     #[serde(default = "five")]
     pub label_error_pct: f64,
+    /// Stage inputs (version 2; version-1 files are `raw`).
+    #[serde(default)]
+    pub features: Features,
+    /// Gate only every k-th length from `first_gate_n` (version 2; default 1):
+    /// fewer forests, a smaller file, a coarser stop.
+    #[serde(default = "one")]
+    pub gate_every: usize,
+    /// Ratio features divide by max(prefix maximum, this) (version 2; default
+    /// 1 Mbit/s): a prefix that has hardly started (a connection-setup delay)
+    /// would otherwise give huge ratios and targets.
+    #[serde(default = "one_mbps")]
+    pub ratio_floor_bps: f64,
 }
 
 fn one_second() -> u64 {
@@ -70,6 +125,9 @@ fn one() -> usize {
 }
 fn fourteen() -> usize {
     14
+}
+fn one_mbps() -> f64 {
+    1e6
 }
 fn half() -> f64 {
     0.5
@@ -87,6 +145,9 @@ impl Default for FastProbSpec {
             last_gate_n: fourteen(),
             stop_threshold: half(),
             label_error_pct: five(),
+            features: Features::Raw,
+            gate_every: one(),
+            ratio_floor_bps: one_mbps(),
         }
     }
 }
@@ -129,11 +190,25 @@ impl FastProbSpec {
                 self.label_error_pct
             )));
         }
+        if !(self.ratio_floor_bps.is_finite() && self.ratio_floor_bps > 0.0) {
+            return Err(Error::invalid(format!(
+                "fastprob ratio_floor_bps {} must be finite and > 0 (default 1e6)",
+                self.ratio_floor_bps
+            )));
+        }
+        if self.gate_every == 0 || self.gate_every > self.cap {
+            return Err(Error::invalid(format!(
+                "fastprob gate_every {} must be in 1..=cap ({})",
+                self.gate_every, self.cap
+            )));
+        }
         Ok(())
     }
 
-    fn gated(&self, n: usize) -> bool {
+    /// True when the length `n` has a gate.
+    pub fn gated(&self, n: usize) -> bool {
         (self.first_gate_n..=self.last_gate_n).contains(&n)
+            && (n - self.first_gate_n) % self.gate_every == 0
     }
 }
 
@@ -152,15 +227,57 @@ struct Stage {
     regressor: Ensemble,
 }
 
+/// Stack buffer for one stage's inputs.
+const X_LEN: usize = MAX_N + N_STATS;
+
 impl Stage {
-    /// Standard scaling per column (004 §IV pre-processing) into `x`.
+    /// The stage's inputs for the prefix `raw` into `x` (returns how many), and
+    /// the multiplier that turns the regressor's output into bit/s. Sums run
+    /// left to right, as the trainer's (`train_fastprob.prefix_features`), so
+    /// the inputs are bit-identical to scikit-learn's.
     #[inline]
-    fn scale_into(&self, raw: &[f64], x: &mut [f64]) {
-        if self.mean.is_empty() {
-            x[..raw.len()].copy_from_slice(raw);
-        } else {
-            for i in 0..raw.len() {
-                x[i] = (raw[i] - self.mean[i]) / self.scale[i];
+    fn features_into(
+        &self,
+        spec: &FastProbSpec,
+        raw: &[f64],
+        x: &mut [f64; X_LEN],
+    ) -> (usize, f64) {
+        let n = raw.len();
+        let kind = spec.features;
+        match kind {
+            Features::Raw => {
+                // Standard scaling per column (004 §IV pre-processing).
+                if self.mean.is_empty() {
+                    x[..n].copy_from_slice(raw);
+                } else {
+                    for i in 0..n {
+                        x[i] = (raw[i] - self.mean[i]) / self.scale[i];
+                    }
+                }
+                (n, 1.0)
+            }
+            Features::Ratio | Features::RatioStats => {
+                let s = raw.iter().copied().fold(spec.ratio_floor_bps, f64::max);
+                for i in 0..n {
+                    x[i] = raw[i] / s;
+                }
+                if kind == Features::Ratio {
+                    return (n, s);
+                }
+                let sum = raw.iter().fold(0.0, |a, v| a + v);
+                x[n] = sum / n as f64 / s;
+                let k = n.min(4);
+                let last = raw[n - k + 1..].iter().fold(raw[n - k], |a, v| a + v);
+                x[n + 1] = last / k as f64 / s;
+                let k2 = n.min(5) - 1;
+                x[n + 2] = if k2 > 0 {
+                    (raw[n - 1] - raw[n - 1 - k2]) / s
+                } else {
+                    0.0
+                };
+                let first = raw.iter().position(|v| *v > 0.0).unwrap_or(n);
+                x[n + 3] = (n - first) as f64;
+                (n + N_STATS, s)
             }
         }
     }
@@ -198,7 +315,6 @@ struct RawStage {
 struct RawModel {
     #[allow(dead_code)]
     format: String,
-    #[allow(dead_code)]
     version: u64,
     #[allow(dead_code)]
     kind: String,
@@ -217,6 +333,30 @@ fn bad(msg: String) -> Error {
     Error::InvalidModel(msg)
 }
 
+/// `format`, `version` (1 or 2: [`VERSIONS`]) and `kind` of a FastProb file. The
+/// shared check (`crate::model::check_header`) knows one version; FastProb files
+/// went to version 2 on their own, and this keeps reading version 1.
+fn check_header(v: &serde_json::Value) -> Result<()> {
+    let version = v.get("version").and_then(|x| x.as_u64());
+    match version {
+        Some(found) if !VERSIONS.contains(&found) => {
+            return Err(Error::UnsupportedVersion {
+                found,
+                supported: VERSIONS[VERSIONS.len() - 1],
+            })
+        }
+        Some(1) => return crate::model::check_header(v, KIND),
+        _ => {}
+    }
+    // Version 2 (or missing: the shared check says so): check format and kind
+    // on a copy that carries the shared version.
+    let mut v1 = v.clone();
+    if version.is_some() {
+        v1["version"] = serde_json::json!(1);
+    }
+    crate::model::check_header(&v1, KIND)
+}
+
 fn sub_model(n: usize, what: &str, v: &serde_json::Value) -> Result<Ensemble> {
     Ensemble::from_json(&v.to_string()).map_err(|e| match e {
         Error::InvalidModel(m) => bad(format!("stage n={n} {what}: {m}")),
@@ -229,7 +369,7 @@ impl FastProbModel {
     pub fn from_json(text: &str) -> Result<Self> {
         let v: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| bad(format!("not JSON ({e}); expected an opsel-model file")))?;
-        crate::model::check_header(&v, KIND)?;
+        check_header(&v)?;
         let raw: RawModel =
             serde_json::from_value(v).map_err(|e| bad(format!("malformed fastprob model: {e}")))?;
         Self::from_raw(raw)
@@ -245,6 +385,16 @@ impl FastProbModel {
     fn from_raw(raw: RawModel) -> Result<Self> {
         let spec = raw.spec;
         spec.validate().map_err(|e| bad(format!("spec: {e}")))?;
+        if raw.version == 1
+            && (spec.features != Features::Raw
+                || spec.gate_every != 1
+                || spec.ratio_floor_bps != one_mbps())
+        {
+            return Err(bad(
+                "a version-1 file cannot set spec.features, gate_every or ratio_floor_bps; write version 2"
+                    .into(),
+            ));
+        }
         if raw.sample_unit != "bit/s" {
             return Err(bad(format!(
                 "sample_unit {:?}: this build reads throughput samples in \"bit/s\"",
@@ -266,6 +416,12 @@ impl FastProbModel {
             last = n;
             let (mean, scale) = match st.scaler {
                 None => (Vec::new(), Vec::new()),
+                Some(_) if spec.features != Features::Raw => {
+                    return Err(bad(format!(
+                        "stage n={n} has a scaler, but features {:?} are not scaled; remove it",
+                        spec.features
+                    )))
+                }
                 Some(s) => {
                     if s.mean.len() != n || s.scale.len() != n {
                         return Err(bad(format!(
@@ -288,14 +444,14 @@ impl FastProbModel {
                 (None, false) => None,
                 (None, true) => {
                     return Err(bad(format!(
-                        "stage n={n} lies in the gated range {}..={} but has no gate",
-                        spec.first_gate_n, spec.last_gate_n
+                        "stage n={n} is a gated length ({}..={} every {}) but has no gate",
+                        spec.first_gate_n, spec.last_gate_n, spec.gate_every
                     )))
                 }
                 (Some(_), false) => {
                     return Err(bad(format!(
-                        "stage n={n} has a gate outside the gated range {}..={}; remove it or widen the range",
-                        spec.first_gate_n, spec.last_gate_n
+                        "stage n={n} has a gate but is not a gated length ({}..={} every {}); remove it or change the range",
+                        spec.first_gate_n, spec.last_gate_n, spec.gate_every
                     )))
                 }
                 (Some(g), true) => Some(match g.as_str() {
@@ -317,10 +473,12 @@ impl FastProbModel {
                                 e.n_classes()
                             )));
                         }
-                        if e.n_features() != n {
+                        if e.n_features() != spec.features.n_inputs(n) {
                             return Err(bad(format!(
-                                "stage n={n} gate takes {} features, expected {n}",
-                                e.n_features()
+                                "stage n={n} gate takes {} features, expected {} ({:?} inputs)",
+                                e.n_features(),
+                                spec.features.n_inputs(n),
+                                spec.features
                             )));
                         }
                         Gate::Model(e)
@@ -334,10 +492,12 @@ impl FastProbModel {
                     regressor.kind().name()
                 )));
             }
-            if regressor.n_features() != n {
+            if regressor.n_features() != spec.features.n_inputs(n) {
                 return Err(bad(format!(
-                    "stage n={n} regressor takes {} features, expected {n}",
-                    regressor.n_features()
+                    "stage n={n} regressor takes {} features, expected {} ({:?} inputs)",
+                    regressor.n_features(),
+                    spec.features.n_inputs(n),
+                    spec.features
                 )));
             }
             stages[n - 1] = Some(Stage {
@@ -347,11 +507,11 @@ impl FastProbModel {
                 regressor,
             });
         }
-        for n in spec.first_gate_n..=spec.last_gate_n {
+        for n in (spec.first_gate_n..=spec.last_gate_n).filter(|n| spec.gated(*n)) {
             if stages[n - 1].is_none() {
                 return Err(bad(format!(
-                    "no stage for n={n}, inside the gated range {}..={}",
-                    spec.first_gate_n, spec.last_gate_n
+                    "no stage for n={n}, a gated length ({}..={} every {})",
+                    spec.first_gate_n, spec.last_gate_n, spec.gate_every
                 )));
             }
         }
@@ -402,9 +562,9 @@ impl FastProbModel {
                 ))
             })?;
         check_samples(prefix)?;
-        let mut x = [0.0; MAX_N];
-        st.scale_into(prefix, &mut x);
-        st.regressor.predict(&x[..n])
+        let mut x = [0.0; X_LEN];
+        let (k, mult) = st.features_into(&self.spec, prefix, &mut x);
+        Ok(st.regressor.predict(&x[..k])? * mult)
     }
 
     /// Replay the early-stopping loop over a recorded log (evaluation). Errors if the
@@ -568,13 +728,18 @@ impl<'m> Prober<'m> {
             ModelRef::Shared(m) => &**m,
         };
         let spec = &model.spec;
+        let gated = spec.gated(n);
+        if !gated && n != spec.cap {
+            // No gate and not the cap: nothing to decide at this length.
+            return Ok(Decision::Continue);
+        }
         let Some(st) = model.stages[n - 1].as_ref() else {
-            // Only possible between stages when n < first_gate_n (validated).
+            // Unreachable: gated lengths and the cap have stages (validated).
             return Ok(Decision::Continue);
         };
-        let mut x = [0.0; MAX_N];
-        st.scale_into(&self.buf[..n], &mut x);
-        let x = &x[..n];
+        let mut x = [0.0; X_LEN];
+        let (k, mult) = st.features_into(spec, &self.buf[..n], &mut x);
+        let x = &x[..k];
         let p = match &st.gate {
             None => None,
             Some(Gate::Always) => Some(1.0),
@@ -584,7 +749,7 @@ impl<'m> Prober<'m> {
         let fires = p.is_some_and(|p| p > self.threshold);
         if fires || n == spec.cap {
             let pred = Prediction {
-                throughput_bps: st.regressor.predict(x)?,
+                throughput_bps: st.regressor.predict(x)? * mult,
                 samples: n,
                 probe_ns: n as u64 * spec.interval_ns,
                 p_predictable: p,

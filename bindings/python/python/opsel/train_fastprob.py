@@ -14,6 +14,9 @@ Pipeline (each step cites the document):
   loop (the paper uses GP Bayesian optimisation; a grid keeps this dependency-free);
 - pair training (004 §IV Fig. 6a): Subset1 (70 %) → regressor R_n; its per-transfer
   error on Subset2 (30 %) labels "predictable" (err < P = 5 %) → classifier C_n;
+- stage inputs (``--features``): ``raw`` samples as 004, or our scale-free extension
+  ``ratio`` / ``ratio+stats`` (see :func:`prefix_features`); ``--gate-every k`` puts a
+  gate only at every k-th length (model format version 2);
 - incremental retraining (004 §V): batches of 30, retrain on all history when a
   batch's MAPE exceeds 20 %.
 
@@ -38,8 +41,13 @@ import time
 import numpy as np
 
 FORMAT = "opsel-model"
-VERSION = 1
+# Version 2 adds the spec fields ``features`` and ``gate_every``; the Rust core
+# still loads version-1 files (raw features, a gate at every length).
+VERSION = 2
+# The tree ensembles inside a stage keep the tree format's own version.
+TREES_VERSION = 1
 KIND = "fastprob"
+FEATURES = ("raw", "ratio", "ratio+stats")
 
 DEFAULT_SPEC = {
     "interval_ns": 1_000_000_000,
@@ -48,7 +56,59 @@ DEFAULT_SPEC = {
     "last_gate_n": 14,
     "stop_threshold": 0.5,
     "label_error_pct": 5.0,
+    "features": "raw",
+    "gate_every": 1,
+    "ratio_floor_bps": 1e6,
 }
+
+
+def prefix_features(raw, kind, floor_bps=1e6):
+    """The inputs a stage's forests see for prefixes ``raw`` (rows of n samples, bit/s)
+    and the multiplier ``s`` that turns the regressor's output back into bit/s.
+
+    - ``"raw"`` (004 §IV): the n samples, standard-scaled per column by the stage's
+      scaler; ``s = 1``, the regressor predicts t_avg in bit/s.
+    - ``"ratio"`` (our extension): every sample divided by ``s``, the prefix maximum
+      but at least ``floor_bps`` (a prefix that has hardly started, e.g. during a
+      connection-setup delay, would otherwise give huge ratios); the regressor
+      predicts ``t_avg / s``. Trees
+      cannot extrapolate beyond the rates they were trained on; the ratio makes the
+      target scale-free, so a 10 Mbit/s and a 500 Mbit/s path share leaves.
+    - ``"ratio+stats"`` (our extension): the ratio samples followed by four prefix
+      statistics, each divided by ``s`` where it is a rate: the mean, the mean of the
+      last min(4, n) samples, the change over the last min(4, n - 1) intervals
+      (0 at n = 1), and the number of samples since the first non-zero one.
+
+    Sums run left to right (``cumsum`` and explicit adds), the order the Rust core
+    uses, so both compute bit-identical features."""
+    raw = np.asarray(raw, dtype=np.float64)
+    if raw.ndim == 1:
+        raw = raw[None, :]
+    m, n = raw.shape
+    if kind == "raw":
+        return raw, np.ones(m)
+    if kind not in FEATURES:
+        raise ValueError(f"features {kind!r}: expected one of {FEATURES}")
+    s = np.maximum(raw.max(axis=1), floor_bps)
+    ratio = raw / s[:, None]
+    if kind == "ratio":
+        return ratio, s
+    mean = np.cumsum(raw, axis=1)[:, -1] / n / s
+    k = min(4, n)
+    acc = raw[:, n - k].copy()
+    for j in range(n - k + 1, n):
+        acc = acc + raw[:, j]
+    last = acc / k / s
+    k2 = min(4, n - 1)
+    slope = (raw[:, n - 1] - raw[:, n - 1 - k2]) / s if k2 > 0 else np.zeros(m)
+    nz = raw > 0.0
+    first = np.where(nz.any(axis=1), nz.argmax(axis=1), n)
+    since = (n - first).astype(np.float64)
+    return np.column_stack([ratio, mean, last, slope, since]), s
+
+
+def n_features(n, kind):
+    return n + 4 if kind == "ratio+stats" else n
 
 
 # ---------------------------------------------------------------- logs
@@ -128,13 +188,27 @@ def pct_err(pred, y):
 
 
 class Stage:
-    """The fitted models of one probe length n (scikit-learn objects)."""
+    """The fitted models of one probe length n (scikit-learn objects). ``mean`` and
+    ``scale`` are the standard scaler of the ``"raw"`` features (``None`` otherwise)."""
 
-    def __init__(self, n, mean, scale, gate, regressor):
+    def __init__(self, n, mean, scale, gate, regressor, features="raw", floor_bps=1e6):
         self.n, self.mean, self.scale, self.gate, self.regressor = n, mean, scale, gate, regressor
+        self.features, self.floor_bps = features, floor_bps
+
+    def xs(self, raw):
+        """(features, multiplier) for prefixes ``raw``."""
+        f, s = prefix_features(raw, self.features, self.floor_bps)
+        if self.mean is not None:
+            f = (f - self.mean) / self.scale
+        return f, s
 
     def x(self, raw):
-        return (np.asarray(raw, dtype=np.float64) - self.mean) / self.scale
+        return self.xs(raw)[0]
+
+    def predict(self, raw):
+        """Predicted t_avg (bit/s) for prefixes ``raw``."""
+        f, s = self.xs(raw)
+        return self.regressor.predict(f) * s
 
     def p(self, xs):
         if self.gate is None:
@@ -163,30 +237,37 @@ def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regres
     cut = int(round(0.7 * len(logs)))
     s1 = [logs[i] for i in idx[:cut]]
     s2 = [logs[i] for i in idx[cut:]]
-    gated = range(spec["first_gate_n"], spec["last_gate_n"] + 1)
+    kind = spec["features"]
+    gated = range(spec["first_gate_n"], spec["last_gate_n"] + 1, spec["gate_every"])
     lengths = sorted(set(gated) | {spec["cap"]} | set(extra_n))
     stages = {}
     for n in lengths:
         X1, y1 = xy(s1, n)
-        sc = StandardScaler().fit(X1)
-        # A constant column (e.g. all-zero setup samples) scales by 1, as scikit-learn does.
-        mean, scale = sc.mean_.astype(np.float64), sc.scale_.astype(np.float64)
+        if kind == "raw":
+            sc = StandardScaler().fit(X1)
+            # A constant column (e.g. all-zero setup samples) scales by 1, as scikit-learn does.
+            mean, scale = sc.mean_.astype(np.float64), sc.scale_.astype(np.float64)
+        else:
+            # Trees need no scaling; the ratio features are already scale-free.
+            mean = scale = None
+        st = Stage(n, mean, scale, None, None, kind, spec["ratio_floor_bps"])
+        F1, m1 = st.xs(X1)
         reg = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params)
-        reg.fit((X1 - mean) / scale, y1)
-        gate = None
+        reg.fit(F1, y1 / m1)
+        st.regressor = reg
         if n in gated:
             X2, y2 = xy(s2, n)
-            X2s = (X2 - mean) / scale
-            lab = (pct_err(reg.predict(X2s), y2) < spec["label_error_pct"]).astype(int)
+            lab = (pct_err(st.predict(X2), y2) < spec["label_error_pct"]).astype(int)
             if lab.min() == lab.max():
-                gate = "always" if lab[0] == 1 else "never"
+                st.gate = "always" if lab[0] == 1 else "never"
             else:
-                gate = RandomForestClassifier(random_state=seed + 1000 + n, n_jobs=1, **params)
-                gate.fit(X2s, lab)
+                st.gate = RandomForestClassifier(random_state=seed + 1000 + n, n_jobs=1, **params)
+                st.gate.fit(st.x(X2), lab)
         if refit_regressor:
             Xa, ya = xy(s1 + s2, n)
-            reg = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit((Xa - mean) / scale, ya)
-        stages[n] = Stage(n, mean, scale, gate, reg)
+            Fa, ma = st.xs(Xa)
+            st.regressor = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit(Fa, ya / ma)
+        stages[n] = st
     return {"spec": spec, "stages": stages, "params": params}
 
 
@@ -202,12 +283,12 @@ def run_loop(model, logs, threshold=None):
         st = model["stages"].get(n)
         if st is None or not active:
             continue
-        x = st.x([logs[i]["samples_bps"][:n] for i in active])
-        p = st.p(x)
+        raw = np.array([logs[i]["samples_bps"][:n] for i in active], dtype=np.float64)
+        p = st.p(st.x(raw))
         fires = np.zeros(len(active), dtype=bool) if p is None else p > thr
         done = fires | (n == spec["cap"])
         if done.any():
-            pred = st.regressor.predict(x[done])
+            pred = st.predict(raw[done])
             for j, i in enumerate(np.flatnonzero(done)):
                 out[active[i]] = (n, float(pred[j]), not bool(fires[i]), None if p is None else float(p[i]))
         active = [a for a, d in zip(active, done) if not d]
@@ -233,7 +314,7 @@ def score(model, logs, interval_ns=None):
 def fixed_n_mape(model, logs, n):
     st = model["stages"][n]
     X, y = xy(logs, n)
-    return float(pct_err(st.regressor.predict(st.x(X)), y).mean())
+    return float(pct_err(st.predict(X), y).mean())
 
 
 def expanding_cv(logs, spec=None, params=None, groups=6, seed=0):
@@ -310,7 +391,7 @@ def tree_dict(t, n_outputs, normalise):
 def ensemble_dict(est, n):
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-    d = {"format": FORMAT, "version": VERSION, "n_features": int(n)}
+    d = {"format": FORMAT, "version": TREES_VERSION, "n_features": int(n)}
     if isinstance(est, RandomForestRegressor):
         d.update(kind="rf-regressor", n_outputs=1, trees=[tree_dict(t, 1, False) for t in est.estimators_])
     elif isinstance(est, RandomForestClassifier):
@@ -327,10 +408,12 @@ def export(model, training=None):
     stages = []
     for n in sorted(model["stages"]):
         st = model["stages"][n]
-        s = {"n": n, "scaler": {"mean": [float(v) for v in st.mean], "scale": [float(v) for v in st.scale]},
-             "regressor": ensemble_dict(st.regressor, n)}
+        nf = n_features(n, st.features)
+        s = {"n": n, "regressor": ensemble_dict(st.regressor, nf)}
+        if st.mean is not None:
+            s["scaler"] = {"mean": [float(v) for v in st.mean], "scale": [float(v) for v in st.scale]}
         if st.gate is not None:
-            s["gate"] = st.gate if isinstance(st.gate, str) else ensemble_dict(st.gate, n)
+            s["gate"] = st.gate if isinstance(st.gate, str) else ensemble_dict(st.gate, nf)
         stages.append(s)
     return {"format": FORMAT, "version": VERSION, "kind": KIND, "spec": model["spec"],
             "sample_unit": "bit/s", "stages": stages,
@@ -347,9 +430,9 @@ def sklearn_fixture(model, logs):
             if k > len(d["samples_bps"]):
                 continue
             st = model["stages"][k]
-            x = st.x([d["samples_bps"][:k]])
-            pk = st.p(x)
-            per.append({"n": k, "regressor": float(st.regressor.predict(x)[0]),
+            raw = [d["samples_bps"][:k]]
+            pk = st.p(st.x(raw))
+            per.append({"n": k, "regressor": float(st.predict(raw)[0]),
                         "gate_p": None if pk is None else float(pk[0])})
         rows.append({"samples_bps": d["samples_bps"], "stop_n": n, "forced": forced,
                      "prediction_bps": pred, "p": p, "stages": per})
@@ -388,6 +471,15 @@ def main(argv=None):
     t.add_argument("--first-gate-n", type=int, default=1)
     t.add_argument("--last-gate-n", type=int, default=14)
     t.add_argument("--label-error-pct", type=float, default=5.0)
+    t.add_argument("--features", choices=FEATURES, default="raw",
+                   help="stage inputs: raw samples (004 §IV) or prefix-normalised ratios (our extension)")
+    t.add_argument("--ratio-floor-bps", type=float, default=1e6,
+                   help="ratio features divide by max(prefix max, this)")
+    t.add_argument("--gate-every", type=int, default=1, help="a gate only every k-th length from --first-gate-n")
+    t.add_argument("--stop-threshold", type=float, default=0.5, help="stop when P(predictable) > this")
+    t.add_argument("--min-samples-leaf", type=int, default=1)
+    t.add_argument("--fixed-n", default="3,10",
+                   help="also store regressor-only stages at these lengths (the fixed-n RF baseline)")
     t.add_argument("--search", action="store_true", help="grid over trees x depth by expanding-window CV")
     t.add_argument("--grid-trees", default="20,50", help="trees tried by --search")
     t.add_argument("--grid-depth", default="6,12", help="max depths tried by --search")
@@ -440,28 +532,33 @@ def main(argv=None):
     if len(iv) != 1:
         ap.error(f"logs mix sampling intervals {sorted(iv)}; train one model per interval")
     spec = {"interval_ns": iv.pop(), "cap": a.cap, "first_gate_n": a.first_gate_n,
-            "last_gate_n": a.last_gate_n, "label_error_pct": a.label_error_pct}
+            "last_gate_n": a.last_gate_n, "label_error_pct": a.label_error_pct,
+            "features": a.features, "gate_every": a.gate_every, "ratio_floor_bps": a.ratio_floor_bps, "stop_threshold": a.stop_threshold}
     cut = int(round(0.8 * len(logs)))  # 004 §IV: time-ordered 80/20
     train, test = logs[:cut], logs[cut:]
     report = {"source": "synthetic" if a.synthetic else "recorded", "transfers": len(logs),
               "train": len(train), "test": len(test)}
     params = {"n_estimators": a.trees, "max_depth": a.depth}
+    if a.min_samples_leaf != 1:
+        params["min_samples_leaf"] = a.min_samples_leaf
     if a.search:
         grid = [{"n_estimators": int(t), "max_depth": int(d)}
                 for t in a.grid_trees.split(",") for d in a.grid_depth.split(",")]
         params, rows = search(train, spec, grid, seed=a.seed)
         report["search"] = rows
     t0 = time.perf_counter()
-    model = train_pairs(train, spec, params, a.seed, extra_n=(3, 10))
+    extra_n = tuple(int(v) for v in a.fixed_n.split(",") if v)
+    model = train_pairs(train, spec, params, a.seed, extra_n=extra_n)
     report["train_s"] = time.perf_counter() - t0
     report["params"] = params
     report["test"] = score(model, test)
-    report["fixed_rf"] = {f"{n}": fixed_n_mape(model, test, n) for n in (3, 10) if n in model["stages"]}
+    report["fixed_rf"] = {f"{n}": fixed_n_mape(model, test, n) for n in extra_n if n in model["stages"]}
     report["cv"] = expanding_cv(train, spec, params, seed=a.seed)
     if a.incremental:
         report["incremental"] = incremental(logs, a.initial, spec=spec, params=params, seed=a.seed)
     _write(a.out, export(model, {"source": report["source"], "transfers_train": len(train),
-                                 "split": "time-ordered 80/20; pairs 70/30 time-ordered"}))
+                                 "split": "time-ordered 80/20; pairs 70/30 time-ordered",
+                                 "train_seconds": round(report["train_s"], 1)}))
     if a.fixture:
         _write(a.fixture, {"logs": sklearn_fixture(model, test[: a.fixture_logs])})
     if a.report:

@@ -1,0 +1,53 @@
+//! The shipped FastProb model (models/fastprob-netlab, MODEL_CARD.md there) loads,
+//! has the configuration its card states, fits the repository's size budget, and,
+//! on the held-out transfers of the recorded corpus (transfers 1633-2040 of
+//! data/tput-logs/fastprob-100ms/transfers.jsonl in recording order, the ones
+//! present), keeps the held-out MAPE below the 10 % target with probes shorter
+//! than its cap. The card's table (8.22 % at 3.13 s on all 408) comes from the
+//! same replay (`opsel lab fastprob-eval`).
+use opsel::fastprob::{mape_pct, t_avg, FastProbModel, Features};
+
+fn repo(p: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(p)
+}
+
+#[test]
+fn shipped_model_loads_and_meets_its_card_on_held_out_transfers() {
+    let path = repo("models/fastprob-netlab/model.json");
+    let bytes = std::fs::metadata(&path).unwrap().len();
+    assert!(bytes <= 2_000_000, "model file is {bytes} bytes");
+    let m = FastProbModel::load(&path).unwrap();
+    let s = m.spec();
+    assert_eq!(
+        (s.interval_ns, s.cap, s.last_gate_n, s.gate_every),
+        (100_000_000, 45, 44, 5)
+    );
+    assert_eq!(s.features, Features::RatioStats);
+    assert_eq!(m.training()["transfers_train"], 1632);
+    let text =
+        std::fs::read_to_string(repo("data/tput-logs/fastprob-100ms/transfers.jsonl")).unwrap();
+    let (mut pairs, mut samples) = (Vec::new(), 0usize);
+    for line in text.lines().skip(1632).take(408) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let x: Vec<f64> = v["samples_bps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let e = m.replay(&x).unwrap();
+        pairs.push((e.prediction_bps, t_avg(&x).unwrap()));
+        samples += e.samples;
+    }
+    assert!(pairs.len() >= 300, "{} held-out transfers", pairs.len());
+    let mape = mape_pct(&pairs).unwrap();
+    let probe_s = samples as f64 / pairs.len() as f64 * 0.1;
+    eprintln!(
+        "{} held-out transfers: MAPE {mape:.2} %, mean probe {probe_s:.2} s",
+        pairs.len()
+    );
+    assert!(mape <= 10.0, "held-out MAPE {mape:.2} %");
+    assert!(probe_s < 4.5, "mean probe {probe_s:.2} s");
+}
