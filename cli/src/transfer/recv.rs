@@ -1,7 +1,8 @@
 //! `opsel recv` / `opsel serve`: a network server that accepts transfers
 //! (protocol in `proto.rs`), writes each to a temporary file beside its
 //! destination and renames it into place only once the byte count and the
-//! BLAKE3 are confirmed, and answers UDP echoes for the sender's RTT probe.
+//! digest (BLAKE3 or XXH3-128, `hashing.rs`) are confirmed, and answers UDP
+//! echoes for the sender's RTT probe.
 //!
 //! Robustness (what any peer that reaches the port can do):
 //! * every connection gets its own thread, a deadline for its handshake
@@ -26,11 +27,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use blake3::Hasher;
 use opsel::sys::linux::rtt::UdpEchoResponder;
 use opsel::{Error, Result};
 
-use super::hashing::hash_state;
+use super::hashing::{hash_state, HashSpec, Hasher};
 use super::proto::{self, Key, LineReader, MAX_LINE, PREAMBLE_LEN};
 use super::{random, write_line};
 
@@ -98,12 +98,16 @@ pub struct RecvReport {
     pub path: PathBuf,
     pub offset: u64,
     pub received: u64,
-    pub blake3: String,
+    /// The check the sender asked for ("xxh3", "blake3", "blake3-keyed").
+    pub hash: &'static str,
+    /// Its digest of the bytes received (hex).
+    pub digest: String,
     pub verified: bool,
     /// The whole file arrived and was renamed into place.
     pub complete: bool,
     pub file_size: u64,
-    pub file_blake3: String,
+    /// The same hash over the whole file `[0, file_size)` (hex).
+    pub file_digest: String,
     pub elapsed: Duration,
 }
 
@@ -565,6 +569,28 @@ fn handle_control(
         }
         None => None,
     };
+    // With a pre-shared key the check must be tamper-evident: keyed BLAKE3
+    // under this transfer's data key (proto.rs; docs/results/datapath.md,
+    // "The integrity guarantee"). xxh3 is refused, not silently upgraded,
+    // so both sides always agree on what was checked.
+    let hash = match &sh.opts.key {
+        Some(_) if req.hash != proto::HashAlgo::Blake3 => {
+            refuse(
+                &mut w,
+                &log,
+                format!(
+                    "this receiver uses a pre-shared key, so transfers are checked with keyed BLAKE3, not {}: send with --hash blake3 (the default with a key)",
+                    req.hash
+                ),
+            );
+            return None;
+        }
+        Some(k) => HashSpec {
+            algo: proto::HashAlgo::Blake3,
+            key: Some(k.data_key(&challenge.challenge, &nonce)),
+        },
+        None => HashSpec::plain(req.hash),
+    };
     // Authenticated (or no key configured): one transfer at a time.
     if sh
         .busy
@@ -579,7 +605,7 @@ fn handle_control(
         return None;
     }
     let mut busy = BusyGuard(Some(&sh.busy));
-    let out = run_transfer(sh, &mut w, r, peer, &req, proof, &mut busy);
+    let out = run_transfer(sh, &mut w, r, peer, &req, proof, hash, &mut busy);
     busy.release();
     match &out {
         Ok(rep) => log(format!(
@@ -638,6 +664,7 @@ fn prepare_part(
     size: u64,
     force: bool,
     max_size: u64,
+    hash: &HashSpec,
 ) -> Result<(File, u64, Hasher)> {
     if size > max_size {
         return Err(Error::invalid(format!(
@@ -719,7 +746,9 @@ fn prepare_part(
         .map_err(|e| Error::io(format!("create {}", part.display()), e))?;
     f.set_len(offset)
         .map_err(|e| Error::io(format!("truncate {} to {offset}", part.display()), e))?;
-    let (n, prefix_state) = hash_state(part, 0, Some(offset))?;
+    // The prefix is re-hashed with this transfer's hash (and key): a resume
+    // may use another hash than the transfer that wrote the prefix.
+    let (n, prefix_state) = hash_state(part, 0, Some(offset), hash)?;
     if n != offset {
         return Err(Error::invalid(format!(
             "{} holds {n} bytes, not {offset}",
@@ -739,6 +768,7 @@ fn run_transfer(
     peer: SocketAddr,
     req: &proto::Request,
     proof: Option<[u8; 32]>,
+    hash: HashSpec,
     busy: &mut BusyGuard,
 ) -> Result<RecvReport> {
     let log = |m: String| (sh.log)(&format!("{peer}: {m}"));
@@ -754,8 +784,9 @@ fn run_transfer(
         req.size,
         sh.opts.force,
         lim.max_size,
+        &hash,
     )?;
-    let prefix: [u8; 32] = *prefix_state.finalize().as_bytes();
+    let prefix = prefix_state.finalize();
     let token: [u8; proto::TOKEN_LEN] = random();
     let n_streams = req.streams.max(1);
     let (tx, rx) = mpsc::sync_channel::<(u16, TcpStream)>(usize::from(n_streams));
@@ -768,7 +799,7 @@ fn run_transfer(
     let accept = proto::Accept {
         token,
         offset,
-        prefix_blake3: prefix,
+        prefix_digest: prefix,
         proof,
         streams: n_streams,
     };
@@ -835,6 +866,7 @@ fn run_transfer(
             req.size,
             conns,
             prefix_state,
+            hash,
             lim.idle,
             &*sh.on_bytes,
         ) {
@@ -884,7 +916,7 @@ fn run_transfer(
         // The whole-file hash continues the prefix's (read from the part file
         // above); from offset 0 the range is the whole file.
         let mut whole = prefix_state;
-        let mut range = (offset > 0).then(Hasher::new);
+        let mut range = (offset > 0).then(|| hash.hasher());
         let mut received = 0u64;
         let mut read_err: Option<String> = None;
         // Each buffer is filled by as many reads as it takes to hold FILL bytes
@@ -959,8 +991,8 @@ fn run_transfer(
                 format!("internal: {received} bytes received but {written} written"),
             ));
         }
-        let whole_sha: [u8; 32] = *whole.finalize().as_bytes();
-        let sha = range.map_or(whole_sha, |r| *r.finalize().as_bytes());
+        let whole_sha = whole.finalize();
+        let sha = range.map_or(whole_sha, |r| r.finalize());
         (file, written, sha, whole_sha)
     };
     file.sync_all()
@@ -968,7 +1000,7 @@ fn run_transfer(
     // The completion message, within the idle limit.
     let end_deadline = Instant::now() + lim.idle;
     let end = match r.read_line(MAX_LINE, |s| until(s, end_deadline)) {
-        Ok(Some(l)) => proto::parse_end(&l).map_err(|e| Error::invalid(e.0)),
+        Ok(Some(l)) => proto::parse_end(&l, hash.algo).map_err(|e| Error::invalid(e.0)),
         Ok(None) => Err(Error::invalid("the sender closed the control connection")),
         Err(e) => Err(Error::invalid(why(&e, lim.idle))),
     }
@@ -988,8 +1020,8 @@ fn run_transfer(
         .len();
     let file_sha = whole_sha;
     let verified = end.sent == received
-        && end.blake3 == sha
-        && file_sha == end.file_blake3
+        && end.digest == sha
+        && file_sha == end.file_digest
         && file_size == offset + received;
     let mut complete = verified && file_size == req.size;
     if !verified {
@@ -1025,9 +1057,9 @@ fn run_transfer(
     let conf = proto::Confirm {
         ok: verified,
         received,
-        blake3: sha,
+        digest: sha,
         file_size,
-        file_blake3: file_sha,
+        file_digest: file_sha,
         complete,
     };
     let _ = w.set_write_timeout(Some(lim.idle));
@@ -1038,11 +1070,12 @@ fn run_transfer(
         path: if complete { dest } else { part },
         offset,
         received,
-        blake3: proto::hex(&sha),
+        hash: hash.label(),
+        digest: sha.hex(),
         verified,
         complete,
         file_size,
-        file_blake3: proto::hex(&file_sha),
+        file_digest: file_sha.hex(),
         elapsed: start.elapsed(),
     })
 }

@@ -1,7 +1,8 @@
 //! `opsel send`: send a file (from an offset) over one control and one data
 //! connection, with a fixed CCA or with OPS choosing the CCA on the live data
 //! connection (000 Ch. 7, iPerfOPS), then wait until the receiver confirms
-//! every byte and its BLAKE3.
+//! every byte and its digest (`hashing.rs`: XXH3-128, BLAKE3, or keyed
+//! BLAKE3 with a pre-shared key).
 
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -26,8 +27,8 @@ use opsel::sys::linux::tcp_rtt::TcpInfoRttProbe;
 use opsel::{Error, Result};
 use serde_json::{json, Value};
 
-use super::hashing::{hash_state, FollowHasher};
-use super::proto::{self, Key, LineReader};
+use super::hashing::{hash_state, FollowHasher, HashSpec};
+use super::proto::{self, HashAlgo, Key, LineReader};
 use super::{random, write_line};
 
 /// Shipped models (trained on netlab; owned by the training issue).
@@ -112,6 +113,22 @@ pub struct SendOpts {
     pub decision_cache: Option<PathBuf>,
     /// Data connections the file is striped over (1 to 8, `streams.rs`).
     pub streams: u16,
+    /// The whole-transfer check; `None`: [`default_hash`].
+    pub hash: Option<HashAlgo>,
+}
+
+/// The check used when none is asked for: keyed BLAKE3 when both sides hold
+/// a pre-shared key (tamper-evident), else XXH3-128. Without a key the
+/// control connection is not authenticated, so whoever can change the data
+/// on the path can change the digest in the completion message too: BLAKE3
+/// would then guard only against accidents, which XXH3-128 detects at a
+/// fraction of the CPU (docs/results/datapath.md, "The integrity guarantee").
+pub fn default_hash(authenticated: bool) -> HashAlgo {
+    if authenticated {
+        HashAlgo::Blake3
+    } else {
+        HashAlgo::Xxh3
+    }
 }
 
 /// Outcome of a confirmed transfer.
@@ -124,7 +141,10 @@ pub struct SendReport {
     /// The receiver holds the whole file now, renamed into place.
     pub complete: bool,
     pub file_size: u64,
-    pub blake3: String,
+    /// The check used ("xxh3", "blake3", "blake3-keyed").
+    pub hash: &'static str,
+    /// Its digest of the range sent (hex), as the receiver confirmed it.
+    pub digest: String,
 }
 
 /// Wall-clock seconds since the Unix epoch: the decision cache's time base,
@@ -434,6 +454,20 @@ pub fn run(
         }
         (None, false) => None,
     };
+    // Keyed BLAKE3 whenever the receiver authenticates us (its key is ours);
+    // xxh3 is not offered then, so a keyed transfer is always tamper-evident.
+    let hash = match (opts.hash, &opts.key, ch.auth) {
+        (Some(HashAlgo::Xxh3), Some(_), true) => {
+            return Err(Error::invalid(
+                "--hash xxh3 with a pre-shared key: keyed transfers are checked with keyed BLAKE3 (xxh3 is not tamper-evident); drop --hash or use --hash blake3",
+            ))
+        }
+        (_, Some(k), true) => HashSpec {
+            algo: HashAlgo::Blake3,
+            key: Some(k.data_key(&ch.challenge, &nonce)),
+        },
+        (h, _, _) => HashSpec::plain(h.unwrap_or(default_hash(false))),
+    };
     let req = proto::Request {
         mac,
         size,
@@ -444,9 +478,10 @@ pub fn run(
         },
         name: Some(name),
         streams: n_streams,
+        hash: hash.algo,
     };
     write_line(&mut ctl_w, &proto::request_msg(&req))?;
-    let acc = proto::parse_accept(&read(&mut ctl_r, "answer")?).map_err(proto_err)?;
+    let acc = proto::parse_accept(&read(&mut ctl_r, "answer")?, hash.algo).map_err(proto_err)?;
     if let Some(k) = &opts.key {
         // Mutual: the file goes only to a receiver that holds the key too.
         let ok = acc
@@ -467,9 +502,10 @@ pub fn run(
         )));
     }
     // Resume only onto a prefix identical to ours.
-    let (n, prefix_state) = hash_state(path, 0, Some(offset))?;
-    let ours: [u8; 32] = *prefix_state.finalize().as_bytes();
-    if n != offset || ours != acc.prefix_blake3 {
+    // (With this transfer's hash and key: the prefix may have been written
+    // by a transfer that used another.)
+    let (n, prefix_state) = hash_state(path, 0, Some(offset), &hash)?;
+    if n != offset || prefix_state.finalize() != acc.prefix_digest {
         return Err(Error::invalid(format!(
             "the receiver's first {offset} bytes differ from {}'s; nothing was sent. Start over with --offset 0 (the receiver then replaces its partial file)",
             path.display()
@@ -536,13 +572,19 @@ pub fn run(
     // position the pump has handed to the socket (docs/results/datapath.md).
     let progress = Arc::new(AtomicU64::new(offset));
     let (hasher, ahead) = if n_streams == 1 {
-        let h = FollowHasher::start(path.to_path_buf(), offset, prefix_state, progress.clone())?;
+        let h = FollowHasher::start(
+            path.to_path_buf(),
+            offset,
+            prefix_state,
+            hash,
+            progress.clone(),
+        )?;
         (Some(h), None)
     } else {
         // Striped: the segments go out concurrently, so the hash reads the
         // whole range ahead of them; it is used only when every segment was
         // sent whole.
-        let h = super::streams::hash_ahead(path.to_path_buf(), offset, size, prefix_state);
+        let h = super::streams::hash_ahead(path.to_path_buf(), offset, size, prefix_state, hash);
         (None, Some(h))
     };
     let mut src =
@@ -703,8 +745,8 @@ pub fn run(
         &mut ctl_w,
         &proto::end_msg(&proto::End {
             sent: driver.bytes_sent,
-            blake3: range_sha,
-            file_blake3: file_sha,
+            digest: range_sha,
+            file_digest: file_sha,
         }),
     )?;
     // The receiver answers once every byte is on its disk and hashed.
@@ -712,24 +754,26 @@ pub fn run(
         .get_ref()
         .set_read_timeout(Some(Duration::from_secs(600)))
         .map_err(|e| Error::io("control read timeout", e))?;
-    let conf = proto::parse_confirm(&read(&mut ctl_r, "confirmation")?).map_err(proto_err)?;
-    let sha = proto::hex(&range_sha);
-    let confirmed = conf.ok && conf.received == driver.bytes_sent && conf.blake3 == range_sha;
-    let file_identical = confirmed && conf.file_size == end && conf.file_blake3 == file_sha;
+    let conf =
+        proto::parse_confirm(&read(&mut ctl_r, "confirmation")?, hash.algo).map_err(proto_err)?;
+    let sha = range_sha.hex();
+    let confirmed = conf.ok && conf.received == driver.bytes_sent && conf.digest == range_sha;
+    let file_identical = confirmed && conf.file_size == end && conf.file_digest == file_sha;
     if let Some(w) = log.out.as_mut() {
         let v = json!({"run": log.label, "kind": "done", "bytes": driver.bytes_sent,
             "next_offset": end, "confirmed": confirmed, "complete": conf.complete,
-            "blake3": sha, "file_identical": file_identical, "file_size": conf.file_size,
+            "hash": hash.label(), "digest": sha, "file_identical": file_identical, "file_size": conf.file_size,
             "end": driver.end, "stats": driver.stats});
         let _ = writeln!(w, "{v}");
         let _ = w.flush();
     }
     if !confirmed {
         return Err(Error::invalid(format!(
-            "the receiver did not confirm the transfer: it has {} of {} bytes, blake3 {} vs ours {sha}; it kept its verified prefix: resend with --resume",
+            "the receiver did not confirm the transfer: it has {} of {} bytes, {} {} vs ours {sha}; it kept its verified prefix: resend with --resume",
             conf.received,
             driver.bytes_sent,
-            proto::hex(&conf.blake3),
+            hash.label(),
+            conf.digest.hex(),
         )));
     }
     Ok(SendReport {
@@ -738,7 +782,8 @@ pub fn run(
         file_identical,
         complete: conf.complete,
         file_size: conf.file_size,
-        blake3: sha,
+        hash: hash.label(),
+        digest: sha,
     })
 }
 
