@@ -1,7 +1,7 @@
 //! Stable-Rust fuzz harness for everything a transfer peer sends: the control
 //! lines of protocol v4 (hello, challenge, request, accept, end, confirmation),
 //! the line reader that frames them, the data-connection preamble and the
-//! serve-mode name check, all from `cli/src/transfer/proto.rs` (included as is).
+//! serve-mode name check, all from `transfer/src/proto.rs` (included as is).
 //! Nothing may panic; an accepted message must re-encode to one that parses
 //! to the same value.
 //!
@@ -11,7 +11,7 @@
 
 #[path = "../../fuzz/common.rs"]
 mod fuzzing;
-#[path = "../src/transfer/proto.rs"]
+#[path = "../../transfer/src/proto.rs"]
 mod proto;
 
 use proto::*;

@@ -92,7 +92,7 @@ pub struct RecvOpts {
 }
 
 /// Outcome of one received transfer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RecvReport {
     pub peer: SocketAddr,
     pub path: PathBuf,
@@ -108,7 +108,12 @@ pub struct RecvReport {
     pub file_size: u64,
     /// The same hash over the whole file `[0, file_size)` (hex).
     pub file_digest: String,
+    #[serde(rename = "elapsed_s", serialize_with = "secs")]
     pub elapsed: Duration,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 /// A bound receiver (TCP listener + UDP echo responder on the same port).
@@ -268,6 +273,20 @@ fn fsync_dir(dir: &Path) -> std::io::Result<()> {
 impl Receiver {
     /// Bind the listener and start the echo responder.
     pub fn bind(opts: RecvOpts) -> Result<Receiver> {
+        let listener = TcpListener::bind(opts.listen).map_err(|e| {
+            Error::io(
+                format!("listen on {} (is another opsel recv running?)", opts.listen),
+                e,
+            )
+        })?;
+        Receiver::from_listener(listener, opts)
+    }
+
+    /// Serve on a listener the caller bound (`opts.listen` is not used).
+    /// The control connection and every data connection of a transfer
+    /// arrive on it. The UDP echo responder for the sender's RTT probe is
+    /// started on the same port.
+    pub fn from_listener(listener: TcpListener, opts: RecvOpts) -> Result<Receiver> {
         if let Target::Dir(d) = &opts.target {
             if !d.is_dir() {
                 return Err(Error::invalid(format!(
@@ -276,12 +295,6 @@ impl Receiver {
                 )));
             }
         }
-        let listener = TcpListener::bind(opts.listen).map_err(|e| {
-            Error::io(
-                format!("listen on {} (is another opsel recv running?)", opts.listen),
-                e,
-            )
-        })?;
         let local = listener
             .local_addr()
             .map_err(|e| Error::io("listener address", e))?;
