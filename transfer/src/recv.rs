@@ -327,6 +327,10 @@ impl Receiver {
         if let Some(e) = self.echo.take() {
             let _ = e.stop();
         }
+        // The accept loop polls; a listener the caller handed over
+        // (`from_listener`, a duplicated descriptor shares the flag) is left
+        // blocking, as listeners are by default.
+        let _ = self.listener.set_nonblocking(false);
         r
     }
 
