@@ -56,6 +56,45 @@ pub fn write_line(w: &mut impl Write, v: &Value) -> Result<()> {
         .map_err(|e| Error::io("write control message", e))
 }
 
+/// Clears `O_NONBLOCK` on a descriptor the caller handed over (a Node or
+/// other event-loop socket is non-blocking; the transfer's reads use
+/// timeouts and must block) and restores it when dropped. The flag belongs
+/// to the open file description, which every duplicate shares; the guard
+/// holds a duplicate of its own, so it restores the flag however the other
+/// descriptors are closed.
+pub(crate) struct Blocking {
+    fd: Option<(std::os::fd::OwnedFd, libc::c_int)>,
+}
+
+impl Blocking {
+    pub(crate) fn new(fd: std::os::fd::BorrowedFd<'_>) -> Blocking {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fcntl on a descriptor borrowed for this call.
+        let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        if flags < 0 || flags & libc::O_NONBLOCK == 0 {
+            return Blocking { fd: None };
+        }
+        let Ok(own) = fd.try_clone_to_owned() else {
+            return Blocking { fd: None };
+        };
+        // SAFETY: as above, on our own duplicate.
+        unsafe { libc::fcntl(own.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) };
+        Blocking {
+            fd: Some((own, flags)),
+        }
+    }
+}
+
+impl Drop for Blocking {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        if let Some((fd, flags)) = self.fd.take() {
+            // SAFETY: fcntl on our own open descriptor.
+            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) };
+        }
+    }
+}
+
 /// `N` bytes from the OS CSPRNG (challenges, nonces, tokens).
 pub fn random<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];

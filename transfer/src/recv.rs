@@ -282,11 +282,20 @@ impl Receiver {
         Receiver::from_listener(listener, opts)
     }
 
-    /// Serve on a listener the caller bound (`opts.listen` is not used).
-    /// The control connection and every data connection of a transfer
-    /// arrive on it. The UDP echo responder for the sender's RTT probe is
-    /// started on the same port.
+    /// Serve on a socket the caller bound (`opts.listen` is not used),
+    /// listening or not yet (it is made to listen). The control connection
+    /// and every data connection of a transfer arrive on it. The UDP echo
+    /// responder for the sender's RTT probe is started on the same port.
     pub fn from_listener(listener: TcpListener, opts: RecvOpts) -> Result<Receiver> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: listen(2) on a descriptor we own; on a listening socket it
+        // only sets the backlog.
+        if unsafe { libc::listen(listener.as_raw_fd(), 128) } != 0 {
+            return Err(Error::io(
+                "listen on the receiver's socket (a bound TCP socket is needed)",
+                std::io::Error::last_os_error(),
+            ));
+        }
         if let Target::Dir(d) = &opts.target {
             if !d.is_dir() {
                 return Err(Error::invalid(format!(
@@ -323,14 +332,17 @@ impl Receiver {
         on_bytes: Arc<dyn Fn(u64) + Send + Sync>,
         log: Arc<dyn Fn(&str) + Send + Sync>,
     ) -> Result<RecvReport> {
+        // The accept loop polls (non-blocking); a listener the caller handed
+        // over (`from_listener`; a duplicated descriptor shares the flag)
+        // gets its own flag back afterwards.
+        use std::os::fd::AsFd;
+        let restore = crate::Blocking::new(self.listener.as_fd());
         let r = self.serve_inner(on_bytes, log);
         if let Some(e) = self.echo.take() {
             let _ = e.stop();
         }
-        // The accept loop polls; a listener the caller handed over
-        // (`from_listener`, a duplicated descriptor shares the flag) is left
-        // blocking, as listeners are by default.
         let _ = self.listener.set_nonblocking(false);
+        drop(restore);
         r
     }
 

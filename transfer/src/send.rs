@@ -215,6 +215,9 @@ pub fn send_on(
             .unwrap_or_default(),
     };
     let n_streams = opts.streams;
+    // Blocking reads with timeouts on the caller's socket; its flag is
+    // restored on return.
+    let _blocking = crate::Blocking::new(ctl.as_fd());
     let to = ctl
         .peer_addr()
         .map_err(|e| Error::io("the control connection's peer address", e))?;
