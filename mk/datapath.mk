@@ -10,7 +10,8 @@
 #                   "xxh3 blake3" to run both in every round.
 #   bench-transfer-netlab  the same comparison through a netlab pipe (root):
 #                   100 and 800 Mbit/s, 20 ms RTT, one-BDP buffer, CUBIC;
-#                   BENCH_RUNS rounds; BENCH_NETLAB_RATES (Mbit/s, "100,800").
+#                   BENCH_RUNS rounds; BENCH_NETLAB_RATES (Mbit/s, "100,800");
+#                   BENCH_HASH as above (one hash).
 CARGO ?= cargo
 BENCH_SIZE_MB ?= 1024
 BENCH_RUNS ?= 3
@@ -28,5 +29,5 @@ bench-transfer: iperf3-dep
 	OPSEL=target/release/opsel SIZE_MB=$(BENCH_SIZE_MB) RUNS=$(BENCH_RUNS) DIR=$(BENCH_DIR) HASH="$(BENCH_HASH)" research/datapath/bench_transfer.sh
 
 bench-transfer-netlab: iperf3-dep
-	BENCH_NETLAB_RUNS=$(BENCH_RUNS) BENCH_NETLAB_RATES=$(BENCH_NETLAB_RATES) \
+	BENCH_NETLAB_RUNS=$(BENCH_RUNS) BENCH_NETLAB_RATES=$(BENCH_NETLAB_RATES) BENCH_HASH="$(BENCH_HASH)" \
 	  $(CARGO) test --release -p opsel-cli --test transfer_bench -- --ignored --nocapture

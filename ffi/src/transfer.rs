@@ -29,10 +29,7 @@ fn dup(fd: c_int) -> Result<OwnedFd, Fail> {
 }
 
 /// The spec from JSON text; NULL or "" = every default.
-fn spec<T: Default + serde::de::DeserializeOwned>(
-    p: *const c_char,
-    what: &str,
-) -> Result<T, Fail> {
+fn spec<T: Default + serde::de::DeserializeOwned>(p: *const c_char, what: &str) -> Result<T, Fail> {
     if p.is_null() || unsafe { utf8(p, what) }?.trim().is_empty() {
         return Ok(T::default());
     }

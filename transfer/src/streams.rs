@@ -233,6 +233,7 @@ pub(super) fn hash_ahead(
 /// Streams 1..N of a striped send: each runs the fixed-CCA loop over its
 /// segment on its own thread, starting with `cca` (stream 0's driver then
 /// sets every later CCA on them through [`follow_cca`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn_senders<'s>(
     sc: &'s std::thread::Scope<'s, '_>,
     conns: &'s [TcpStream],
