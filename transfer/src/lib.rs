@@ -23,6 +23,7 @@
 //! Entry points:
 //! * [`send_file`] / [`recv_file`]: one transfer, fixed CCA, specs as serde
 //!   structs ([`SendSpec`], [`RecvSpec`]) — what the bindings call;
+//!   [`send_reader`] sends from any `Read` of a known size;
 //! * [`send::send_on`] with a [`send::Drive`]: any way of pushing the bytes
 //!   (the CLI's OPS and DPS drivers), on a connected control socket;
 //! * [`recv::Receiver`]: a listener serving one transfer or many (`serve`).
@@ -45,7 +46,7 @@ use serde_json::Value;
 pub use proto::{Digest, HashAlgo, Key};
 pub use recv::{Limits, Receiver, RecvOpts, RecvReport, Target};
 pub use send::{Drive, FixedCca, SendOpts, SendReport};
-pub use spec::{recv_file, send_file, RecvSpec, SendSpec};
+pub use spec::{recv_file, send_file, send_reader, RecvSpec, SendSpec};
 
 /// Write one JSON message line.
 pub fn write_line(w: &mut impl Write, v: &Value) -> Result<()> {

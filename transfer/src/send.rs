@@ -4,7 +4,7 @@
 //! `proto.rs`). How the bytes are pushed onto the data connection is a
 //! [`Drive`]: a fixed CCA here ([`FixedCca`]), OPS or DPS in the CLI.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -203,10 +203,72 @@ pub fn send_on(
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<SendReport> {
-    let size = check(opts, drive)?;
+    send_impl(ctl, opts, None, drive, stop, on_event)
+}
+
+/// [`send_on`] from a reader instead of `opts.file`: the receiver is told
+/// `size` bytes; the bytes are hashed as the sending loop reads them (no
+/// second pass, so no resume: `opts.offset`, `resume`, `time_s` and
+/// `streams` > 1 are refused, and `opts.name` names the file for a serve
+/// directory). A reader that ends before `size` bytes is reported as a
+/// short transfer (the receiver keeps what arrived as a verified prefix);
+/// more than `size` is not read.
+pub fn send_reader_on(
+    ctl: TcpStream,
+    reader: &mut dyn Read,
+    size: u64,
+    opts: &SendOpts,
+    drive: &mut dyn Drive,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<SendReport> {
+    if opts.resume
+        || opts.offset.is_some_and(|o| o > 0)
+        || opts.time_s.is_some()
+        || opts.streams != 1
+    {
+        return Err(Error::invalid(
+            "sending from a reader: offset, resume, time_s and more than one stream need a file (the bytes are read once)",
+        ));
+    }
+    send_impl(ctl, opts, Some((reader, size)), drive, stop, on_event)
+}
+
+/// Hashes what the sending loop reads, counting it (the reader form of the
+/// sender's check: every byte read is sent before the loop ends at EOF).
+struct HashingReader<'a> {
+    inner: std::io::Take<&'a mut dyn Read>,
+    hash: crate::hashing::Hasher,
+    read: u64,
+}
+
+impl Read for HashingReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+fn send_impl(
+    ctl: TcpStream,
+    opts: &SendOpts,
+    reader: Option<(&mut dyn Read, u64)>,
+    drive: &mut dyn Drive,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<SendReport> {
     let path: &Path = &opts.file;
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::io(format!("open {} to send it", path.display()), e))?;
+    let (size, file, mut reader) = match reader {
+        None => {
+            let size = check(opts, drive)?;
+            let file = std::fs::File::open(path)
+                .map_err(|e| Error::io(format!("open {} to send it", path.display()), e))?;
+            (size, Some(file), None)
+        }
+        Some((r, size)) => (size, None, Some(r)),
+    };
     let name = match &opts.name {
         Some(n) => n.clone(),
         None => path
@@ -307,7 +369,10 @@ pub fn send_on(
     }
     // Resume only onto a prefix identical to ours (with this transfer's hash
     // and key: the prefix may have been written by a transfer that used another).
-    let (n, prefix_state) = hash_state(path, 0, Some(offset), &hash)?;
+    let (n, prefix_state) = match &file {
+        Some(_) => hash_state(path, 0, Some(offset), &hash)?,
+        None => (0, hash.hasher()),
+    };
     if n != offset || prefix_state.finalize() != acc.prefix_digest {
         return Err(Error::invalid(format!(
             "the receiver's first {offset} bytes differ from {}'s; nothing was sent. Start over with --offset 0 (the receiver then replaces its partial file)",
@@ -343,7 +408,14 @@ pub fn send_on(
     // on a second thread over the same page-cache bytes, following the
     // position the pump has handed to the socket (docs/results/datapath.md).
     let progress = Arc::new(AtomicU64::new(offset));
-    let (hasher, ahead) = if n_streams == 1 {
+    let mut hashing_reader = reader.take().map(|r| HashingReader {
+        inner: r.take(size),
+        hash: prefix_state.clone(),
+        read: 0,
+    });
+    let (hasher, ahead) = if hashing_reader.is_some() {
+        (None, None)
+    } else if n_streams == 1 {
         let h = FollowHasher::start(
             path.to_path_buf(),
             offset,
@@ -359,8 +431,13 @@ pub fn send_on(
         let h = crate::streams::hash_ahead(path.to_path_buf(), offset, size, prefix_state, hash);
         (None, Some(h))
     };
-    let mut src =
-        Source::File(FileSource::new(file.as_fd(), seg0_start, seg0_end)?.with_progress(&progress));
+    let mut src = match (&file, hashing_reader.as_mut()) {
+        (Some(f), _) => {
+            Source::File(FileSource::new(f.as_fd(), seg0_start, seg0_end)?.with_progress(&progress))
+        }
+        (None, Some(r)) => Source::Reader(r),
+        (None, None) => unreachable!("a file or a reader"),
+    };
     drive.accepted(offset, size);
     let first_cca = drive.first_cca();
     let extra_cfg = DriverConfig {
@@ -427,18 +504,24 @@ pub fn send_on(
     data.shutdown(Shutdown::Write)
         .map_err(|e| Error::io("shut down the data connection", e))?;
     let end = offset + driver.bytes_sent;
-    let (hashed, range_sha, file_sha) = match (hasher, ahead) {
-        (Some(h), _) => h.finish(end)?,
-        (None, Some(h)) => h
+    let (hashed, range_sha, file_sha) = match (hasher, ahead, hashing_reader) {
+        (Some(h), _, _) => h.finish(end)?,
+        (None, Some(h), _) => h
             .join()
             .unwrap_or_else(|_| Err(Error::invalid("the hashing thread failed")))?,
-        (None, None) => unreachable!("one of the two hashers runs"),
+        // From a reader the offset is 0: the range is the whole file.
+        (None, None, Some(r)) => (r.read, r.hash.finalize(), r.hash.finalize()),
+        (None, None, None) => unreachable!("one of the hashers runs"),
     };
     if hashed != end {
-        return Err(Error::invalid(format!(
-            "{} changed while it was sent: could re-read only {hashed} of {end} bytes",
-            path.display(),
-        )));
+        return Err(Error::invalid(if file.is_some() {
+            format!(
+                "{} changed while it was sent: could re-read only {hashed} of {end} bytes",
+                path.display(),
+            )
+        } else {
+            format!("the sending stopped with {hashed} bytes read from the reader but {end} sent")
+        }));
     }
     write_line(
         &mut ctl_w,

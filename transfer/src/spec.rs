@@ -176,6 +176,21 @@ pub fn send_file(
     send_on(ctl, &opts, &mut FixedCca(cca), stop, on_event)
 }
 
+/// [`send_file`] from a reader of `size` bytes instead of a file
+/// (`send::send_reader_on`: no offset, resume, time limit or striping; the
+/// spec's `name` names the file for a serve directory).
+pub fn send_reader(
+    ctl: TcpStream,
+    reader: &mut dyn std::io::Read,
+    size: u64,
+    spec: &SendSpec,
+    stop: &AtomicBool,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<SendReport> {
+    let (opts, cca) = spec.to_opts(Path::new(""))?;
+    crate::send::send_reader_on(ctl, reader, size, &opts, &mut FixedCca(cca), stop, on_event)
+}
+
 /// Receive one transfer into `path` on `listener` (bound by the caller; the
 /// sender's control and data connections both arrive there); returns after
 /// the first verified transfer. Failed attempts in between are dropped and

@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
-use opsel_transfer::{recv_file, send_file, RecvSpec, SendSpec};
+use opsel_transfer::{recv_file, send_file, send_reader, RecvSpec, SendSpec};
 
 struct TempDir(PathBuf);
 impl TempDir {
@@ -110,4 +110,69 @@ fn a_bad_spec_fails_before_anything_is_sent() {
         0,
         "nothing sent"
     );
+}
+
+/// A reader instead of a file: the bytes are hashed as the sending loop
+/// reads them; a reader shorter than announced leaves a verified prefix.
+#[test]
+fn a_reader_is_sent_and_a_short_one_leaves_a_verified_prefix() {
+    let d = TempDir::new("reader");
+    let bytes = data(1_234_567);
+    for (hash, announced) in [("xxh3", 1_234_567u64), ("blake3", 2_000_000)] {
+        let dst = d.0.join(format!("dst-{hash}.bin"));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let out = dst.clone();
+        let rx = std::thread::spawn(move || {
+            let spec = RecvSpec::from_json(r#"{"idle_s": 10, "accept_timeout_s": 20}"#).unwrap();
+            recv_file(listener, &out, &spec)
+        });
+        let spec = SendSpec::from_json(&format!(r#"{{"hash": "{hash}"}}"#)).unwrap();
+        let mut r = std::io::Cursor::new(bytes.clone());
+        let sent = send_reader(
+            TcpStream::connect(addr).unwrap(),
+            &mut r,
+            announced,
+            &spec,
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
+        .unwrap();
+        let got = rx.join().unwrap().unwrap();
+        assert_eq!(sent.driver.bytes_sent, 1_234_567, "{hash}");
+        assert_eq!(sent.digest, got.digest, "{hash}");
+        assert!(got.verified, "{hash}: {got:?}");
+        let want = match hash {
+            "xxh3" => format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&bytes)),
+            _ => blake3::hash(&bytes).to_hex().to_string(),
+        };
+        assert_eq!(sent.digest, want, "{hash}");
+        if announced == bytes.len() as u64 {
+            assert!(sent.complete && got.complete);
+            assert_eq!(std::fs::read(&dst).unwrap(), bytes);
+        } else {
+            // 1 234 567 of 2 000 000 bytes: verified, kept as the part file
+            // for a resume, the destination not created.
+            assert!(!sent.complete && !got.complete);
+            assert!(!dst.exists());
+            assert_eq!(std::fs::read(&got.path).unwrap(), bytes);
+        }
+    }
+    // A reader cannot resume or stripe: refused before anything is sent.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let spec = SendSpec {
+        resume: true,
+        ..SendSpec::default()
+    };
+    let e = send_reader(
+        TcpStream::connect(listener.local_addr().unwrap()).unwrap(),
+        &mut std::io::empty(),
+        10,
+        &spec,
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("reader"), "{e}");
 }
