@@ -633,6 +633,20 @@ export interface Burst {
   meanRttMs?: number
   lost: number
 }
+/**
+ * Send the file at `path` over `fd` (a connected TCP socket) to an opsel
+ * receiver; resolves to the report once the receiver confirmed every byte
+ * and its digest. `spec`: `{cca, hash: "xxh3"|"blake3", offset, resume,
+ * name, streams, timeS, intervalS, key}`, every field optional.
+ */
+export declare function sendFile(fd: number, path: string, spec?: Record<string, any> | string): Promise<Record<string, any>>
+/**
+ * Receive one transfer into `path` on `fd` (a listening TCP socket; the
+ * sender's control and data connections arrive there); resolves to the
+ * report after the first verified transfer. `spec`: `{force, append,
+ * maxSize, handshakeS, idleS, acceptTimeoutS, key}`, every field optional.
+ */
+export declare function recvFile(fd: number, path: string, spec?: Record<string, any> | string): Promise<Record<string, any>>
 /** Version of the opsel core this binding was built with. */
 export declare function version(): string
 /** ML multi-rate estimator (001 Ch 6): tree regressor on FFT-magnitude features. */

@@ -310,7 +310,7 @@ if (!nativeBinding) {
   throw new Error(`Failed to load native binding`)
 }
 
-const { bweEstimate, bweDecideSingleRate, bweTrend, bweBaseline, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, DpsAgent, FairManager, dtwDistance, FastProbModel, FastProbe, AlphaIdentifier, QosPlan, DecisionCache, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, OpsDriver, sendFixed, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, version } = nativeBinding
+const { bweEstimate, bweDecideSingleRate, bweTrend, bweBaseline, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, DpsAgent, FairManager, dtwDistance, FastProbModel, FastProbe, AlphaIdentifier, QosPlan, DecisionCache, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, OpsDriver, sendFixed, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, sendFile, recvFile, version } = nativeBinding
 
 module.exports.bweEstimate = bweEstimate
 module.exports.bweDecideSingleRate = bweDecideSingleRate
@@ -352,4 +352,6 @@ module.exports.ProbeReceiver = ProbeReceiver
 module.exports.IcmpProber = IcmpProber
 module.exports.UdpEchoProber = UdpEchoProber
 module.exports.UdpEchoResponder = UdpEchoResponder
+module.exports.sendFile = sendFile
+module.exports.recvFile = recvFile
 module.exports.version = version

@@ -1,7 +1,7 @@
 //! Stable-Rust fuzz harness for everything a transfer peer sends: the control
-//! lines of protocol v3 (hello, challenge, request, accept, end, confirmation),
+//! lines of protocol v4 (hello, challenge, request, accept, end, confirmation),
 //! the line reader that frames them, the data-connection preamble and the
-//! serve-mode name check, all from `cli/src/transfer/proto.rs` (included as is).
+//! serve-mode name check, all from `transfer/src/proto.rs` (included as is).
 //! Nothing may panic; an accepted message must re-encode to one that parses
 //! to the same value.
 //!
@@ -11,7 +11,7 @@
 
 #[path = "../../fuzz/common.rs"]
 mod fuzzing;
-#[path = "../src/transfer/proto.rs"]
+#[path = "../../transfer/src/proto.rs"]
 mod proto;
 
 use proto::*;
@@ -35,6 +35,7 @@ fn seeds() -> Vec<Vec<u8>> {
             offset: Some(4096),
             name: Some("data.tar".into()),
             streams: 1,
+            hash: HashAlgo::Blake3,
         }),
         request_msg(&Request {
             mac: None,
@@ -42,25 +43,31 @@ fn seeds() -> Vec<Vec<u8>> {
             offset: None,
             name: None,
             streams: 1,
+            hash: HashAlgo::Xxh3,
         }),
         accept_msg(&Accept {
             token: [4; TOKEN_LEN],
             offset: 7,
-            prefix_blake3: [5; 32],
+            prefix_digest: Digest::new(&[5; 32]),
             proof: Some([6; 32]),
             streams: 1,
         }),
         end_msg(&End {
             sent: 99,
-            blake3: [7; 32],
-            file_blake3: [8; 32],
+            digest: Digest::new(&[7; 32]),
+            file_digest: Digest::new(&[8; 32]),
+        }),
+        end_msg(&End {
+            sent: 99,
+            digest: Digest::new(&[7; 16]),
+            file_digest: Digest::new(&[8; 16]),
         }),
         confirm_msg(&Confirm {
             ok: true,
             received: 99,
-            blake3: [7; 32],
+            digest: Digest::new(&[7; 16]),
             file_size: 106,
-            file_blake3: [8; 32],
+            file_digest: Digest::new(&[8; 16]),
             complete: false,
         }),
         refusal_msg("busy"),
@@ -107,14 +114,20 @@ fn run(input: &[u8]) {
             }
         }
     }
-    if let Ok(a) = parse_accept(line) {
-        assert_eq!(parse_accept(accept_msg(&a).to_string().as_bytes()), Ok(a));
-    }
-    if let Ok(e) = parse_end(line) {
-        assert_eq!(parse_end(end_msg(&e).to_string().as_bytes()), Ok(e));
-    }
-    if let Ok(c) = parse_confirm(line) {
-        assert_eq!(parse_confirm(confirm_msg(&c).to_string().as_bytes()), Ok(c));
+    for h in [HashAlgo::Blake3, HashAlgo::Xxh3] {
+        if let Ok(a) = parse_accept(line, h) {
+            assert_eq!(a.prefix_digest.as_bytes().len(), h.digest_len());
+            let again = parse_accept(accept_msg(&a).to_string().as_bytes(), h);
+            assert_eq!(again, Ok(a));
+        }
+        if let Ok(e) = parse_end(line, h) {
+            assert_eq!(e.digest.as_bytes().len(), h.digest_len());
+            assert_eq!(parse_end(end_msg(&e).to_string().as_bytes(), h), Ok(e));
+        }
+        if let Ok(c) = parse_confirm(line, h) {
+            let again = parse_confirm(confirm_msg(&c).to_string().as_bytes(), h);
+            assert_eq!(again, Ok(c));
+        }
     }
     if input.len() >= PREAMBLE_LEN {
         if let Ok((t, i)) = parse_preamble(&input[..PREAMBLE_LEN]) {

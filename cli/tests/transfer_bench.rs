@@ -12,7 +12,8 @@
 //! ```
 //!
 //! `BENCH_NETLAB_RUNS` (default 3) rounds per rate; `BENCH_NETLAB_RATES`
-//! (Mbit/s, comma-separated, default "100,800").
+//! (Mbit/s, comma-separated, default "100,800"); `BENCH_HASH` (opsel's
+//! transfer check, `xxh3` or `blake3`; default: opsel's, xxh3).
 
 mod common;
 
@@ -146,6 +147,10 @@ fn opsel_run(
     wait_listen(&lab.receiver_ns[0], port);
     let mut args = vec![BIN, "send", "--to", &addr, "--file", src.to_str().unwrap()];
     args.extend_from_slice(send_args);
+    let hash = std::env::var("BENCH_HASH").ok();
+    if let Some(h) = &hash {
+        args.extend(["--hash", h.as_str()]);
+    }
     let t0 = Instant::now();
     let tx = in_ns(&lab.sender_ns[0], &ttx, &args).spawn().unwrap();
     let (ok_tx, out_tx) = common::wait_within(tx, Duration::from_secs(300));

@@ -133,13 +133,18 @@ impl Raw {
     }
     fn hello(addr: &str) -> (Raw, Value) {
         let mut c = Raw::connect(addr);
-        c.send(&json!({"hello": "opsel-transfer", "version": 3, "nonce": "00112233445566778899aabbccddeeff"}));
+        c.send(&json!({"hello": "opsel-transfer", "version": 4, "nonce": "00112233445566778899aabbccddeeff"}));
         let ch = c.line().expect("a challenge");
         (c, ch)
     }
-    /// Hello + request; returns the receiver's answer.
-    fn request(addr: &str, req: Value) -> (Raw, Value) {
+    /// Hello + request; returns the receiver's answer. A request without a
+    /// `hash` asks for xxh3 (protocol v4 requires one; its absence is a
+    /// proto unit test).
+    fn request(addr: &str, mut req: Value) -> (Raw, Value) {
         let (mut c, _) = Raw::hello(addr);
+        if let Some(m) = req.as_object_mut() {
+            m.entry("hash").or_insert(json!("xxh3"));
+        }
         c.send(&req);
         let a = c.line().unwrap_or(Value::Null);
         (c, a)
@@ -166,7 +171,7 @@ impl Raw {
 fn data_conn(addr: &str, token_hex: &str) -> TcpStream {
     let mut d = TcpStream::connect(addr).unwrap();
     let mut p = Vec::from(*b"OPSD");
-    p.extend_from_slice(&[3, 0, 0, 0]);
+    p.extend_from_slice(&[4, 0, 0, 0]);
     for i in 0..16 {
         p.push(u8::from_str_radix(&token_hex[2 * i..2 * i + 2], 16).unwrap());
     }
@@ -234,7 +239,7 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
     let mut c = Raw::connect(&addr);
     let t = Instant::now();
     let mut dropped = false;
-    for b in br#"{"hello":"opsel-transfer","version":3,"nonce":"00"#.iter() {
+    for b in br#"{"hello":"opsel-transfer","version":4,"nonce":"00"#.iter() {
         if c.s.write_all(&[*b]).is_err() {
             dropped = true;
             break;
@@ -266,7 +271,15 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
     let r = c.line().expect("a refusal");
     assert_eq!(r["ok"], false);
     let e = r["error"].as_str().unwrap();
-    assert!(e.contains("version 3") && e.contains("version 1"), "{e}");
+    assert!(e.contains("version 4") && e.contains("version 1"), "{e}");
+    // 7b. A version-3 sender (BLAKE3 only, before the hash was negotiated):
+    // refused the same way, naming both versions.
+    let mut c = Raw::connect(&addr);
+    c.send(&json!({"hello": "opsel-transfer", "version": 3, "nonce": "00112233445566778899aabbccddeeff"}));
+    let r = c.line().expect("a refusal");
+    assert_eq!(r["ok"], false);
+    let e = r["error"].as_str().unwrap();
+    assert!(e.contains("version 4 and the sender version 3"), "{e}");
     // 8. A valid hello, then gone.
     let (c, ch) = Raw::hello(&addr);
     assert_eq!(ch["auth"], "none");
@@ -351,7 +364,7 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
         "not an opsel sender",
         "longer than 4096",
         "not JSON",
-        "refused: this receiver speaks opsel-transfer protocol version 3",
+        "refused: this receiver speaks opsel-transfer protocol version 4",
         "dropped before its request",
         "--max-size",
         "belongs to no transfer",
@@ -393,8 +406,9 @@ fn a_second_sender_is_refused_without_disturbing_the_first() {
     // The first one completes and is verified.
     d1.write_all(&data[100_000..]).unwrap();
     drop(d1);
-    let sha = |b: &[u8]| blake3::hash(b).to_hex().to_string();
-    c.send(&json!({"end": 300_000, "blake3": sha(&data), "file_blake3": sha(&data)}));
+    // Raw::request asked for xxh3: the canonical XXH3-128 (`xxhsum -H2`).
+    let x = |b: &[u8]| format!("{:032x}", xxhash_rust::xxh3::xxh3_128(b));
+    c.send(&json!({"end": 300_000, "digest": x(&data), "file_digest": x(&data)}));
     let conf = c.line().expect("a confirmation");
     assert_eq!(
         (conf["ok"].clone(), conf["complete"].clone()),
@@ -768,12 +782,12 @@ fn a_receiver_fed_mutated_sessions_keeps_serving() {
     let dst = d.0.join("dst.bin");
     let addr = format!("127.0.0.1:{}", free_port());
     let rx = fast_recv(&addr, &dst, &[], None);
-    let hello = json!({"hello": "opsel-transfer", "version": 3, "nonce": "00112233445566778899aabbccddeeff"});
+    let hello = json!({"hello": "opsel-transfer", "version": 4, "nonce": "00112233445566778899aabbccddeeff"});
     let seeds: Vec<Vec<u8>> = [
         hello.clone(),
-        json!({"size": 1000, "offset": 0, "name": "x", "streams": 1}),
-        json!({"size": 1000}),
-        json!({"end": 10, "blake3": "00", "file_blake3": "11"}),
+        json!({"size": 1000, "offset": 0, "name": "x", "streams": 1, "hash": "xxh3"}),
+        json!({"size": 1000, "hash": "blake3"}),
+        json!({"end": 10, "digest": "00", "file_digest": "11"}),
     ]
     .iter()
     .map(|v| v.to_string().into_bytes())
@@ -829,7 +843,7 @@ fn a_receiver_fed_mutated_sessions_keeps_serving() {
 fn striped_data_conn(addr: &str, token_hex: &str, stream: u16) -> TcpStream {
     let mut d = TcpStream::connect(addr).unwrap();
     let mut p = Vec::from(*b"OPSD");
-    p.extend_from_slice(&[3, 0]);
+    p.extend_from_slice(&[4, 0]);
     p.extend_from_slice(&stream.to_be_bytes());
     for i in 0..16 {
         p.push(u8::from_str_radix(&token_hex[2 * i..2 * i + 2], 16).unwrap());
@@ -937,5 +951,189 @@ fn striped_transfers_and_a_dead_stream_then_resume() {
     assert!(
         out_rx.contains("stripes over 2 data connections (indices 0 to 1)"),
         "{out_rx}"
+    );
+}
+
+/// A digest as protocol v4 writes it: XXH3-128 in its canonical form
+/// (`xxhsum -H2`) or BLAKE3 (`b3sum`).
+fn digest(hash: &str, b: &[u8]) -> String {
+    match hash {
+        "xxh3" => format!("{:032x}", xxhash_rust::xxh3::xxh3_128(b)),
+        "blake3" => blake3::hash(b).to_hex().to_string(),
+        other => panic!("no hash {other}"),
+    }
+}
+
+/// Wait until `p` has `len` bytes (the receiver keeps a part file after a
+/// sender vanished).
+fn wait_len(p: &Path, len: u64) {
+    let t = Instant::now();
+    while std::fs::metadata(p).ok().map(|m| m.len()) != Some(len) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{} never held {len} bytes",
+            p.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// With each hash: a byte changed in flight is caught (nothing renamed, the
+/// receiver's digest is that of what arrived), and a prefix written under
+/// one hash is resumed under the other (the prefix is re-hashed with the
+/// resume's hash on both sides).
+#[test]
+fn each_hash_catches_a_changed_byte_and_resumes_the_others_prefix() {
+    let d = TempDir::new("hashes");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 400_000, 11);
+    for (first, second) in [("xxh3", "blake3"), ("blake3", "xxh3")] {
+        let dst = d.0.join(format!("dst-{first}.bin"));
+        let part = d.0.join(format!(".dst-{first}.bin.opsel-part"));
+        let addr = format!("127.0.0.1:{}", free_port());
+        let rx = fast_recv(&addr, &dst, &[], None);
+
+        // 1. One bit flipped on the data connection; the completion message
+        //    carries the digests of the true file.
+        let (mut c, a) = Raw::request(&addr, json!({"size": 400_000, "offset": 0, "hash": first}));
+        assert_eq!(a["ok"], true, "{a}");
+        assert_eq!(a["prefix_digest"], digest(first, b""), "{a}");
+        let mut bad = data.clone();
+        bad[123_456] ^= 0x04;
+        let mut d1 = data_conn(&addr, a["token"].as_str().unwrap());
+        d1.write_all(&bad).unwrap();
+        drop(d1);
+        let good = digest(first, &data);
+        c.send(&json!({"end": 400_000, "digest": good, "file_digest": good}));
+        let conf = c.line().expect("a confirmation");
+        assert_eq!(conf["ok"], false, "{first}: {conf}");
+        assert_eq!(conf["complete"], false, "{first}: {conf}");
+        assert_eq!(conf["digest"], digest(first, &bad), "{first}: {conf}");
+        drop(c);
+        assert!(!dst.exists(), "{first}: a corrupted file was renamed");
+        assert!(!part.exists(), "{first}: unverified bytes were kept");
+
+        // 2. A prefix under `first`: 150 000 bytes, then the sender vanishes.
+        let (c, a) = Raw::request(&addr, json!({"size": 400_000, "offset": 0, "hash": first}));
+        let mut d1 = data_conn(&addr, a["token"].as_str().unwrap());
+        d1.write_all(&data[..150_000]).unwrap();
+        drop(d1);
+        drop(c);
+        wait_len(&part, 150_000);
+
+        // 3. `opsel send --resume --hash second` completes it.
+        let tx = spawn(
+            &[
+                "send",
+                "--to",
+                &addr,
+                "--file",
+                &s(&src),
+                "--resume",
+                "--hash",
+                second,
+            ],
+            None,
+        );
+        let (ok, out) = tx.finish(Duration::from_secs(20), "send --resume");
+        assert!(ok && out.contains("byte-identical"), "{out}");
+        // The sender reports the resumed range's digest in the second hash.
+        let want = format!("{second} {}", digest(second, &data[150_000..]));
+        assert!(out.contains(&want), "{want} not in {out}");
+        let (ok, out) = rx.finish(Duration::from_secs(10), "recv");
+        assert!(ok && out.contains("from offset 150000"), "{out}");
+        assert!(
+            out.contains(&digest(second, &data)),
+            "whole-file digest: {out}"
+        );
+        assert_eq!(std::fs::read(&dst).unwrap(), data);
+        assert!(!part.exists());
+    }
+}
+
+/// With a pre-shared key the check is keyed BLAKE3: the sender does not
+/// offer xxh3, the receiver refuses a key holder that asks for it, and the
+/// default transfer's digest is a keyed one (not the file's plain BLAKE3).
+#[test]
+fn a_keyed_transfer_is_checked_with_keyed_blake3_only() {
+    use hmac::{Hmac, KeyInit, Mac};
+    let d = TempDir::new("keyedhash");
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, 200_000, 12);
+    let dst = d.0.join("dst.bin");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &[], Some(KEY));
+
+    let tx = spawn(
+        &["send", "--to", &addr, "--file", &s(&src), "--hash", "xxh3"],
+        Some(KEY),
+    );
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send --hash xxh3 with a key");
+    assert!(!ok && out.contains("keyed BLAKE3"), "{out}");
+
+    // A hand-made key holder asking for xxh3: authenticated, then refused.
+    let nonce = "00112233445566778899aabbccddeeff";
+    let (mut c, ch) = Raw::hello(&addr);
+    assert_eq!(ch["auth"], "hmac-sha256", "{ch}");
+    let unhex = |h: &str| -> Vec<u8> {
+        (0..h.len() / 2)
+            .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap())
+            .collect()
+    };
+    let mut m = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(KEY.as_bytes()).unwrap();
+    m.update(b"opsel-transfer v4 sender");
+    m.update(&unhex(ch["challenge"].as_str().unwrap()));
+    m.update(&unhex(nonce));
+    let mac: String = m
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    c.send(&json!({"mac": mac, "size": 200_000, "offset": 0, "hash": "xxh3"}));
+    let a = c.line().expect("a refusal");
+    assert_eq!(a["ok"], false, "{a}");
+    let e = a["error"].as_str().unwrap();
+    assert!(e.contains("keyed BLAKE3") && e.contains("xxh3"), "{e}");
+    drop(c);
+
+    // The default with a key: keyed BLAKE3.
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], Some(KEY));
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send with the key");
+    assert!(ok && out.contains("blake3-keyed"), "{out}");
+    assert!(!out.contains(&digest("blake3", &data)), "{out}");
+    let (ok, out) = rx.finish(Duration::from_secs(10), "recv");
+    assert!(ok && out.contains("blake3-keyed"), "{out}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+}
+
+/// A receiver of protocol version 3 (BLAKE3 only, before the hash was
+/// negotiated) answers a v4 hello with its refusal: the sender shows it,
+/// naming both versions, and sends nothing.
+#[test]
+fn a_version_3_receiver_is_named_by_the_sender() {
+    let d = TempDir::new("v3peer");
+    let src = d.0.join("src.bin");
+    write_file(&src, 1000, 13);
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let peer = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut hello = String::new();
+        r.read_line(&mut hello).unwrap();
+        // What a v3 build answers (its `version_refusal`).
+        let refusal = json!({"ok": false, "error": "this receiver speaks opsel-transfer protocol version 3 and the sender version 4; run the same opsel release on both hosts"});
+        (&s).write_all(format!("{refusal}\n").as_bytes()).unwrap();
+        hello
+    });
+    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
+    let (ok, out) = tx.finish(Duration::from_secs(20), "send to a v3 receiver");
+    let hello: Value = serde_json::from_str(&peer.join().unwrap()).unwrap();
+    assert_eq!(hello["version"], 4, "{hello}");
+    assert!(
+        !ok && out.contains("version 3") && out.contains("version 4"),
+        "{out}"
     );
 }

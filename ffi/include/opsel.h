@@ -2782,6 +2782,42 @@ opsel_status opsel_udp_echo_responder_stop(opsel_udp_echo_responder *responder,
  */
 void opsel_udp_echo_responder_free(opsel_udp_echo_responder *responder);
 
+/**
+ * Send the file at `path` over `fd`, a connected TCP socket to an opsel
+ * receiver (`opsel recv`, `opsel serve`, `opsel_transfer_recv_fd()`), and
+ * block until the receiver confirmed every byte and its digest. Data
+ * connections go to the address `fd` is connected to. `spec_json`: the
+ * send spec, e.g. `{"hash":"blake3","cca":"cubic"}` (fields cca, hash,
+ * offset, resume, name, streams, time_s, interval_s, key; NULL = defaults:
+ * CUBIC, XXH3-128 or keyed BLAKE3 with a key). On success `*report_json`
+ * (if `report_json` is not NULL) receives the report as JSON, released with
+ * `opsel_string_free()`; on failure it is set to NULL.
+ * Errors: INVALID_INPUT (a bad spec or descriptor, the transfer refused or
+ * not confirmed), IO (the file, the connection), NULL_POINTER (`path`).
+ * Thread-safety: any thread; blocks for the whole transfer.
+ */
+opsel_status opsel_transfer_send_fd(int fd,
+                                    const char *path,
+                                    const char *spec_json,
+                                    char **report_json);
+
+/**
+ * Receive one transfer into `path` on `fd`, a bound (or listening) TCP
+ * socket: the sender's control and data connections arrive there. Blocks
+ * until the first verified transfer (failed attempts in between are
+ * dropped). `spec_json`: the receive spec (fields force, append, max_size,
+ * handshake_s, idle_s, accept_timeout_s, key; NULL = defaults). On success
+ * `*report_json` (if not NULL) receives the report as JSON, released with
+ * `opsel_string_free()`; on failure it is set to NULL.
+ * Errors: INVALID_INPUT (a bad spec or descriptor), IO (listening, the
+ * accept timeout), NULL_POINTER (`path`).
+ * Thread-safety: any thread; blocks for the whole transfer.
+ */
+opsel_status opsel_transfer_recv_fd(int fd,
+                                    const char *path,
+                                    const char *spec_json,
+                                    char **report_json);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

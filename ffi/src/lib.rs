@@ -36,6 +36,8 @@ pub mod ops;
 pub mod ops_driver;
 #[cfg(target_os = "linux")]
 pub mod sys;
+#[cfg(target_os = "linux")]
+pub mod transfer;
 
 pub use bwe::*;
 #[cfg(target_os = "linux")]
@@ -52,6 +54,8 @@ pub use ops::*;
 pub use ops_driver::*;
 #[cfg(target_os = "linux")]
 pub use sys::*;
+#[cfg(target_os = "linux")]
+pub use transfer::*;
 
 use std::ffi::c_char;
 

@@ -11,6 +11,9 @@
 #           fixed = --cca cubic; ops = --ops --pattern passive --initial-cca
 #           cubic (the OPS driver attached: RTT prober, TCP_NOTSENT_LOWAT; a
 #           1 GiB loopback transfer ends before the first 1 Hz window fills)
+#   HASH    opsel's whole-transfer check(s), each run in every round with
+#           every mode (default "xxh3"; e.g. "xxh3 blake3" to compare them
+#           in the same rounds): passed as `opsel send --hash`
 #   SIZE_MB file size in MiB (default 1024)
 #   RUNS    runs of each tool (default 3)
 #   DIR     a tmpfs directory for source and destination (default /dev/shm)
@@ -19,6 +22,7 @@ OPSEL=${OPSEL:-target/release/opsel}
 SIZE_MB=${SIZE_MB:-1024}
 RUNS=${RUNS:-3}
 MODES=${MODES:-fixed ops}
+HASH=${HASH:-xxh3}
 DIR=${DIR:-/dev/shm}
 command -v /usr/bin/time >/dev/null || { echo "/usr/bin/time not found: apt-get install -y time" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "iperf3 not found: apt-get install -y iperf3" >&2; exit 1; }
@@ -52,14 +56,14 @@ send_args() {
   esac
 }
 
-opsel_run() { # mode
+opsel_run() { # mode hash
   rm -f "$work/dst.bin"
   /usr/bin/time -f "%U %S" -o "$work/recv.time" "$OPSEL" recv --listen 127.0.0.1:$port --out "$work/dst.bin" --timeout 60 >"$work/recv.log" 2>&1 &
   local rp=$!; pids+=("$rp")
   for _ in $(seq 100); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.02; done
   local t0; t0=$(now)
   # shellcheck disable=SC2046
-  /usr/bin/time -f "%U %S" -o "$work/send.time" "$OPSEL" send --to 127.0.0.1:$port --file "$src" $(send_args "$1") >"$work/send.log" 2>&1
+  /usr/bin/time -f "%U %S" -o "$work/send.time" "$OPSEL" send --to 127.0.0.1:$port --file "$src" --hash "$2" $(send_args "$1") >"$work/send.log" 2>&1
   local t1; t1=$(now)
   wait "$rp"
   cmp -s "$src" "$work/dst.bin" || { echo "opsel: destination differs from the source" >&2; exit 1; }
@@ -86,8 +90,10 @@ loads=()
 for r in $(seq "$RUNS"); do
   line="run $r:"
   for m in $MODES; do
-    res[$m]+="$(opsel_run "$m")"$'\n'; port=$((port + 1))
-    line+=" opsel $m $(echo "${res[$m]}" | sed '/^$/d' | tail -1 | cut -d' ' -f1) Gbit/s,"
+    for h in $HASH; do
+      res[$m/$h]+="$(opsel_run "$m" "$h")"$'\n'; port=$((port + 1))
+      line+=" opsel $m $h $(echo "${res[$m/$h]}" | sed '/^$/d' | tail -1 | cut -d' ' -f1) Gbit/s,"
+    done
   done
   i+=("$(iperf_run)"); port=$((port + 1))
   loads+=("$(cut -d' ' -f1 /proc/loadavg)")
@@ -98,8 +104,13 @@ ic=$(printf '%s\n' "${i[@]}")
 im=$(col "$ic" 1)
 echo "file $bytes bytes, $RUNS runs each, medians (CPU = user + system seconds per Gbit moved):"
 echo "  iperf3 -F   $im Gbit/s, CPU sender $(col "$ic" 2) receiver $(col "$ic" 3)"
+ic_cpu=$(echo "$(col "$ic" 2) + $(col "$ic" 3)" | bc)
 for m in $MODES; do
-  om=$(col "${res[$m]}" 1)
-  echo "  opsel $m $om Gbit/s, CPU sender $(col "${res[$m]}" 2) receiver $(col "${res[$m]}" 3), ratio to iperf3 -F $(echo "scale=3; $om / $im" | bc)"
+  for h in $HASH; do
+    r=${res[$m/$h]}
+    om=$(col "$r" 1)
+    oc=$(echo "$(col "$r" 2) + $(col "$r" 3)" | bc)
+    echo "  opsel $m --hash $h  $om Gbit/s, CPU sender $(col "$r" 2) receiver $(col "$r" 3), ratio to iperf3 -F $(echo "scale=3; $om / $im" | bc), CPU both sides $(echo "scale=2; $oc / $ic_cpu" | bc)x iperf3's"
+  done
 done
 echo "load (1 min) during the runs: median $(printf '%s\n' "${loads[@]}" | median), range $(printf '%s\n' "${loads[@]}" | sort -g | head -1)-$(printf '%s\n' "${loads[@]}" | sort -g | tail -1); cores $(nproc)"

@@ -22,6 +22,8 @@ mod ops;
 mod ops_driver;
 #[cfg(target_os = "linux")]
 mod sys;
+#[cfg(target_os = "linux")]
+mod transfer;
 
 use napi_derive::napi;
 

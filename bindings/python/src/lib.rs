@@ -19,6 +19,8 @@ mod ops_driver;
 mod series;
 #[cfg(target_os = "linux")]
 mod sys;
+#[cfg(target_os = "linux")]
+mod transfer;
 
 #[pymodule]
 fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -36,6 +38,7 @@ fn _opsel(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::register(m)?;
         ops_driver::register(m)?;
         sys::register(m)?;
+        transfer::register(m)?;
     }
     Ok(())
 }

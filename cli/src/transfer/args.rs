@@ -201,6 +201,12 @@ pub struct SendArgs {
     /// continues after the contiguous prefix the receiver kept.
     #[arg(long, default_value_t = 1)]
     streams: u16,
+    /// Whole-transfer check: xxh3 (XXH3-128: detects accidental corruption,
+    /// not tampering) or blake3 (cryptographic). Default: xxh3, or keyed
+    /// BLAKE3 when the receiver requires the pre-shared key (xxh3 is then
+    /// refused). The receiver accepts either.
+    #[arg(long, value_parser = ["xxh3", "blake3"])]
+    hash: Option<String>,
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -344,16 +350,18 @@ pub fn recv_main(a: RecvArgs) -> Result<()> {
     let r = rx.serve(Arc::new(move |n| pb2.inc(n)), log_line())?;
     pb.finish_and_clear();
     println!(
-        "received {} bytes from {} in {:.1} s ({:.2} Mbit/s); blake3 {} {}; {} now {} bytes, blake3 {}{}",
+        "received {} bytes from {} in {:.1} s ({:.2} Mbit/s); {} {} {}; {} now {} bytes, {} {}{}",
         r.received,
         r.peer,
         r.elapsed.as_secs_f64(),
         r.received as f64 * 8.0 / r.elapsed.as_secs_f64().max(1e-9) / 1e6,
-        r.blake3,
+        r.hash,
+        r.digest,
         if r.verified { "verified" } else { "MISMATCH" },
         r.path.display(),
         r.file_size,
-        r.file_blake3,
+        r.hash,
+        r.file_digest,
         if r.complete {
             ""
         } else {
@@ -462,6 +470,12 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         interval_s: a.interval,
         decision_cache: a.decision_cache.clone(),
         streams: a.streams,
+        hash: a
+            .hash
+            .as_deref()
+            .map(super::proto::HashAlgo::parse)
+            .transpose()
+            .map_err(|e| Error::invalid(e.0))?,
     };
     // Ctrl-C raises the signal flag, which the driver reads as its stop flag.
     opsel_netlab::sys::install_interrupt_handler();
@@ -519,11 +533,12 @@ pub fn send_main(a: SendArgs) -> Result<()> {
     pb.finish_and_clear();
     let secs = (r.driver.ended_ns - r.driver.started_ns) as f64 / 1e9;
     println!(
-        "sent {} bytes in {:.1} s ({:.2} Mbit/s), confirmed by the receiver, blake3 {}",
+        "sent {} bytes in {:.1} s ({:.2} Mbit/s), confirmed by the receiver, {} {}",
         r.driver.bytes_sent,
         secs,
         r.driver.bytes_sent as f64 * 8.0 / secs.max(1e-9) / 1e6,
-        r.blake3
+        r.hash,
+        r.digest
     );
     if a.ops {
         let s = r.driver.stats;

@@ -1,15 +1,15 @@
 //! `opsel send`: send a file (from an offset) over one control and one data
 //! connection, with a fixed CCA or with OPS choosing the CCA on the live data
 //! connection (000 Ch. 7, iPerfOPS), then wait until the receiver confirms
-//! every byte and its BLAKE3.
+//! every byte and its digest. The protocol, the hashing and the send loop are
+//! `opsel_transfer::send::send_on`; this module adds what the command line
+//! has on top: the OPS controller from a model file, DPS under the fairness
+//! manager, the decision cache and the JSON-lines log.
 
 use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::Arc;
-use std::time::Duration;
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 
 use opsel::dps::DpsPolicy;
 use opsel::flows::decision_cache::{CacheSpec, Decision, DecisionCache};
@@ -19,16 +19,15 @@ use opsel::ops::{
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
-    send_fixed_source, DriverConfig, DriverEvent, DriverReport, FileSource, OpsDriver, RttSource,
-    Source,
+    DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource, Source,
 };
 use opsel::sys::linux::tcp_rtt::TcpInfoRttProbe;
 use opsel::{Error, Result};
 use serde_json::{json, Value};
 
-use super::hashing::{hash_state, FollowHasher};
-use super::proto::{self, Key, LineReader};
-use super::{random, write_line};
+use opsel_transfer::proto::{HashAlgo, Key};
+pub use opsel_transfer::send::SendReport;
+use opsel_transfer::send::{self as xfer, Drive, FixedCca};
 
 /// Shipped models (trained on netlab; owned by the training issue).
 pub const ACTIVE_MODEL: &str = "models/active-s5c5s5b5/model.json";
@@ -112,19 +111,8 @@ pub struct SendOpts {
     pub decision_cache: Option<PathBuf>,
     /// Data connections the file is striped over (1 to 8, `streams.rs`).
     pub streams: u16,
-}
-
-/// Outcome of a confirmed transfer.
-#[derive(Debug, Clone)]
-pub struct SendReport {
-    pub driver: DriverReport,
-    pub offset: u64,
-    /// The receiver's whole file equals the source's first `file_size` bytes.
-    pub file_identical: bool,
-    /// The receiver holds the whole file now, renamed into place.
-    pub complete: bool,
-    pub file_size: u64,
-    pub blake3: String,
+    /// The whole-transfer check; `None`: `opsel_transfer::send::default_hash`.
+    pub hash: Option<HashAlgo>,
 }
 
 /// Wall-clock seconds since the Unix epoch: the decision cache's time base,
@@ -225,7 +213,8 @@ struct Log {
     out: Option<std::io::BufWriter<std::fs::File>>,
     label: String,
     t0: Option<u64>,
-    offset: u64,
+    /// The file offset the transfer started at (set when the receiver accepted).
+    offset: std::rc::Rc<std::cell::Cell<u64>>,
     last_rtt: Option<f64>,
     /// The model's class names.
     classes: Vec<String>,
@@ -257,7 +246,7 @@ impl Log {
             m.insert("t_s".into(), t_s.into());
         }
         if let DriverEvent::Interval { total_bytes, .. } = e {
-            m.insert("offset".into(), (self.offset + total_bytes).into());
+            m.insert("offset".into(), (self.offset.get() + total_bytes).into());
             m.insert("rtt_ms".into(), self.last_rtt.into());
         }
         let _ = writeln!(w, "{}", Value::Object(m));
@@ -276,7 +265,7 @@ fn ev_at_ns(e: &Event) -> Option<u64> {
     }
 }
 
-fn open_log(log: &Option<(PathBuf, String)>, offset: u64) -> Result<Log> {
+fn open_log(log: &Option<(PathBuf, String)>) -> Result<Log> {
     let (out, label) = match log {
         Some((p, l)) => {
             let f = std::fs::OpenOptions::new()
@@ -292,10 +281,149 @@ fn open_log(log: &Option<(PathBuf, String)>, offset: u64) -> Result<Log> {
         out,
         label,
         t0: None,
-        offset,
+        offset: Default::default(),
         last_rtt: None,
         classes: Vec::new(),
     })
+}
+
+/// OPS on stream 0 (passive probing without TCP_NOTSENT_LOWAT).
+struct OpsDrive {
+    ctl: Option<CliController>,
+    opts: OpsOpts,
+    to: SocketAddr,
+}
+
+impl Drive for OpsDrive {
+    fn first_cca(&self) -> CcaName {
+        self.ctl
+            .as_ref()
+            .map_or(self.opts.initial_cca, |c| c.socket_cca())
+    }
+    fn allows_streams(&self, _: u16) -> Result<()> {
+        if self.opts.pattern.is_some() {
+            return Err(Error::invalid(
+                "--streams > 1 works with a fixed --cca or with --ops --pattern passive: an active pattern's silent segments would have to pause every stream",
+            ));
+        }
+        Ok(())
+    }
+    fn drive(
+        &mut self,
+        data: &TcpStream,
+        src: &mut Source<'_>,
+        dcfg: DriverConfig,
+        stop: &AtomicBool,
+        on_event: &mut dyn FnMut(&DriverEvent),
+    ) -> Result<DriverReport> {
+        let o = &self.opts;
+        let ctl = self
+            .ctl
+            .take()
+            .ok_or_else(|| Error::invalid("internal: the OPS controller runs once"))?;
+        let rtt = match o.rtt {
+            RttVia::Icmp => Ok(RttSource::Icmp(self.to.ip())),
+            RttVia::UdpEcho => Ok(RttSource::UdpEcho(self.to)),
+            RttVia::TcpInfo => {
+                TcpInfoRttProbe::new(data).map(|p| RttSource::Custom(Box::new(p)) as RttSource)
+            }
+        };
+        // Passive probing has no silent segments (only an active pattern's S
+        // segments are silences, 000 §3.2), so it needs no TCP_NOTSENT_LOWAT
+        // either: with 128 KiB unsent at most, a sender thread that the
+        // scheduler delays by more than the time the socket takes to drain it
+        // (1.3 ms at 800 Mbit/s) leaves the path idle
+        // (docs/results/datapath.md, netlab). Active probing keeps it.
+        let passive = o.pattern.is_none();
+        let dcfg = DriverConfig {
+            lead_in: o.lead_in,
+            notsent_lowat_bytes: if passive {
+                None
+            } else {
+                dcfg.notsent_lowat_bytes
+            },
+            chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
+            ..dcfg
+        };
+        rtt.and_then(|rtt| OpsDriver::new(ctl, rtt, dcfg))
+            .and_then(|mut drv| drv.run_source(data, src, stop, on_event))
+    }
+}
+
+/// DPS on its own (`--dps` without `--ops`), one stream.
+struct DpsDrive<'a> {
+    flow: Option<opsel::dps::LiveFlow>,
+    opts: &'a crate::dps_send::DpsOpts,
+    log: Option<PathBuf>,
+}
+
+impl Drive for DpsDrive<'_> {
+    fn first_cca(&self) -> CcaName {
+        CcaName::CUBIC
+    }
+    fn allows_streams(&self, _: u16) -> Result<()> {
+        // DPS learns one connection's utility and sets its CCA directly.
+        Err(Error::invalid(
+            "--streams > 1 works with a fixed --cca or with --ops: DPS (--dps without --ops) runs on one stream",
+        ))
+    }
+    fn drive(
+        &mut self,
+        data: &TcpStream,
+        src: &mut Source<'_>,
+        dcfg: DriverConfig,
+        stop: &AtomicBool,
+        on_event: &mut dyn FnMut(&DriverEvent),
+    ) -> Result<DriverReport> {
+        let dcfg = DriverConfig {
+            notsent_lowat_bytes: None,
+            ..dcfg
+        };
+        let flow = self
+            .flow
+            .take()
+            .ok_or_else(|| Error::invalid("internal: the DPS flow runs once"))?;
+        crate::dps_send::send(
+            data,
+            src,
+            flow,
+            &dcfg,
+            stop,
+            self.opts.until_learnt,
+            self.log.as_deref(),
+            on_event,
+        )
+        .map(|(r, _)| r)
+    }
+}
+
+/// Any driver, telling the log where the transfer started.
+struct Logged<'a> {
+    inner: Box<dyn Drive + 'a>,
+    offset: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl Drive for Logged<'_> {
+    fn first_cca(&self) -> CcaName {
+        self.inner.first_cca()
+    }
+    fn allows_streams(&self, n: u16) -> Result<()> {
+        self.inner.allows_streams(n)
+    }
+    fn accepted(&mut self, offset: u64, size: u64) {
+        self.offset.set(offset);
+        self.inner.accepted(offset, size);
+    }
+    fn drive(
+        &mut self,
+        data: &TcpStream,
+        src: &mut Source<'_>,
+        cfg: DriverConfig,
+        stop: &AtomicBool,
+        on_event: &mut dyn FnMut(&DriverEvent),
+    ) -> Result<DriverReport> {
+        self.inner.drive(data, src, cfg, stop, on_event)
+    }
 }
 
 /// Run one transfer. `on_event` sees every driver event (progress bars,
@@ -307,59 +435,25 @@ pub fn run(
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<SendReport> {
-    let path: &Path = &opts.file;
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::io(format!("open {} to send it", path.display()), e))?;
-    let size = file
-        .metadata()
-        .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
-        .len();
-    if let Some(o) = opts.offset.filter(|&o| o > size) {
-        return Err(Error::invalid(format!(
-            "--offset {o} is past the end of {} ({size} bytes)",
-            path.display()
-        )));
-    }
-    let name = match &opts.name {
-        Some(n) => n.clone(),
-        None => path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+    let xopts = xfer::SendOpts {
+        file: opts.file.clone(),
+        time_s: opts.time_s,
+        offset: opts.offset,
+        resume: opts.resume,
+        name: opts.name.clone(),
+        key: opts.key.clone(),
+        interval_s: opts.interval_s,
+        streams: opts.streams,
+        hash: opts.hash,
     };
-    let n_streams = opts.streams;
-    if !(1..=proto::MAX_STREAMS).contains(&u64::from(n_streams)) {
-        return Err(Error::invalid(format!(
-            "--streams {n_streams}: use 1 to {}",
-            proto::MAX_STREAMS
-        )));
-    }
-    if n_streams > 1 {
-        if let Strategy::Ops(o) = &opts.strategy {
-            if o.pattern.is_some() {
-                return Err(Error::invalid(
-                    "--streams > 1 works with a fixed --cca or with --ops --pattern passive: an active pattern's silent segments would have to pause every stream",
-                ));
-            }
-        }
-        if opts.time_s.is_some() {
-            return Err(Error::invalid(
-                "--streams > 1 sends whole segments: --time would leave gaps; use one stream",
-            ));
-        }
-        if let Strategy::Dps(_) = &opts.strategy {
-            // DPS learns one connection's utility and sets its CCA directly.
-            return Err(Error::invalid(
-                "--streams > 1 works with a fixed --cca or with --ops: DPS (--dps without --ops) runs on one stream",
-            ));
-        }
-    }
     // Build the controller before connecting, so a bad model fails fast.
     let mut cache = match (&opts.decision_cache, &opts.strategy) {
         (Some(p), Strategy::Ops(_)) => Some(DecisionCache::load_or_new(p, CacheSpec::default())?),
         _ => None,
     };
-    let ctl = match &opts.strategy {
+    let mut classes = Vec::new();
+    let inner: Box<dyn Drive + '_> = match &opts.strategy {
+        Strategy::Fixed(c) => Box::new(FixedCca(*c)),
         Strategy::Ops(o) => {
             // A prior from the cache: start with the CCA OPS chose toward this
             // prefix last time, and let the first probe end early when it
@@ -375,137 +469,40 @@ pub fn run(
                 None => o.clone(),
             };
             let label = prior.as_ref().map(|p| p.decision.label.as_str());
-            Some(controller_with_classes(&o, label)?)
+            let (c, cl) = controller_with_classes(&o, label)?;
+            classes = cl;
+            Box::new(OpsDrive {
+                ctl: Some(c),
+                opts: o,
+                to: opts.to,
+            })
         }
-        Strategy::Fixed(_) | Strategy::Dps(_) => None,
-    };
-    // A managed DPS flow is admitted by the fairness manager before it connects.
-    let mut dps_flow = match &opts.strategy {
-        Strategy::Dps(d) => Some(crate::dps_send::join(d)?),
-        _ => None,
-    };
-    let connect = |what: &str| {
-        TcpStream::connect_timeout(&opts.to, Duration::from_secs(10)).map_err(|e| {
-            Error::io(
-                format!(
-                    "connect the {what} connection to {} (is `opsel recv` or `opsel serve` listening there?)",
-                    opts.to
-                ),
-                e,
-            )
-        })
-    };
-    let ctl_sock = connect("control")?;
-    // The handshake is bounded: a receiver that says nothing is not waited for.
-    ctl_sock
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .map_err(|e| Error::io("control read timeout", e))?;
-    let mut ctl_w = ctl_sock
-        .try_clone()
-        .map_err(|e| Error::io("clone control socket", e))?;
-    let mut ctl_r = LineReader::new(ctl_sock);
-    let read = |r: &mut LineReader<TcpStream>, what: &str| -> Result<Vec<u8>> {
-        match r.read_line(proto::MAX_LINE, |_| Ok(())) {
-            Ok(Some(l)) => Ok(l),
-            Ok(None) => Err(Error::invalid(format!(
-                "the receiver closed the control connection before its {what}"
-            ))),
-            Err(e) => Err(Error::io(format!("read the receiver's {what}"), e)),
+        Strategy::Dps(d) => {
+            // Refuse a bad stream count before joining the fairness manager.
+            xfer::check(
+                &xopts,
+                &DpsDrive {
+                    flow: None,
+                    opts: d,
+                    log: None,
+                },
+            )?;
+            // A managed DPS flow is admitted by the fairness manager before it connects.
+            Box::new(DpsDrive {
+                flow: Some(crate::dps_send::join(d)?),
+                opts: d,
+                log: opts.log.as_ref().map(|(p, _)| crate::dps_send::log_path(p)),
+            })
         }
     };
-    let proto_err = |e: proto::ProtoError| Error::invalid(e.0);
-    let nonce: [u8; proto::NONCE_LEN] = random();
-    write_line(&mut ctl_w, &proto::hello_msg(&nonce))?;
-    let ch = proto::parse_challenge(&read(&mut ctl_r, "challenge")?).map_err(|e| {
-        if e.0.contains("version 1") {
-            Error::invalid(format!(
-                "{e}; the receiver runs an older opsel (protocol version 1): upgrade it"
-            ))
-        } else {
-            proto_err(e)
-        }
-    })?;
-    let mac = match (&opts.key, ch.auth) {
-        (Some(k), _) => Some(k.sender_mac(&ch.challenge, &nonce)),
-        (None, true) => {
-            return Err(Error::invalid(
-                "the receiver requires a pre-shared key: pass --key-file FILE or set OPSEL_KEY",
-            ))
-        }
-        (None, false) => None,
+    xfer::check(&xopts, &*inner)?;
+    let ctl_sock = xfer::connect(opts.to, "control")?;
+    let mut log = open_log(&opts.log)?;
+    log.classes = classes.clone();
+    let mut drive = Logged {
+        inner,
+        offset: log.offset.clone(),
     };
-    let req = proto::Request {
-        mac,
-        size,
-        offset: if opts.resume {
-            None
-        } else {
-            Some(opts.offset.unwrap_or(0))
-        },
-        name: Some(name),
-        streams: n_streams,
-    };
-    write_line(&mut ctl_w, &proto::request_msg(&req))?;
-    let acc = proto::parse_accept(&read(&mut ctl_r, "answer")?).map_err(proto_err)?;
-    if let Some(k) = &opts.key {
-        // Mutual: the file goes only to a receiver that holds the key too.
-        let ok = acc
-            .proof
-            .as_ref()
-            .is_some_and(|p| k.check_receiver(&nonce, &ch.challenge, p));
-        if !ok {
-            return Err(Error::invalid(
-                "the receiver did not prove it holds the pre-shared key; nothing was sent (is it the receiver you meant, started with the same key?)",
-            ));
-        }
-    }
-    let offset = acc.offset;
-    if offset > size {
-        return Err(Error::invalid(format!(
-            "the receiver asks to resume at byte {offset}, past the end of {} ({size} bytes)",
-            path.display()
-        )));
-    }
-    // Resume only onto a prefix identical to ours.
-    let (n, prefix_state) = hash_state(path, 0, Some(offset))?;
-    let ours: [u8; 32] = *prefix_state.finalize().as_bytes();
-    if n != offset || ours != acc.prefix_blake3 {
-        return Err(Error::invalid(format!(
-            "the receiver's first {offset} bytes differ from {}'s; nothing was sent. Start over with --offset 0 (the receiver then replaces its partial file)",
-            path.display()
-        )));
-    }
-    if acc.streams != n_streams {
-        return Err(Error::invalid(format!(
-            "the receiver answered with {} data streams for the {n_streams} asked for",
-            acc.streams
-        )));
-    }
-    let mut data = connect("data")?;
-    data.write_all(&proto::preamble(&acc.token, 0))
-        .map_err(|e| Error::io("send the data connection's preamble", e))?;
-    // Streams 1..N (streams.rs): stream 0 carries the first segment below.
-    let extra = (1..n_streams)
-        .map(|i| {
-            let mut c = connect("data")?;
-            c.write_all(&proto::preamble(&acc.token, i))
-                .map_err(|e| Error::io("send a data connection's preamble", e))?;
-            Ok(c)
-        })
-        .collect::<Result<Vec<TcpStream>>>()?;
-    let (seg0_start, seg0_end) = proto::stripe(offset, size, n_streams, 0);
-
-    let dcfg = DriverConfig {
-        interval_ns: (opts.interval_s.max(0.01) * 1e9) as u64,
-        time_limit_ns: opts.time_s.map(|t| (t.max(0.0) * 1e9) as u64),
-        ..DriverConfig::default()
-    };
-    let mut log = open_log(&opts.log, offset)?;
-    let ctl = ctl.map(|(c, classes)| {
-        log.classes = classes;
-        c
-    });
-    let classes = log.classes.clone();
     let mut decided: Option<Decision> = None;
     let mut classified: Option<(String, f64)> = None;
     let mut cb = |e: &DriverEvent| {
@@ -531,215 +528,24 @@ pub fn run(
             _ => {}
         }
     };
-    // The data goes out with sendfile(2) (no user-space copy); BLAKE3 runs
-    // on a second thread over the same page-cache bytes, following the
-    // position the pump has handed to the socket (docs/results/datapath.md).
-    let progress = Arc::new(AtomicU64::new(offset));
-    let (hasher, ahead) = if n_streams == 1 {
-        let h = FollowHasher::start(path.to_path_buf(), offset, prefix_state, progress.clone())?;
-        (Some(h), None)
-    } else {
-        // Striped: the segments go out concurrently, so the hash reads the
-        // whole range ahead of them; it is used only when every segment was
-        // sent whole.
-        let h = super::streams::hash_ahead(path.to_path_buf(), offset, size, prefix_state);
-        (None, Some(h))
-    };
-    let mut src =
-        Source::File(FileSource::new(file.as_fd(), seg0_start, seg0_end)?.with_progress(&progress));
-    // The CCA the other streams start with; every later one follows stream 0.
-    let first_cca = match (&ctl, &opts.strategy) {
-        (Some(c), _) => c.socket_cca(),
-        (None, Strategy::Fixed(c)) => *c,
-        (None, Strategy::Ops(o)) => o.initial_cca,
-        // DPS runs on one stream (refused with --streams > 1).
-        (None, Strategy::Dps(_)) => CcaName::CUBIC,
-    };
-    let extra_cfg = DriverConfig {
-        notsent_lowat_bytes: None,
-        chunk_bytes: 1 << 20,
-        ..dcfg
-    };
-    let (driven, others) = std::thread::scope(|sc| {
-        let senders = super::streams::spawn_senders(
-            sc, &extra, path, offset, size, first_cca, extra_cfg, stop,
-        );
-        let mut cb = |e: &DriverEvent| {
-            super::streams::follow_cca(&extra, e);
-            cb(e)
-        };
-        let driven = match (ctl, &opts.strategy) {
-            (Some(ctl), Strategy::Ops(o)) => {
-                let rtt = match o.rtt {
-                    RttVia::Icmp => Ok(RttSource::Icmp(opts.to.ip())),
-                    RttVia::UdpEcho => Ok(RttSource::UdpEcho(opts.to)),
-                    RttVia::TcpInfo => TcpInfoRttProbe::new(&data)
-                        .map(|p| RttSource::Custom(Box::new(p)) as RttSource),
-                };
-                // Passive probing has no silent segments (only an active
-                // pattern's S segments are silences, 000 §3.2), so it needs no
-                // TCP_NOTSENT_LOWAT either: with 128 KiB unsent at most, a sender
-                // thread that the scheduler delays by more than the time the
-                // socket takes to drain it (1.3 ms at 800 Mbit/s) leaves the path
-                // idle (docs/results/datapath.md, netlab). Active probing keeps it.
-                let passive = o.pattern.is_none();
-                let dcfg = DriverConfig {
-                    lead_in: o.lead_in,
-                    notsent_lowat_bytes: if passive {
-                        None
-                    } else {
-                        dcfg.notsent_lowat_bytes
-                    },
-                    chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
-                    ..dcfg
-                };
-                rtt.and_then(|rtt| OpsDriver::new(ctl, rtt, dcfg))
-                    .and_then(|mut drv| drv.run_source(&data, &mut src, stop, &mut cb))
-            }
-            (_, Strategy::Fixed(cca)) => {
-                // A fixed CCA has no silent segments to start on time, so the
-                // send buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups)
-                // and the file is read in larger pieces.
-                let dcfg = DriverConfig {
-                    notsent_lowat_bytes: None,
-                    chunk_bytes: 1 << 20,
-                    ..dcfg
-                };
-                send_fixed_source(&data, &mut src, *cca, &dcfg, stop, &mut cb)
-            }
-            (_, Strategy::Dps(d)) => {
-                let dcfg = DriverConfig {
-                    notsent_lowat_bytes: None,
-                    ..dcfg
-                };
-                let flow = dps_flow.take().expect("joined before connecting");
-                let log = opts.log.as_ref().map(|(p, _)| crate::dps_send::log_path(p));
-                crate::dps_send::send(
-                    &data,
-                    &mut src,
-                    flow,
-                    &dcfg,
-                    stop,
-                    d.until_learnt,
-                    log.as_deref(),
-                    &mut cb,
-                )
-                .map(|(r, _)| r)
-            }
-            _ => unreachable!("controller built for OPS only"),
-        };
-        let others: Vec<Result<DriverReport>> = senders
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::invalid("a data stream's thread failed")))
-            })
-            .collect();
-        (driven, others)
-    });
-    // A striped transfer succeeds only with every segment sent whole.
-    let driven = driven.and_then(|mut d| {
-        let mut total = d.bytes_sent;
-        for (i, r) in others.into_iter().enumerate() {
-            let r = r.map_err(|e| Error::invalid(format!("data stream {}: {e}", i + 1)))?;
-            total += r.bytes_sent;
-        }
-        if n_streams > 1 && total != size - offset {
-            return Err(Error::invalid(format!(
-                "stopped after {total} of {} bytes over {n_streams} streams",
-                size - offset
-            )));
-        }
-        d.bytes_sent = total;
-        Ok(d)
-    });
-    let driver = match driven {
-        Ok(d) => d,
-        Err(e) => {
-            // The receiver says why it dropped us (disk full, limit) on the control connection.
-            let _ = ctl_r
-                .get_ref()
-                .set_read_timeout(Some(Duration::from_secs(2)));
-            let reason = ctl_r
-                .read_line(proto::MAX_LINE, |_| Ok(()))
-                .ok()
-                .flatten()
-                .and_then(|l| proto::parse_line(&l).ok())
-                .and_then(|m| proto::refusal(&m));
-            return Err(match reason {
-                Some(r) => Error::invalid(format!("the receiver dropped the transfer: {r}")),
-                None => Error::invalid(format!(
-                    "{e}; the receiver keeps what arrived: resume with `opsel send --resume`"
-                )),
-            });
-        }
-    };
+    let r = xfer::send_on(ctl_sock, &xopts, &mut drive, stop, &mut cb);
+    drop(cb);
+    let r = r?;
     // What OPS decided toward this prefix, for the next transfer there.
     if let (Some(c), Some(path), Some(d)) = (cache.as_mut(), &opts.decision_cache, decided) {
         c.record(opts.to.ip(), d)?;
         c.save(path, unix_now_s())?;
     }
     if let Some(w) = log.out.as_mut() {
-        let _ = w.flush();
-    }
-    // Last byte written: close our side so the receiver sees EOF after it.
-    data.shutdown(Shutdown::Write)
-        .map_err(|e| Error::io("shut down the data connection", e))?;
-    let end = offset + driver.bytes_sent;
-    let (hashed, range_sha, file_sha) = match (hasher, ahead) {
-        (Some(h), _) => h.finish(end)?,
-        (None, Some(h)) => h
-            .join()
-            .unwrap_or_else(|_| Err(Error::invalid("the hashing thread failed")))?,
-        (None, None) => unreachable!("one of the two hashers runs"),
-    };
-    if hashed != end {
-        return Err(Error::invalid(format!(
-            "{} changed while it was sent: could re-read only {hashed} of {end} bytes",
-            path.display(),
-        )));
-    }
-    write_line(
-        &mut ctl_w,
-        &proto::end_msg(&proto::End {
-            sent: driver.bytes_sent,
-            blake3: range_sha,
-            file_blake3: file_sha,
-        }),
-    )?;
-    // The receiver answers once every byte is on its disk and hashed.
-    ctl_r
-        .get_ref()
-        .set_read_timeout(Some(Duration::from_secs(600)))
-        .map_err(|e| Error::io("control read timeout", e))?;
-    let conf = proto::parse_confirm(&read(&mut ctl_r, "confirmation")?).map_err(proto_err)?;
-    let sha = proto::hex(&range_sha);
-    let confirmed = conf.ok && conf.received == driver.bytes_sent && conf.blake3 == range_sha;
-    let file_identical = confirmed && conf.file_size == end && conf.file_blake3 == file_sha;
-    if let Some(w) = log.out.as_mut() {
-        let v = json!({"run": log.label, "kind": "done", "bytes": driver.bytes_sent,
-            "next_offset": end, "confirmed": confirmed, "complete": conf.complete,
-            "blake3": sha, "file_identical": file_identical, "file_size": conf.file_size,
-            "end": driver.end, "stats": driver.stats});
+        let v = json!({"run": log.label, "kind": "done", "bytes": r.driver.bytes_sent,
+            "next_offset": r.offset + r.driver.bytes_sent, "confirmed": true,
+            "complete": r.complete, "hash": r.hash, "digest": r.digest,
+            "file_identical": r.file_identical, "file_size": r.file_size,
+            "end": r.driver.end, "stats": r.driver.stats});
         let _ = writeln!(w, "{v}");
         let _ = w.flush();
     }
-    if !confirmed {
-        return Err(Error::invalid(format!(
-            "the receiver did not confirm the transfer: it has {} of {} bytes, blake3 {} vs ours {sha}; it kept its verified prefix: resend with --resume",
-            conf.received,
-            driver.bytes_sent,
-            proto::hex(&conf.blake3),
-        )));
-    }
-    Ok(SendReport {
-        driver,
-        offset,
-        file_identical,
-        complete: conf.complete,
-        file_size: conf.file_size,
-        blake3: sha,
-    })
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -748,7 +554,9 @@ mod tests {
     use opsel::ops::ProbeMode;
 
     fn shipped(rel: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(rel)
     }
 
     fn opts(pattern: Option<&str>, model: &str) -> OpsOpts {

@@ -111,6 +111,8 @@ try:
         get_cca,
         get_max_pacing_rate,
         jain,
+        recv_file,
+        send_file,
         send_fixed,
         set_cca,
         set_max_pacing_rate,
@@ -123,7 +125,7 @@ try:
         "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
         "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
         "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed", "DpsAgent", "FairManager",
-        "AlphaIdentifier", "QosPlan", "DecisionCache",
+        "AlphaIdentifier", "QosPlan", "DecisionCache", "send_file", "recv_file",
     ]
 except ImportError:  # not Linux
     pass

@@ -455,3 +455,21 @@ class RateAdapter:
     def r_avg_bps(self) -> float: ...
     def on_estimate(self, abest_bps: float, duration_ns: float) -> Optional[float]: ...
     def on_loss(self) -> float: ...
+
+# ---- transfer (opsel-transfer: the data path of `opsel send` / `opsel recv`) ----
+
+def send_file(
+    sock: Any,  # connected TCP socket (or its int descriptor) to an opsel receiver; left open
+    path: str | os.PathLike[str],
+    spec: Optional[dict[str, Any] | str] = None,  # SendSpec: cca, hash ("xxh3"|"blake3"), offset,
+    # resume, name, streams, time_s, interval_s, key
+) -> dict[str, Any]: ...  # SendReport: driver, offset, file_identical, complete, file_size,
+# hash, digest, file_digest
+
+def recv_file(
+    sock: Any,  # listening TCP socket (or its int descriptor); left open, blocking
+    path: str | os.PathLike[str],
+    spec: Optional[dict[str, Any] | str] = None,  # RecvSpec: force, append, max_size,
+    # handshake_s, idle_s, accept_timeout_s, key
+) -> dict[str, Any]: ...  # RecvReport: peer, path, offset, received, hash, digest, verified,
+# complete, file_size, file_digest, elapsed_s

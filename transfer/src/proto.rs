@@ -1,36 +1,44 @@
-//! opsel-transfer protocol version 3: message parsing, bounded line reading,
+//! opsel-transfer protocol version 4: message parsing, bounded line reading,
 //! the data-connection preamble and the pre-shared-key challenge-response.
 //!
 //! Everything a peer sends is parsed here, and nothing here touches a socket
 //! or a file, so the fuzz harness (cli/tests/control_fuzz.rs) includes this
 //! file as it is (std, serde_json, sha2 and hmac only).
 //!
-//! Version 3 checks the transfer with BLAKE3 instead of SHA-256 (the same
-//! 256-bit collision resistance at 2-2.5 times the speed on this machine's
-//! data path, docs/results/datapath.md); the handshake's HMAC stays
-//! HMAC-SHA256. A version-2 peer is refused with a message naming both.
+//! Version 4 names the whole-transfer check in the request ([`HashAlgo`]):
+//! BLAKE3 (as version 3) or XXH3-128, a non-cryptographic checksum about ten
+//! times cheaper per byte that detects accidental corruption but not
+//! tampering (docs/results/datapath.md, "The integrity guarantee"). With a
+//! pre-shared key the check is always BLAKE3 keyed with a per-transfer key
+//! derived from the pre-shared key ([`Key::data_key`]), so a peer on the path
+//! cannot rewrite the data and its digest together; xxh3 is refused then.
+//! The handshake's HMAC stays HMAC-SHA256. A peer of another version is
+//! refused with a message naming both (no fallback: one wire format per
+//! release).
 //!
 //! Control connection (one JSON object per line, at most [`MAX_LINE`] bytes):
 //!
-//! 1. sender → `{"hello":"opsel-transfer","version":3,"nonce":HEX16}`
-//! 2. receiver → `{"hello":"opsel-transfer","version":3,"auth":"hmac-sha256"|"none","challenge":HEX32}`
+//! 1. sender → `{"hello":"opsel-transfer","version":4,"nonce":HEX16}`
+//! 2. receiver → `{"hello":"opsel-transfer","version":4,"auth":"hmac-sha256"|"none","challenge":HEX32}`
 //!    (a hello of another version gets `{"ok":false,"error":...}` naming both versions)
-//! 3. sender → `{"mac":HEX32?,"size":S,"offset":N?,"name":NAME?,"streams":N}`;
-//!    `mac` = HMAC-SHA256(key, "opsel-transfer v3 sender" ‖ challenge ‖ nonce);
+//! 3. sender → `{"mac":HEX32?,"size":S,"offset":N?,"name":NAME?,"streams":N,"hash":"blake3"|"xxh3"}`;
+//!    `mac` = HMAC-SHA256(key, "opsel-transfer v4 sender" ‖ challenge ‖ nonce);
 //!    no `offset` asks the receiver to resume wherever its verified prefix ends.
-//! 4. receiver → `{"ok":true,"token":HEX16,"offset":N,"prefix_blake3":HEX,"streams":N,"proof":HEX32?}`
-//!    or `{"ok":false,"error":...}`; `proof` = HMAC(key, "opsel-transfer v3 receiver" ‖ nonce ‖ challenge),
+//! 4. receiver → `{"ok":true,"token":HEX16,"offset":N,"prefix_digest":HEX,"streams":N,"proof":HEX32?}`
+//!    or `{"ok":false,"error":...}`; `proof` = HMAC(key, "opsel-transfer v4 receiver" ‖ nonce ‖ challenge),
 //!    so the sender knows it talks to a key holder before it sends a byte of the file.
-//! 5. data connection(s): [`PREAMBLE_LEN`] bytes (`"OPSD"`, version 3, reserved,
+//!    `prefix_digest` is the request's hash over `[0, offset)`.
+//! 5. data connection(s): [`PREAMBLE_LEN`] bytes (`"OPSD"`, version 4, reserved,
 //!    stream index u16 BE, token) then the payload: stream `i` of N (1 to
 //!    [`MAX_STREAMS`]) carries the raw bytes of segment [`stripe`]`(offset,
-//!    size, N, i)`; with N = 1 that is every byte from `offset` on, as before
-//!    `--streams` existed, so the wire format and the version stay 3 (an
-//!    older v3 receiver refuses N > 1 with its own message).
-//! 6. sender → `{"end":BYTES,"blake3":HEX,"file_blake3":HEX}` (the range sent and
-//!    the whole prefix `[0, offset + BYTES)`); receiver → `{"ok":bool,"received":R,
-//!    "blake3":HEX,"file_size":F,"file_blake3":HEX,"complete":bool}` once every
-//!    byte is on its disk, or `{"ok":false,"error":...}` whenever it gives up.
+//!    size, N, i)`; with N = 1 that is every byte from `offset` on.
+//! 6. sender → `{"end":BYTES,"digest":HEX,"file_digest":HEX}` (the range sent and
+//!    the whole prefix `[0, offset + BYTES)`, in the request's hash); receiver →
+//!    `{"ok":bool,"received":R,"digest":HEX,"file_size":F,"file_digest":HEX,"complete":bool}`
+//!    once every byte is on its disk, or `{"ok":false,"error":...}` whenever it gives up.
+//!
+//! Digests are hex: 64 digits for BLAKE3, 32 for XXH3-128 (the canonical
+//! big-endian form `xxhsum -H2` prints).
 
 #![allow(dead_code)]
 
@@ -41,7 +49,7 @@ use serde_json::{json, Map, Value};
 use sha2::Sha256;
 
 pub const HELLO: &str = "opsel-transfer";
-pub const VERSION: u64 = 3;
+pub const VERSION: u64 = 4;
 /// Most data connections one transfer may stripe over (`--streams`).
 pub const MAX_STREAMS: u64 = 8;
 
@@ -69,8 +77,96 @@ pub const MAX_NAME: usize = 200;
 /// Shortest pre-shared key accepted (128 bits).
 pub const MIN_KEY: usize = 16;
 
-const SENDER_LABEL: &[u8] = b"opsel-transfer v3 sender";
-const RECEIVER_LABEL: &[u8] = b"opsel-transfer v3 receiver";
+const SENDER_LABEL: &[u8] = b"opsel-transfer v4 sender";
+const RECEIVER_LABEL: &[u8] = b"opsel-transfer v4 receiver";
+const DATA_LABEL: &[u8] = b"opsel-transfer v4 data";
+
+/// The whole-transfer check a sender asks for (request field `hash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HashAlgo {
+    /// BLAKE3-256: cryptographic; keyed with [`Key::data_key`] when a
+    /// pre-shared key is in use.
+    Blake3,
+    /// XXH3-128: detects accidental corruption, not deliberate changes.
+    Xxh3,
+}
+
+impl HashAlgo {
+    pub fn name(self) -> &'static str {
+        match self {
+            HashAlgo::Blake3 => "blake3",
+            HashAlgo::Xxh3 => "xxh3",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<HashAlgo, ProtoError> {
+        match s {
+            "blake3" => Ok(HashAlgo::Blake3),
+            "xxh3" => Ok(HashAlgo::Xxh3),
+            other => err(format!(
+                "unknown hash {:?}: this peer knows \"blake3\" and \"xxh3\"",
+                excerpt(other.as_bytes())
+            )),
+        }
+    }
+
+    /// Digest length in bytes.
+    pub fn digest_len(self) -> usize {
+        match self {
+            HashAlgo::Blake3 => 32,
+            HashAlgo::Xxh3 => 16,
+        }
+    }
+}
+
+impl std::fmt::Display for HashAlgo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A digest of one of the [`HashAlgo`]s (16 or 32 bytes), compared and
+/// printed as bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Digest {
+    len: u8,
+    bytes: [u8; 32],
+}
+
+impl Digest {
+    /// At most 32 bytes (longer input is a programming error).
+    pub fn new(b: &[u8]) -> Digest {
+        assert!(b.len() <= 32, "a digest has at most 32 bytes");
+        let mut bytes = [0u8; 32];
+        bytes[..b.len()].copy_from_slice(b);
+        Digest {
+            len: b.len() as u8,
+            bytes,
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    pub fn hex(&self) -> String {
+        hex(self.as_bytes())
+    }
+
+    /// A digest of `algo` from its hex form.
+    pub fn parse(s: &str, algo: HashAlgo, what: &str) -> Result<Digest, ProtoError> {
+        match algo.digest_len() {
+            32 => unhex::<32>(s, what).map(|b| Digest::new(&b)),
+            _ => unhex::<16>(s, what).map(|b| Digest::new(&b)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Digest({})", self.hex())
+    }
+}
 
 /// A protocol violation, with a message meant for the log or the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,10 +457,12 @@ pub struct Request {
     /// File name the sender proposes (serve mode); checked by [`safe_name`].
     pub name: Option<String>,
     pub streams: u16,
+    /// The whole-transfer check (for every digest of this transfer).
+    pub hash: HashAlgo,
 }
 
 pub fn request_msg(r: &Request) -> Value {
-    let mut v = json!({"size": r.size, "streams": r.streams});
+    let mut v = json!({"size": r.size, "streams": r.streams, "hash": r.hash.name()});
     if let Some(m) = &r.mac {
         v["mac"] = json!(hex(m));
     }
@@ -414,12 +512,14 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
             "{streams} data streams asked for; this receiver attaches 1 to {MAX_STREAMS} per transfer"
         ));
     }
+    let hash = HashAlgo::parse(get_str(&m, "hash")?)?;
     Ok(Request {
         mac,
         size,
         offset,
         name,
         streams: streams as u16,
+        hash,
     })
 }
 
@@ -457,7 +557,8 @@ pub fn safe_name(name: &str) -> Result<&str, ProtoError> {
 pub struct Accept {
     pub token: [u8; TOKEN_LEN],
     pub offset: u64,
-    pub prefix_blake3: [u8; 32],
+    /// The request's hash over the receiver's `[0, offset)`.
+    pub prefix_digest: Digest,
     pub proof: Option<[u8; 32]>,
     /// Data connections the receiver waits for (the request's `streams`).
     pub streams: u16,
@@ -465,14 +566,15 @@ pub struct Accept {
 
 pub fn accept_msg(a: &Accept) -> Value {
     let mut v = json!({"ok": true, "token": hex(&a.token), "offset": a.offset,
-                       "prefix_blake3": hex(&a.prefix_blake3), "streams": a.streams});
+                       "prefix_digest": a.prefix_digest.hex(), "streams": a.streams});
     if let Some(p) = &a.proof {
         v["proof"] = json!(hex(p));
     }
     v
 }
 
-pub fn parse_accept(line: &[u8]) -> Result<Accept, ProtoError> {
+/// The receiver's answer to a request that asked for `hash`.
+pub fn parse_accept(line: &[u8], hash: HashAlgo) -> Result<Accept, ProtoError> {
     let m = parse_line(line)?;
     if let Some(e) = refusal(&m) {
         return err(format!("the receiver refused the transfer: {e}"));
@@ -488,7 +590,7 @@ pub fn parse_accept(line: &[u8]) -> Result<Accept, ProtoError> {
     Ok(Accept {
         token: unhex(get_str(&m, "token")?, "token")?,
         offset: get_u64(&m, "offset")?,
-        prefix_blake3: unhex(get_str(&m, "prefix_blake3")?, "prefix_blake3")?,
+        prefix_digest: Digest::parse(get_str(&m, "prefix_digest")?, hash, "prefix_digest")?,
         proof,
         streams: match m.get("streams") {
             None => 1,
@@ -553,20 +655,23 @@ pub fn same_token(a: &[u8; TOKEN_LEN], b: &[u8; TOKEN_LEN]) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct End {
     pub sent: u64,
-    pub blake3: [u8; 32],
-    pub file_blake3: [u8; 32],
+    /// The transfer's hash over the range sent.
+    pub digest: Digest,
+    /// The same over `[0, offset + sent)`.
+    pub file_digest: Digest,
 }
 
 pub fn end_msg(e: &End) -> Value {
-    json!({"end": e.sent, "blake3": hex(&e.blake3), "file_blake3": hex(&e.file_blake3)})
+    json!({"end": e.sent, "digest": e.digest.hex(), "file_digest": e.file_digest.hex()})
 }
 
-pub fn parse_end(line: &[u8]) -> Result<End, ProtoError> {
+/// The completion message of a transfer checked with `hash`.
+pub fn parse_end(line: &[u8], hash: HashAlgo) -> Result<End, ProtoError> {
     let m = parse_line(line)?;
     Ok(End {
         sent: get_u64(&m, "end")?,
-        blake3: unhex(get_str(&m, "blake3")?, "blake3")?,
-        file_blake3: unhex(get_str(&m, "file_blake3")?, "file_blake3")?,
+        digest: Digest::parse(get_str(&m, "digest")?, hash, "digest")?,
+        file_digest: Digest::parse(get_str(&m, "file_digest")?, hash, "file_digest")?,
     })
 }
 
@@ -574,18 +679,19 @@ pub fn parse_end(line: &[u8]) -> Result<End, ProtoError> {
 pub struct Confirm {
     pub ok: bool,
     pub received: u64,
-    pub blake3: [u8; 32],
+    pub digest: Digest,
     pub file_size: u64,
-    pub file_blake3: [u8; 32],
+    pub file_digest: Digest,
     pub complete: bool,
 }
 
 pub fn confirm_msg(c: &Confirm) -> Value {
-    json!({"ok": c.ok, "received": c.received, "blake3": hex(&c.blake3),
-           "file_size": c.file_size, "file_blake3": hex(&c.file_blake3), "complete": c.complete})
+    json!({"ok": c.ok, "received": c.received, "digest": c.digest.hex(),
+           "file_size": c.file_size, "file_digest": c.file_digest.hex(), "complete": c.complete})
 }
 
-pub fn parse_confirm(line: &[u8]) -> Result<Confirm, ProtoError> {
+/// The receiver's confirmation of a transfer checked with `hash`.
+pub fn parse_confirm(line: &[u8], hash: HashAlgo) -> Result<Confirm, ProtoError> {
     let m = parse_line(line)?;
     if let Some(e) = refusal(&m).filter(|_| !m.contains_key("received")) {
         return err(format!("the receiver gave up: {e}"));
@@ -593,9 +699,9 @@ pub fn parse_confirm(line: &[u8]) -> Result<Confirm, ProtoError> {
     Ok(Confirm {
         ok: get_bool(&m, "ok")?,
         received: get_u64(&m, "received")?,
-        blake3: unhex(get_str(&m, "blake3")?, "blake3")?,
+        digest: Digest::parse(get_str(&m, "digest")?, hash, "digest")?,
         file_size: get_u64(&m, "file_size")?,
-        file_blake3: unhex(get_str(&m, "file_blake3")?, "file_blake3")?,
+        file_digest: Digest::parse(get_str(&m, "file_digest")?, hash, "file_digest")?,
         complete: get_bool(&m, "complete")?,
     })
 }
@@ -681,6 +787,15 @@ impl Key {
     ) -> bool {
         self.verify(RECEIVER_LABEL, nonce, challenge, tag)
     }
+
+    /// The key of this transfer's keyed BLAKE3 (both sides derive it from
+    /// the pre-shared key and the handshake's challenge and nonce): the
+    /// digests in the accept, end and confirmation messages are then MACs
+    /// that a peer on the path cannot recompute after changing bytes. Fresh
+    /// per transfer, so a resume recomputes the prefix with the new key.
+    pub fn data_key(&self, challenge: &[u8; CHALLENGE_LEN], nonce: &[u8; NONCE_LEN]) -> [u8; 32] {
+        self.mac(DATA_LABEL, challenge, nonce)
+    }
 }
 
 #[cfg(test)]
@@ -706,16 +821,39 @@ mod tests {
             offset: None,
             name: Some("a.bin".into()),
             streams: 1,
+            hash: HashAlgo::Xxh3,
         };
         assert_eq!(parse_request(request_msg(&r).to_string().as_bytes()), Ok(r));
-        let a = Accept {
-            token: [3; 16],
-            offset: 4,
-            prefix_blake3: [5; 32],
-            proof: None,
-            streams: 4,
-        };
-        assert_eq!(parse_accept(accept_msg(&a).to_string().as_bytes()), Ok(a));
+        for (hash, len) in [(HashAlgo::Blake3, 32), (HashAlgo::Xxh3, 16)] {
+            let a = Accept {
+                token: [3; 16],
+                offset: 4,
+                prefix_digest: Digest::new(&[5; 32][..len]),
+                proof: None,
+                streams: 4,
+            };
+            let line = accept_msg(&a).to_string();
+            assert_eq!(parse_accept(line.as_bytes(), hash), Ok(a));
+            let e = End {
+                sent: 9,
+                digest: Digest::new(&[6; 32][..len]),
+                file_digest: Digest::new(&[7; 32][..len]),
+            };
+            assert_eq!(
+                parse_end(end_msg(&e).to_string().as_bytes(), hash),
+                Ok(e.clone())
+            );
+            let c = Confirm {
+                ok: true,
+                received: 9,
+                digest: e.digest,
+                file_size: 13,
+                file_digest: e.file_digest,
+                complete: true,
+            };
+            let line = confirm_msg(&c).to_string();
+            assert_eq!(parse_confirm(line.as_bytes(), hash), Ok(c));
+        }
         let p = preamble(&[8; 16], 0);
         assert_eq!(parse_preamble(&p), Ok(([8; 16], 0)));
     }
@@ -742,9 +880,9 @@ mod tests {
             }
         }
         assert_eq!(stripe(0, 10, 4, 3), (9, 10));
-        let r = br#"{"size":10,"offset":0,"streams":9}"#;
+        let r = br#"{"size":10,"offset":0,"streams":9,"hash":"xxh3"}"#;
         assert!(parse_request(r).unwrap_err().0.contains("1 to 8"));
-        let r = br#"{"size":10,"offset":0,"streams":0}"#;
+        let r = br#"{"size":10,"offset":0,"streams":0,"hash":"xxh3"}"#;
         assert!(parse_request(r).is_err());
     }
 
@@ -752,12 +890,42 @@ mod tests {
     fn old_versions_are_named() {
         let v1 = br#"{"hello":"opsel-transfer","version":1,"offset":0,"size":5}"#;
         assert_eq!(parse_hello(v1), Err(HelloError::Version(1)));
-        assert!(version_refusal(1).contains("version 3 and the sender version 1"));
-        // Version 2 (SHA-256) is refused the same way, not misread.
-        let v2 =
-            br#"{"hello":"opsel-transfer","version":2,"nonce":"00112233445566778899aabbccddeeff"}"#;
-        assert_eq!(parse_hello(v2), Err(HelloError::Version(2)));
-        assert!(version_refusal(2).contains("version 3 and the sender version 2"));
+        assert!(version_refusal(1).contains("version 4 and the sender version 1"));
+        // Versions 2 (SHA-256) and 3 (BLAKE3 only) are refused the same way, not misread.
+        for v in [2, 3] {
+            let h = format!(
+                r#"{{"hello":"opsel-transfer","version":{v},"nonce":"00112233445566778899aabbccddeeff"}}"#
+            );
+            assert_eq!(parse_hello(h.as_bytes()), Err(HelloError::Version(v)));
+            assert!(version_refusal(v).contains(&format!("version 4 and the sender version {v}")));
+        }
+        // A version-3 receiver's challenge: the sender names both versions.
+        let c3 = br#"{"hello":"opsel-transfer","version":3,"auth":"none","challenge":"0000000000000000000000000000000000000000000000000000000000000000"}"#;
+        let e = parse_challenge(c3).unwrap_err().0;
+        assert!(e.contains("version 3, this sender 4"), "{e}");
+        // A v3 sender's data preamble is refused, naming the versions.
+        let mut p = preamble(&[1; 16], 0);
+        p[4] = 3;
+        assert!(parse_preamble(&p).unwrap_err().0.contains("version 3"));
+    }
+
+    #[test]
+    fn hashes_are_named_and_digest_lengths_checked() {
+        // A v4 request must name its hash; an unknown one is refused by name.
+        let r = br#"{"size":10,"offset":0,"streams":1}"#;
+        assert!(parse_request(r).unwrap_err().0.contains("\"hash\""));
+        let r = br#"{"size":10,"offset":0,"streams":1,"hash":"md5"}"#;
+        let e = parse_request(r).unwrap_err().0;
+        assert!(e.contains("md5") && e.contains("xxh3"), "{e}");
+        // A digest of the other hash's length is refused, not truncated or padded.
+        let e = End {
+            sent: 1,
+            digest: Digest::new(&[1; 32]),
+            file_digest: Digest::new(&[1; 32]),
+        };
+        let line = end_msg(&e).to_string();
+        assert!(parse_end(line.as_bytes(), HashAlgo::Xxh3).is_err());
+        assert!(parse_end(line.as_bytes(), HashAlgo::Blake3).is_ok());
     }
 
     #[test]
@@ -786,6 +954,12 @@ mod tests {
         // The receiver's proof is not the sender's answer replayed.
         assert!(!k.check_receiver(&n, &c, &tag));
         assert!(k.check_receiver(&n, &c, &k.receiver_proof(&n, &c)));
+        // The data key is neither handshake tag, and differs per challenge and per key.
+        let dk = k.data_key(&c, &n);
+        assert_ne!(dk, tag);
+        assert_ne!(dk, k.receiver_proof(&n, &c));
+        assert_ne!(dk, k.data_key(&[0; 32], &n));
+        assert_ne!(dk, other.data_key(&c, &n));
         assert!(Key::from_bytes(b"  short \n", "test").is_err());
     }
 

@@ -25,23 +25,23 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use blake3::Hasher;
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
     send_fixed_source, DriverConfig, DriverEvent, DriverReport, FileSource, Source,
 };
 use opsel::{Error, Result};
 
-use super::proto;
+use super::hashing::{HashSpec, Hasher};
+use super::proto::{self, Digest};
 use super::recv::why;
 
-/// The digests a receive yields: (file, bytes received, BLAKE3 of the range,
-/// BLAKE3 of the whole file).
-type Received = (File, u64, [u8; 32], [u8; 32]);
+/// What a receive yields: (file, bytes received, digest of the range,
+/// digest of the whole file).
+type Received = (File, u64, Digest, Digest);
 
 /// Receive `[offset, size)` of a transfer striped over `conns` into `file`
-/// (the part file at `part`), continuing `prefix` (the BLAKE3 state of
-/// `[0, offset)`). On failure: the file cut back to the contiguous prefix,
+/// (the part file at `part`), continuing `prefix` (the hash state of
+/// `[0, offset)`; `spec` makes the range's). On failure: the file cut back to the contiguous prefix,
 /// the bytes kept past `offset`, and why.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn receive(
@@ -51,6 +51,7 @@ pub(super) fn receive(
     size: u64,
     conns: Vec<TcpStream>,
     prefix: Hasher,
+    spec: HashSpec,
     idle: Duration,
     on_bytes: &(dyn Fn(u64) + Send + Sync),
 ) -> std::result::Result<Received, (File, u64, String)> {
@@ -122,7 +123,7 @@ pub(super) fn receive(
             }
             // The hash follows the contiguous written prefix in file order.
             let mut whole = prefix;
-            let mut range = (offset > 0).then(Hasher::new);
+            let mut range = (offset > 0).then(|| spec.hasher());
             let mut pos = offset;
             let mut seg = 0usize;
             let mut buf = vec![0u8; 256 << 10];
@@ -165,8 +166,8 @@ pub(super) fn receive(
         });
     match hashed {
         Ok((pos, whole, range)) if pos == size => {
-            let whole: [u8; 32] = *whole.finalize().as_bytes();
-            let range = range.map_or(whole, |r| *r.finalize().as_bytes());
+            let whole = whole.finalize();
+            let range = range.map_or(whole, |r| r.finalize());
             Ok((file, size - offset, range, whole))
         }
         Ok((pos, ..)) => {
@@ -198,14 +199,15 @@ fn contiguous(segs: &[(u64, u64)], progress: &[AtomicU64]) -> u64 {
     end
 }
 
-/// The sender's BLAKE3 of `[offset, size)` (range and whole file), read from
+/// The sender's digests of `[offset, size)` (range and whole file), read from
 /// the page cache on its own thread while the streams send.
 pub(super) fn hash_ahead(
     path: PathBuf,
     offset: u64,
     size: u64,
     prefix: Hasher,
-) -> JoinHandle<Result<(u64, [u8; 32], [u8; 32])>> {
+    spec: HashSpec,
+) -> JoinHandle<Result<super::hashing::Digests>> {
     std::thread::spawn(move || {
         let mut f = File::open(&path)
             .map_err(|e| Error::io(format!("open {} to hash it", path.display()), e))?;
@@ -213,7 +215,7 @@ pub(super) fn hash_ahead(
             .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
         let mut whole = prefix;
         // From offset 0 the range is the whole file: one hash, not two.
-        let mut range = (offset > 0).then(Hasher::new);
+        let mut range = (offset > 0).then(|| spec.hasher());
         let mut buf = vec![0u8; 256 << 10];
         let n = {
             let mut hs: Vec<&mut Hasher> = vec![&mut whole];
@@ -222,8 +224,8 @@ pub(super) fn hash_ahead(
             }
             super::hashing::hash_from(&mut f, &path, size - offset, &mut buf, &mut hs)?
         };
-        let whole: [u8; 32] = *whole.finalize().as_bytes();
-        let range = range.map_or(whole, |r| *r.finalize().as_bytes());
+        let whole = whole.finalize();
+        let range = range.map_or(whole, |r| r.finalize());
         Ok((offset + n, range, whole))
     })
 }
@@ -231,6 +233,7 @@ pub(super) fn hash_ahead(
 /// Streams 1..N of a striped send: each runs the fixed-CCA loop over its
 /// segment on its own thread, starting with `cca` (stream 0's driver then
 /// sets every later CCA on them through [`follow_cca`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn_senders<'s>(
     sc: &'s std::thread::Scope<'s, '_>,
     conns: &'s [TcpStream],

@@ -1,7 +1,8 @@
 //! `opsel recv` / `opsel serve`: a network server that accepts transfers
 //! (protocol in `proto.rs`), writes each to a temporary file beside its
 //! destination and renames it into place only once the byte count and the
-//! BLAKE3 are confirmed, and answers UDP echoes for the sender's RTT probe.
+//! digest (BLAKE3 or XXH3-128, `hashing.rs`) are confirmed, and answers UDP
+//! echoes for the sender's RTT probe.
 //!
 //! Robustness (what any peer that reaches the port can do):
 //! * every connection gets its own thread, a deadline for its handshake
@@ -26,11 +27,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use blake3::Hasher;
 use opsel::sys::linux::rtt::UdpEchoResponder;
 use opsel::{Error, Result};
 
-use super::hashing::hash_state;
+use super::hashing::{hash_state, HashSpec, Hasher};
 use super::proto::{self, Key, LineReader, MAX_LINE, PREAMBLE_LEN};
 use super::{random, write_line};
 
@@ -92,19 +92,28 @@ pub struct RecvOpts {
 }
 
 /// Outcome of one received transfer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RecvReport {
     pub peer: SocketAddr,
     pub path: PathBuf,
     pub offset: u64,
     pub received: u64,
-    pub blake3: String,
+    /// The check the sender asked for ("xxh3", "blake3", "blake3-keyed").
+    pub hash: &'static str,
+    /// Its digest of the bytes received (hex).
+    pub digest: String,
     pub verified: bool,
     /// The whole file arrived and was renamed into place.
     pub complete: bool,
     pub file_size: u64,
-    pub file_blake3: String,
+    /// The same hash over the whole file `[0, file_size)` (hex).
+    pub file_digest: String,
+    #[serde(rename = "elapsed_s", serialize_with = "secs")]
     pub elapsed: Duration,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 /// A bound receiver (TCP listener + UDP echo responder on the same port).
@@ -264,6 +273,29 @@ fn fsync_dir(dir: &Path) -> std::io::Result<()> {
 impl Receiver {
     /// Bind the listener and start the echo responder.
     pub fn bind(opts: RecvOpts) -> Result<Receiver> {
+        let listener = TcpListener::bind(opts.listen).map_err(|e| {
+            Error::io(
+                format!("listen on {} (is another opsel recv running?)", opts.listen),
+                e,
+            )
+        })?;
+        Receiver::from_listener(listener, opts)
+    }
+
+    /// Serve on a socket the caller bound (`opts.listen` is not used),
+    /// listening or not yet (it is made to listen). The control connection
+    /// and every data connection of a transfer arrive on it. The UDP echo
+    /// responder for the sender's RTT probe is started on the same port.
+    pub fn from_listener(listener: TcpListener, opts: RecvOpts) -> Result<Receiver> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: listen(2) on a descriptor we own; on a listening socket it
+        // only sets the backlog.
+        if unsafe { libc::listen(listener.as_raw_fd(), 128) } != 0 {
+            return Err(Error::io(
+                "listen on the receiver's socket (a bound TCP socket is needed)",
+                std::io::Error::last_os_error(),
+            ));
+        }
         if let Target::Dir(d) = &opts.target {
             if !d.is_dir() {
                 return Err(Error::invalid(format!(
@@ -272,12 +304,6 @@ impl Receiver {
                 )));
             }
         }
-        let listener = TcpListener::bind(opts.listen).map_err(|e| {
-            Error::io(
-                format!("listen on {} (is another opsel recv running?)", opts.listen),
-                e,
-            )
-        })?;
         let local = listener
             .local_addr()
             .map_err(|e| Error::io("listener address", e))?;
@@ -306,10 +332,17 @@ impl Receiver {
         on_bytes: Arc<dyn Fn(u64) + Send + Sync>,
         log: Arc<dyn Fn(&str) + Send + Sync>,
     ) -> Result<RecvReport> {
+        // The accept loop polls (non-blocking); a listener the caller handed
+        // over (`from_listener`; a duplicated descriptor shares the flag)
+        // gets its own flag back afterwards.
+        use std::os::fd::AsFd;
+        let restore = crate::Blocking::new(self.listener.as_fd());
         let r = self.serve_inner(on_bytes, log);
         if let Some(e) = self.echo.take() {
             let _ = e.stop();
         }
+        let _ = self.listener.set_nonblocking(false);
+        drop(restore);
         r
     }
 
@@ -565,6 +598,28 @@ fn handle_control(
         }
         None => None,
     };
+    // With a pre-shared key the check must be tamper-evident: keyed BLAKE3
+    // under this transfer's data key (proto.rs; docs/results/datapath.md,
+    // "The integrity guarantee"). xxh3 is refused, not silently upgraded,
+    // so both sides always agree on what was checked.
+    let hash = match &sh.opts.key {
+        Some(_) if req.hash != proto::HashAlgo::Blake3 => {
+            refuse(
+                &mut w,
+                &log,
+                format!(
+                    "this receiver uses a pre-shared key, so transfers are checked with keyed BLAKE3, not {}: send with --hash blake3 (the default with a key)",
+                    req.hash
+                ),
+            );
+            return None;
+        }
+        Some(k) => HashSpec {
+            algo: proto::HashAlgo::Blake3,
+            key: Some(k.data_key(&challenge.challenge, &nonce)),
+        },
+        None => HashSpec::plain(req.hash),
+    };
     // Authenticated (or no key configured): one transfer at a time.
     if sh
         .busy
@@ -579,7 +634,7 @@ fn handle_control(
         return None;
     }
     let mut busy = BusyGuard(Some(&sh.busy));
-    let out = run_transfer(sh, &mut w, r, peer, &req, proof, &mut busy);
+    let out = run_transfer(sh, &mut w, r, peer, &req, proof, hash, &mut busy);
     busy.release();
     match &out {
         Ok(rep) => log(format!(
@@ -630,6 +685,9 @@ fn destination(opts: &RecvOpts, req: &proto::Request) -> Result<(PathBuf, bool)>
 
 /// Open the part file holding exactly `offset` verified-to-be bytes (a
 /// prefix the sender checks against its own file before sending).
+// The request's fields and the receiver's options, passed apart (a struct for
+// one private call site would only rename them).
+#[allow(clippy::too_many_arguments)]
 fn prepare_part(
     dest: &Path,
     part: &Path,
@@ -638,6 +696,7 @@ fn prepare_part(
     size: u64,
     force: bool,
     max_size: u64,
+    hash: &HashSpec,
 ) -> Result<(File, u64, Hasher)> {
     if size > max_size {
         return Err(Error::invalid(format!(
@@ -719,7 +778,9 @@ fn prepare_part(
         .map_err(|e| Error::io(format!("create {}", part.display()), e))?;
     f.set_len(offset)
         .map_err(|e| Error::io(format!("truncate {} to {offset}", part.display()), e))?;
-    let (n, prefix_state) = hash_state(part, 0, Some(offset))?;
+    // The prefix is re-hashed with this transfer's hash (and key): a resume
+    // may use another hash than the transfer that wrote the prefix.
+    let (n, prefix_state) = hash_state(part, 0, Some(offset), hash)?;
     if n != offset {
         return Err(Error::invalid(format!(
             "{} holds {n} bytes, not {offset}",
@@ -732,6 +793,7 @@ fn prepare_part(
     Ok((f, offset, prefix_state))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_transfer(
     sh: &Shared,
     w: &mut TcpStream,
@@ -739,6 +801,7 @@ fn run_transfer(
     peer: SocketAddr,
     req: &proto::Request,
     proof: Option<[u8; 32]>,
+    hash: HashSpec,
     busy: &mut BusyGuard,
 ) -> Result<RecvReport> {
     let log = |m: String| (sh.log)(&format!("{peer}: {m}"));
@@ -754,8 +817,9 @@ fn run_transfer(
         req.size,
         sh.opts.force,
         lim.max_size,
+        &hash,
     )?;
-    let prefix: [u8; 32] = *prefix_state.finalize().as_bytes();
+    let prefix = prefix_state.finalize();
     let token: [u8; proto::TOKEN_LEN] = random();
     let n_streams = req.streams.max(1);
     let (tx, rx) = mpsc::sync_channel::<(u16, TcpStream)>(usize::from(n_streams));
@@ -768,7 +832,7 @@ fn run_transfer(
     let accept = proto::Accept {
         token,
         offset,
-        prefix_blake3: prefix,
+        prefix_digest: prefix,
         proof,
         streams: n_streams,
     };
@@ -835,6 +899,7 @@ fn run_transfer(
             req.size,
             conns,
             prefix_state,
+            hash,
             lim.idle,
             &*sh.on_bytes,
         ) {
@@ -884,7 +949,7 @@ fn run_transfer(
         // The whole-file hash continues the prefix's (read from the part file
         // above); from offset 0 the range is the whole file.
         let mut whole = prefix_state;
-        let mut range = (offset > 0).then(Hasher::new);
+        let mut range = (offset > 0).then(|| hash.hasher());
         let mut received = 0u64;
         let mut read_err: Option<String> = None;
         // Each buffer is filled by as many reads as it takes to hold FILL bytes
@@ -959,8 +1024,8 @@ fn run_transfer(
                 format!("internal: {received} bytes received but {written} written"),
             ));
         }
-        let whole_sha: [u8; 32] = *whole.finalize().as_bytes();
-        let sha = range.map_or(whole_sha, |r| *r.finalize().as_bytes());
+        let whole_sha = whole.finalize();
+        let sha = range.map_or(whole_sha, |r| r.finalize());
         (file, written, sha, whole_sha)
     };
     file.sync_all()
@@ -968,7 +1033,7 @@ fn run_transfer(
     // The completion message, within the idle limit.
     let end_deadline = Instant::now() + lim.idle;
     let end = match r.read_line(MAX_LINE, |s| until(s, end_deadline)) {
-        Ok(Some(l)) => proto::parse_end(&l).map_err(|e| Error::invalid(e.0)),
+        Ok(Some(l)) => proto::parse_end(&l, hash.algo).map_err(|e| Error::invalid(e.0)),
         Ok(None) => Err(Error::invalid("the sender closed the control connection")),
         Err(e) => Err(Error::invalid(why(&e, lim.idle))),
     }
@@ -988,8 +1053,8 @@ fn run_transfer(
         .len();
     let file_sha = whole_sha;
     let verified = end.sent == received
-        && end.blake3 == sha
-        && file_sha == end.file_blake3
+        && end.digest == sha
+        && file_sha == end.file_digest
         && file_size == offset + received;
     let mut complete = verified && file_size == req.size;
     if !verified {
@@ -1025,9 +1090,9 @@ fn run_transfer(
     let conf = proto::Confirm {
         ok: verified,
         received,
-        blake3: sha,
+        digest: sha,
         file_size,
-        file_blake3: file_sha,
+        file_digest: file_sha,
         complete,
     };
     let _ = w.set_write_timeout(Some(lim.idle));
@@ -1038,11 +1103,12 @@ fn run_transfer(
         path: if complete { dest } else { part },
         offset,
         received,
-        blake3: proto::hex(&sha),
+        hash: hash.label(),
+        digest: sha.hex(),
         verified,
         complete,
         file_size,
-        file_blake3: proto::hex(&file_sha),
+        file_digest: file_sha.hex(),
         elapsed: start.elapsed(),
     })
 }

@@ -1,0 +1,111 @@
+//! `sendFile` / `recvFile`: the `opsel-transfer` crate's one-transfer
+//! functions. A transfer blocks for as long as the file takes, so each runs
+//! as an `AsyncTask` on the libuv pool and returns a Promise (a synchronous
+//! call would stall the event loop, and a sender and receiver in one process
+//! would deadlock). Conversions only: the descriptor is duplicated (the
+//! caller's socket stays open and theirs), the spec (camelCase object or JSON
+//! text) goes through the crate's `SendSpec` / `RecvSpec`, the report comes
+//! back in its serde form with camelCase keys.
+
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::AtomicBool;
+
+use crate::convert::{core_value_or_default, js_form};
+use crate::error::{coded_error_value, guard, invalid, to_js, Code};
+use crate::sys::off_loop;
+use napi::bindgen_prelude::*;
+use napi::JsUnknown;
+use napi_derive::napi;
+use opsel_transfer::{RecvSpec, SendSpec};
+
+type R<T> = napi::Result<T, Code>;
+
+enum Job {
+    Send(i32, String, SendSpec),
+    Recv(i32, String, RecvSpec),
+}
+
+pub struct Transfer(Option<Job>);
+
+/// An owned duplicate of the caller's descriptor (checked on the caller's
+/// thread, so a closed one fails before the Promise).
+fn dup(fd: i32) -> R<OwnedFd> {
+    if fd < 0 {
+        return Err(invalid(format!(
+            "socket descriptor {fd} is negative; pass the socket's descriptor"
+        )));
+    }
+    // SAFETY: the caller keeps `fd` open for the duration of the call.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+        .try_clone_to_owned()
+        .map_err(|e| invalid(format!("descriptor {fd}: {e}")))
+}
+
+impl Task for Transfer {
+    type Output = R<serde_json::Value>;
+    type JsValue = JsUnknown;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        off_loop("transfer", || {
+            match self
+                .0
+                .take()
+                .ok_or_else(|| invalid("this transfer already ran"))?
+            {
+                Job::Send(fd, path, spec) => {
+                    let ctl = TcpStream::from(dup(fd)?);
+                    let stop = AtomicBool::new(false);
+                    opsel_transfer::send_file(ctl, path.as_ref(), &spec, &stop, &mut |_| {})
+                        .map(|r| js_form(&r))
+                }
+                Job::Recv(fd, path, spec) => {
+                    let l = TcpListener::from(dup(fd)?);
+                    opsel_transfer::recv_file(l, path.as_ref(), &spec).map(|r| js_form(&r))
+                }
+            }
+            .map_err(to_js)
+        })
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+        match output {
+            Ok(v) => env.to_js_value(&v),
+            Err(e) => Err(coded_error_value(env, e)),
+        }
+    }
+}
+
+/// Send the file at `path` over `fd` (a connected TCP socket) to an opsel
+/// receiver; resolves to the report once the receiver confirmed every byte
+/// and its digest. `spec`: `{cca, hash: "xxh3"|"blake3", offset, resume,
+/// name, streams, timeS, intervalS, key}`, every field optional.
+#[napi(ts_return_type = "Promise<Record<string, any>>")]
+pub fn send_file(
+    fd: i32,
+    path: String,
+    #[napi(ts_arg_type = "Record<string, any> | string")] spec: Option<serde_json::Value>,
+) -> napi::Result<AsyncTask<Transfer>, Code> {
+    guard(|| {
+        let spec: SendSpec = core_value_or_default(spec, "send spec")?;
+        dup(fd)?;
+        Ok(AsyncTask::new(Transfer(Some(Job::Send(fd, path, spec)))))
+    })
+}
+
+/// Receive one transfer into `path` on `fd` (a listening TCP socket; the
+/// sender's control and data connections arrive there); resolves to the
+/// report after the first verified transfer. `spec`: `{force, append,
+/// maxSize, handshakeS, idleS, acceptTimeoutS, key}`, every field optional.
+#[napi(ts_return_type = "Promise<Record<string, any>>")]
+pub fn recv_file(
+    fd: i32,
+    path: String,
+    #[napi(ts_arg_type = "Record<string, any> | string")] spec: Option<serde_json::Value>,
+) -> napi::Result<AsyncTask<Transfer>, Code> {
+    guard(|| {
+        let spec: RecvSpec = core_value_or_default(spec, "receive spec")?;
+        dup(fd)?;
+        Ok(AsyncTask::new(Transfer(Some(Job::Recv(fd, path, spec)))))
+    })
+}
