@@ -203,6 +203,9 @@ class Gate:
         return w, b
 
 
+SWEEP = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99)
+
+
 def stop_index(score, thr, n_checks):
     """First check (among the first n_checks, the prefixes shorter than w) with score ≥ thr; else the full window."""
     ok = score[:, :n_checks] >= thr
@@ -296,6 +299,7 @@ def main(argv=None):
         return best[1] if best else (thr_grid[-1] if scores_by_inner[0][0] == "gate" else 1.01)
 
     results = {}
+    gates = {}
     for o in range(nc):
         rows, F, dec, mg = pd(o, o)
         truth = truth_bbr[rows]
@@ -324,7 +328,16 @@ def main(argv=None):
             res[f"margin-{t}"] = evaluate(stop_index(mg, t, n_checks), dec, truth, prefixes)[:3]
         res["prefix-10"] = evaluate(np.full(len(rows), prefixes.index(10)), dec, truth, prefixes)[:3]
         results[names[o]] = res
+        gates[o] = gate
         print(f"  {names[o]}: gate θ = {thr:.2f}, τ = {tau:.2f} ({time.time() - t0:.0f} s)", file=sys.stderr)
+
+    # Sweep of fixed gate thresholds (each fold's gate, every threshold reported: nothing chosen here).
+    sweep = {}
+    for o in range(nc):
+        rows, F, dec, mg = pd(o, o)
+        p = gates[o].proba(F)
+        for thr in SWEEP:
+            sweep.setdefault(thr, []).append(evaluate(stop_index(p, thr, n_checks), dec, truth_bbr[rows], prefixes)[:3])
 
     rules = [("full", f"full window ({a.w} s)"), ("prefix-10", "always prefix 10 s"),
              ("margin-0.3", "margin τ = 0.3 (PriorProbe default)"), ("margin-0.5", "margin τ = 0.5"),
@@ -347,6 +360,16 @@ def main(argv=None):
     print("|---|---|---|")
     for c in names:
         print(f"| {c} | {results[c]['gate_threshold']:.2f} | {results[c]['tau']:.2f} |")
+
+    print()
+    print("Gate threshold sweep (each held-out condition's own LOCO gate; medians over conditions):")
+    print("| θ | right decisions, median / mean over conditions | mean probing s, median | decided ≤ 10 s (mean) |")
+    print("|---|---|---|---|")
+    for thr in SWEEP:
+        r = [v[0] for v in sweep[thr]]
+        sec = [v[1] for v in sweep[thr]]
+        q = [v[2] for v in sweep[thr]]
+        print(f"| {thr:.2f} | {100 * np.median(r):.1f} / {100 * np.mean(r):.1f} % | {np.median(sec):.1f} | {100 * np.mean(q):.0f} % |")
 
     if a.export:
         # The shipped gate: trained on every condition (each condition's windows
