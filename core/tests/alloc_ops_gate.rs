@@ -88,3 +88,39 @@ fn gate_checks_do_not_allocate() {
     assert!(fired_at.is_some_and(|n| n < w), "{fired_at:?}");
     assert_eq!(c.stats().gate_exits, 1);
 }
+
+/// The prior's checks (`ops::PriorProbe`) read the same mix-free verdict:
+/// checks that neither end the probe nor overrule the prior allocate nothing.
+#[test]
+fn prior_checks_do_not_allocate() {
+    let file = opsel::model::load(repo("models/passive/model.json")).unwrap();
+    let m = &file.model;
+    let w = m.window();
+    let q: Vec<f64> = m
+        .raw_reference(11)
+        .iter()
+        .enumerate()
+        .map(|(k, v)| v * (1.0 + 0.003 * ((k % 5) as f64 - 2.0)))
+        .collect();
+    // Margin 1 only for a window at distance 0: never here, so every check waits.
+    let spec = ControllerSpec::from_json(
+        r#"{"prior": {"min_samples": 5, "step": 5, "min_confidence": 1.0}}"#,
+    )
+    .unwrap();
+    let mut c = spec.build::<NoCallback>(&file, None).unwrap();
+    c.set_prior_class(0).unwrap();
+    c.start(0).unwrap();
+    let ((), n) = count(|| {
+        for (t, &v) in q[..w - 1].iter().enumerate() {
+            let now = (t as u64 + 1) * S;
+            c.handle_timeout(now).unwrap();
+            c.handle_sample(now, v).unwrap();
+            while c.poll().is_some() {}
+        }
+    });
+    assert_eq!(n, 0, "prior checks allocated");
+    assert_eq!(c.phase(), Phase::Probe);
+    assert_eq!(c.prior_class(), Some(0), "the prior was overruled or used");
+    let s = c.stats();
+    assert_eq!((s.prior_exits, s.prior_overruled), (0, 0));
+}

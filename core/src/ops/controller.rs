@@ -27,7 +27,7 @@
 //!   segment: the pattern's last segment runs before the first probe and at
 //!   the end of every steady phase, so the simulator and the tests see it.
 
-use super::classifier::{Classified, Classifier};
+use super::classifier::{Classified, Classifier, Verdict};
 use super::gate::ProbeGate;
 use super::policy::Policy;
 use crate::error::{Error, Result};
@@ -1225,11 +1225,16 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         if n < p.min_samples || (n - p.min_samples) % p.step != 0 {
             return false;
         }
-        match self.classifier.classify_prefix(&self.window) {
-            Some(Ok(c)) if c.confidence >= p.min_confidence => {
+        // The mix-free verdict: a check that does not end the probe allocates nothing.
+        match self.classifier.prefix_verdict(&self.window) {
+            Some(Ok(v))
+                if v.confidence >= p.min_confidence
+                    && v.class_index < self.classifier.classes().len() =>
+            {
                 self.prior_class = None;
-                if c.class_index == prior {
+                if v.class_index == prior {
                     self.stats.prior_exits += 1;
+                    let c = self.classified(v);
                     self.decide(now_ns, Some(c), true);
                     true
                 } else {
@@ -1267,14 +1272,19 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             return false;
         }
         self.stats.gate_exits += 1;
-        let c = Classified {
+        let c = self.classified(v);
+        self.decide(now_ns, Some(c), true);
+        true
+    }
+
+    /// A verdict with its class's mix (`class_index` checked by the caller).
+    fn classified(&self, v: Verdict) -> Classified {
+        Classified {
             mix: self.classifier.classes()[v.class_index].clone(),
             class_index: v.class_index,
             confidence: v.confidence,
             distance: v.distance,
-        };
-        self.decide(now_ns, Some(c), true);
-        true
+        }
     }
 
     /// Whether the stump would see BBR in the background of `class_index`
