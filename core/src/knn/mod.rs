@@ -456,6 +456,11 @@ pub struct Workspace {
     cb_lanes: Vec<dtw::lanes::Lanes>,
     lanes: dtw::lanes::LaneWorkspace,
     votes: Vec<u32>,
+    /// Exact prepared finish with k = 1: the nearest reference of each class
+    /// (accumulated distance, index; index `usize::MAX` for a class with no
+    /// reference), from one scan, so the margin's other-class nearest needs
+    /// no second scan (`prepared.rs`, decision latency).
+    class_best: Vec<(f64, usize)>,
     /// Counters for the last query: (references, pruned by a bound, DTW abandoned).
     stats: SearchStats,
     /// The speculative work of [`Model::prepare`].
@@ -504,6 +509,8 @@ impl Workspace {
         }
         if self.votes.len() != n_classes {
             self.votes.resize(n_classes, 0);
+            self.class_best
+                .resize(n_classes, (f64::INFINITY, usize::MAX));
         }
         self.prepared.fit_to(window, n_refs);
     }

@@ -123,6 +123,8 @@ pub(super) struct Prepared {
     pub(super) dist: Vec<f64>,
     /// Bounded finish: B, in finished (reported) units.
     pub(super) bound: f64,
+    /// The exact finish filled `Workspace::class_best` (k = 1).
+    class_best: bool,
 }
 
 impl Prepared {
@@ -151,6 +153,16 @@ impl Prepared {
             self.dist.resize(n_refs, 0.0);
         }
     }
+}
+
+/// The smallest (distance, index) by distance, then index (the order
+/// `insert` keeps), skipping classes without a reference (index `usize::MAX`).
+fn lowest(it: impl Iterator<Item = (f64, usize)>) -> Option<(f64, usize)> {
+    it.filter(|b| b.1 != usize::MAX)
+        .fold(None, |acc: Option<(f64, usize)>, b| match acc {
+            Some(a) if a.0 < b.0 || (a.0 == b.0 && a.1 < b.1) => Some(a),
+            _ => Some(b),
+        })
 }
 
 /// `a < b ? a : b` (inputs are never NaN), as `dtw`'s programme computes it.
@@ -193,6 +205,26 @@ fn row<const SQ: bool>(
         left = v;
     }
     curr[hi + 2..].iter_mut().for_each(|c| *c = inf);
+}
+
+/// The last cell of row `i` of the banded programme for `LANES` references,
+/// `[lo, hi]` its band and `prev` row `i − 1` as [`row`] takes it: the same
+/// operations in the same order as [`row`] (so the same bits), without
+/// storing the row. The finish needs only the programme's corner.
+#[inline(always)]
+///
+/// `up[j]` holds `min(prev[j], prev[j + 1])` (the two upper neighbours of
+/// cell j, taken at prepare time, off the decision's path: [`Model::prepare`]
+/// stores the row so): `min` is exact and applied to the same operands in the
+/// same order, so the bits are those of [`row`].
+fn last_cell<const SQ: bool>(q: f64, s: &[Lanes], lo: usize, hi: usize, up: &[Lanes]) -> Lanes {
+    let mut left = [f64::INFINITY; LANES];
+    for j in lo..=hi {
+        let l = local::<SQ>(q, &s[j]);
+        let m = vmin(&up[j], &left);
+        left = std::array::from_fn(|t| l[t] + m[t]);
+    }
+    left
 }
 
 impl Model {
@@ -348,6 +380,12 @@ impl Model {
                     row::<SQ>(qi, s, lo, hi, out, &mut cb_lanes[..=w]);
                     out.copy_from_slice(&cb_lanes[..=w]);
                 }
+                // The last row reads row w − 2 only as min(slot j, slot j + 1)
+                // for its band's columns j: take those minimums now (ascending
+                // j reads slot j + 1 before it is overwritten; `last_cell`).
+                for j in (w - 1).saturating_sub(r)..w {
+                    out[j] = vmin(&out[j], &out[j + 1]);
+                }
             }
         }
     }
@@ -409,8 +447,26 @@ impl Model {
         // the exhaustive search builds.
         let k = self.config.k;
         ws.neighbors.clear();
-        for (i, &d) in ws.prepared.dist.iter().enumerate() {
-            insert(&mut ws.neighbors, k, d, i);
+        ws.prepared.class_best = false;
+        if k == 1 {
+            // One scan: each class's nearest (ties to the lower index, as
+            // `insert` breaks them), then the nearest of all; the margin's
+            // other-class nearest is then a look-up (`other_class_prepared`).
+            ws.class_best.fill((f64::INFINITY, usize::MAX));
+            for (i, (&d, &l)) in ws.prepared.dist.iter().zip(&self.labels).enumerate() {
+                let b = &mut ws.class_best[l as usize];
+                if d < b.0 || b.1 == usize::MAX {
+                    *b = (d, i);
+                }
+            }
+            if let Some(best) = lowest(ws.class_best.iter().copied()) {
+                ws.neighbors.push(best);
+            }
+            ws.prepared.class_best = true;
+        } else {
+            for (i, &d) in ws.prepared.dist.iter().enumerate() {
+                insert(&mut ws.neighbors, k, d, i);
+            }
         }
         let cost = self.config.dtw.cost;
         for nb in ws.neighbors.iter_mut() {
@@ -457,7 +513,14 @@ impl Model {
             let hi = i.saturating_add(r).min(w - 1);
             let mut left = f64::NEG_INFINITY;
             for j in lo..=hi {
-                let v = c + prev[j].max(prev[j + 1]).max(left);
+                // Plain comparisons: no NaN here (−∞ and sums of costs >= 0),
+                // so this is `f64::max` without its NaN handling.
+                let up = if prev[j] > prev[j + 1] {
+                    prev[j]
+                } else {
+                    prev[j + 1]
+                };
+                let v = c + if up > left { up } else { left };
                 curr[j + 1] = v;
                 left = v;
             }
@@ -479,9 +542,21 @@ impl Model {
     pub(super) fn other_class_prepared(&self, class: u32, ws: &mut Workspace) -> f64 {
         let k = self.config.k;
         ws.neighbors.clear();
-        for (i, &d) in ws.prepared.dist.iter().enumerate() {
-            if self.labels[i] != class {
-                insert(&mut ws.neighbors, k, d, i);
+        if k == 1 && ws.prepared.class_best {
+            let others = ws
+                .class_best
+                .iter()
+                .enumerate()
+                .filter(|&(c, _)| c != class as usize)
+                .map(|(_, &b)| b);
+            if let Some(best) = lowest(others) {
+                ws.neighbors.push(best);
+            }
+        } else {
+            for (i, &d) in ws.prepared.dist.iter().enumerate() {
+                if self.labels[i] != class {
+                    insert(&mut ws.neighbors, k, d, i);
+                }
             }
         }
         let cost = self.config.dtw.cost;
@@ -524,17 +599,16 @@ impl Model {
         let n = self.labels.len();
         let r = self.config.dtw.radius_or_max();
         let lo = (w - 1).saturating_sub(r);
-        let Workspace {
-            prepared, cb_lanes, ..
-        } = ws;
+        let prepared = &mut ws.prepared;
         let groups = n.div_ceil(LANES);
         let per_guess = groups * (w + 1);
         let rows = &prepared.rows[guess * per_guess..(guess + 1) * per_guess];
         for (g, prev) in rows.chunks_exact(w + 1).enumerate() {
             let s = &self.refs_lanes[g * w..(g + 1) * w];
-            row::<SQ>(last, s, lo, w - 1, prev, &mut cb_lanes[..=w]);
+            // Only the corner (w − 1, w − 1) is needed: no row is stored.
+            let d = last_cell::<SQ>(last, s, lo, w - 1, prev);
             let used = LANES.min(n - g * LANES);
-            prepared.dist[g * LANES..g * LANES + used].copy_from_slice(&cb_lanes[w][..used]);
+            prepared.dist[g * LANES..g * LANES + used].copy_from_slice(&d[..used]);
         }
     }
 

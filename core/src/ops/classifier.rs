@@ -20,6 +20,26 @@ pub struct Classified {
     pub distance: f64,
 }
 
+/// A classification without the mix: what the controller's early-exit checks
+/// read (class, confidence, distance). Copy, so a check allocates nothing
+/// ([`Classifier::verdict`], [`Classifier::prefix_verdict`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verdict {
+    pub class_index: usize,
+    pub confidence: f64,
+    pub distance: f64,
+}
+
+impl From<Classified> for Verdict {
+    fn from(c: Classified) -> Self {
+        Self {
+            class_index: c.class_index,
+            confidence: c.confidence,
+            distance: c.distance,
+        }
+    }
+}
+
 /// A background-mix classifier over fixed-length RTT windows (000 §3.4: raw
 /// rtt_ms at 1 Hz, non-overlapping windows of w samples).
 ///
@@ -81,6 +101,21 @@ pub trait Classifier {
         None
     }
 
+    /// [`Classifier::classify`] without building the mix (allocation-free for
+    /// classifiers that override it, as `KnnClassifier` does). Must agree
+    /// with `classify`. Default: `classify`, mix dropped.
+    fn verdict(&mut self, window: &[f64]) -> Result<Verdict> {
+        self.classify(window).map(Verdict::from)
+    }
+
+    /// [`Classifier::classify_prefix`] without building the mix: what the
+    /// probe gate (`ops::ProbeGate`) reads at each check, so a check that
+    /// does not end the probe allocates nothing. Must agree with
+    /// `classify_prefix`. Default: `classify_prefix`, mix dropped.
+    fn prefix_verdict(&mut self, prefix: &[f64]) -> Option<Result<Verdict>> {
+        self.classify_prefix(prefix).map(|r| r.map(Verdict::from))
+    }
+
     /// Several cycles per decision (`Config::cycles` > 1): write into
     /// `out[c]` (one slot per [`Classifier::classes`]) the distance of
     /// `window` (`window_len()` samples) to class `c`, smaller = nearer, `∞`
@@ -115,6 +150,12 @@ impl<C: Classifier + ?Sized> Classifier for Box<C> {
     }
     fn classify_prefix(&mut self, prefix: &[f64]) -> Option<Result<Classified>> {
         (**self).classify_prefix(prefix)
+    }
+    fn verdict(&mut self, window: &[f64]) -> Result<Verdict> {
+        (**self).verdict(window)
+    }
+    fn prefix_verdict(&mut self, prefix: &[f64]) -> Option<Result<Verdict>> {
+        (**self).prefix_verdict(prefix)
     }
     fn class_distances(&mut self, window: &[f64], out: &mut [f64]) -> Option<Result<()>> {
         (**self).class_distances(window, out)
@@ -195,5 +236,16 @@ impl<C: Classifier> Classifier for PrefixEnsemble<C> {
             .binary_search_by_key(&l, |c| c.window_len())
             .ok()?;
         Some(self.prefixes[i].classify(prefix))
+    }
+    fn verdict(&mut self, window: &[f64]) -> Result<Verdict> {
+        self.full.verdict(window)
+    }
+    fn prefix_verdict(&mut self, prefix: &[f64]) -> Option<Result<Verdict>> {
+        let l = prefix.len();
+        let i = self
+            .prefixes
+            .binary_search_by_key(&l, |c| c.window_len())
+            .ok()?;
+        Some(self.prefixes[i].verdict(prefix))
     }
 }

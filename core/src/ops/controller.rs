@@ -27,7 +27,8 @@
 //!   segment: the pattern's last segment runs before the first probe and at
 //!   the end of every steady phase, so the simulator and the tests see it.
 
-use super::classifier::{Classified, Classifier};
+use super::classifier::{Classified, Classifier, Verdict};
+use super::gate::ProbeGate;
 use super::policy::Policy;
 use crate::error::{Error, Result};
 use crate::probe::{CcaName, Pattern, Segment, SegmentKind};
@@ -206,6 +207,13 @@ pub struct Config {
     /// only once [`Controller::set_prior_class`] names a class. `None`
     /// (default): no prior.
     pub prior: Option<PriorProbe>,
+    /// A learned gate that ends each probe at the first check length whose
+    /// prefix decision it judges safe ([`ProbeGate`], 004 §8 B.1); `None`
+    /// (default): no gate. Needs one window per decision (cycles = 1), a
+    /// classifier with prefix models at the gate's check lengths, and the
+    /// gate's window equal to the model's. Checked after the prior
+    /// ([`PriorProbe`]); excludes [`Config::progressive`], which it replaces.
+    pub gate: Option<ProbeGate>,
     /// Extra sample periods a probe may take before it is abandoned because
     /// samples stopped arriving.
     pub grace_periods: u32,
@@ -257,6 +265,7 @@ impl Config {
             adaptive: None,
             progressive: None,
             prior: None,
+            gate: None,
             grace_periods: 5,
             steady_jitter: 0.0,
             seed: 0,
@@ -351,6 +360,19 @@ impl Config {
             if self.cycles > 1 {
                 return Err(Error::invalid(format!(
                     "a prior shortens one-window probes; cycles is {}: use cycles = 1 or drop the prior",
+                    self.cycles
+                )));
+            }
+        }
+        if self.gate.is_some() {
+            if self.progressive.is_some() {
+                return Err(Error::invalid(
+                    "a probe gate and progressive probing both end probes early; use one (the gate replaces the margin threshold)",
+                ));
+            }
+            if self.cycles > 1 {
+                return Err(Error::invalid(format!(
+                    "a probe gate ends one-window probes; cycles is {}: use cycles = 1 or drop the gate",
                     self.cycles
                 )));
             }
@@ -517,6 +539,9 @@ pub struct Stats {
     pub prior_overruled: u64,
     /// Classifier or policy failures.
     pub failed_decisions: u64,
+    /// Probes the probe gate ended early ([`ProbeGate`]); also counted in
+    /// `early_exits`.
+    pub gate_exits: u64,
     /// Probes abandoned for missing samples.
     pub incomplete_probes: u64,
     /// `SetCca` actions emitted.
@@ -583,6 +608,13 @@ pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>
     /// The prior class of the first probe ([`PriorProbe`]); cleared once
     /// that probe ends or the prefix disagrees.
     prior_class: Option<usize>,
+    /// Probe gate state ([`ProbeGate`]): the previous check's decision (BBR
+    /// present or not) and how many checks in a row gave it.
+    gate_last: Option<bool>,
+    gate_streak: usize,
+    /// BBR flows per class, counted once here (`Mix::count` allocates its
+    /// lower-cased key; the gate's checks must not).
+    class_bbr: Vec<u32>,
 }
 
 impl<C: Classifier, P: Policy> Controller<C, P> {
@@ -638,6 +670,14 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
                 }
             }
         }
+        if let Some(g) = &cfg.gate {
+            if g.window() != w {
+                return Err(Error::invalid(format!(
+                    "the probe gate was trained for windows of {} samples but the model's window is {w}; use the gate trained with this model",
+                    g.window()
+                )));
+            }
+        }
         let n_classes = classifier.classes().len();
         let window_cap = w * cfg.cycles;
         let rng = cfg.seed;
@@ -677,7 +717,16 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             held_rtt_ms: None,
             last_rtt_ms: None,
             prior_class: None,
+            gate_last: None,
+            gate_streak: 0,
+            class_bbr: Vec::new(),
         };
+        me.class_bbr = me
+            .classifier
+            .classes()
+            .iter()
+            .map(|m| m.count("bbr"))
+            .collect();
         me.rng = rng;
         me.lead = me.lead_segment();
         Ok(me)
@@ -859,7 +908,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         if n >= self.w {
             self.decide(now_ns, None, false);
         } else {
-            if self.check_prior(now_ns, n) {
+            if self.check_prior(now_ns, n) || self.check_gate(now_ns, n) {
                 return;
             }
             if let Some(p) = self.cfg.progressive {
@@ -1106,6 +1155,8 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         self.grid_origin_ns = at_ns;
         self.window.clear();
         self.agree = None;
+        self.gate_last = None;
+        self.gate_streak = 0;
         self.cycle_sums.iter_mut().for_each(|s| *s = 0.0);
         self.steady_until_ns = None;
         self.probe_start_ns = at_ns;
@@ -1174,11 +1225,16 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         if n < p.min_samples || (n - p.min_samples) % p.step != 0 {
             return false;
         }
-        match self.classifier.classify_prefix(&self.window) {
-            Some(Ok(c)) if c.confidence >= p.min_confidence => {
+        // The mix-free verdict: a check that does not end the probe allocates nothing.
+        match self.classifier.prefix_verdict(&self.window) {
+            Some(Ok(v))
+                if v.confidence >= p.min_confidence
+                    && v.class_index < self.classifier.classes().len() =>
+            {
                 self.prior_class = None;
-                if c.class_index == prior {
+                if v.class_index == prior {
                     self.stats.prior_exits += 1;
+                    let c = self.classified(v);
                     self.decide(now_ns, Some(c), true);
                     true
                 } else {
@@ -1190,6 +1246,56 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             }
             _ => false,
         }
+    }
+
+    /// The probe gate ([`ProbeGate`]) at sample `n`; true when it ended the
+    /// probe. A check that does not fire allocates nothing: the prefix is
+    /// classified without its mix ([`Classifier::prefix_verdict`]) and the
+    /// decision is read from the class's counts.
+    fn check_gate(&mut self, now_ns: u64, n: usize) -> bool {
+        let Some(gate) = &self.cfg.gate else {
+            return false;
+        };
+        if !gate.is_check(n) {
+            return false;
+        }
+        let v = match self.classifier.prefix_verdict(&self.window) {
+            Some(Ok(v)) if v.class_index < self.classifier.classes().len() => v,
+            // No prefix model or a failed prefix: the full window decides.
+            _ => return false,
+        };
+        let bbr = self.decision_bbr(v.class_index);
+        let same = self.gate_last == Some(bbr);
+        self.gate_streak = if same { self.gate_streak + 1 } else { 1 };
+        self.gate_last = Some(bbr);
+        if !gate.fires(n, v.confidence, same, self.gate_streak) {
+            return false;
+        }
+        self.stats.gate_exits += 1;
+        let c = self.classified(v);
+        self.decide(now_ns, Some(c), true);
+        true
+    }
+
+    /// A verdict with its class's mix (`class_index` checked by the caller).
+    fn classified(&self, v: Verdict) -> Classified {
+        Classified {
+            mix: self.classifier.classes()[v.class_index].clone(),
+            class_index: v.class_index,
+            confidence: v.confidence,
+            distance: v.distance,
+        }
+    }
+
+    /// Whether the stump would see BBR in the background of `class_index`
+    /// (the gate's notion of a decision, the label it was trained on): with
+    /// passive probing and a class that counts the transfer's own flow, one
+    /// flow of the socket's CCA is not background ([`Classifier::counts_own_flow`]).
+    fn decision_bbr(&self, class_index: usize) -> bool {
+        let own = self.cfg.mode == ProbeMode::Passive
+            && self.classifier.counts_own_flow()
+            && self.socket_cca == CcaName::BBR;
+        self.class_bbr.get(class_index).copied().unwrap_or(0) > u32::from(own)
     }
 
     fn check_prefix(&mut self, now_ns: u64, p: Progressive) {

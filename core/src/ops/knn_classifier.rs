@@ -1,6 +1,6 @@
 //! The DTW K-NN model (000 §3.5) as the controller's [`Classifier`].
 
-use super::{Classified, Classifier, PrefixEnsemble};
+use super::{Classified, Classifier, PrefixEnsemble, Verdict};
 use crate::error::Result;
 use crate::knn::{ClassWorkspace, Model, Workspace};
 use crate::mix::Mix;
@@ -63,6 +63,18 @@ impl Classifier for KnnClassifier {
     }
 
     fn classify(&mut self, window: &[f64]) -> Result<Classified> {
+        let v = self.verdict(window)?;
+        Ok(Classified {
+            mix: self.mixes[v.class_index].clone(),
+            class_index: v.class_index,
+            confidence: v.confidence,
+            distance: v.distance,
+        })
+    }
+
+    /// The classification without the mix clone: allocation-free (the
+    /// probe gate's checks, `ops::ProbeGate`).
+    fn verdict(&mut self, window: &[f64]) -> Result<Verdict> {
         let (p, confidence) = if self.model.config().k == 1 {
             let (p, _, margin) = self.model.classify_with_margin(window, &mut self.ws)?;
             (p, margin)
@@ -70,8 +82,7 @@ impl Classifier for KnnClassifier {
             let p = self.model.classify(window, &mut self.ws)?;
             (p, p.confidence)
         };
-        Ok(Classified {
-            mix: self.mixes[p.class].clone(),
+        Ok(Verdict {
             class_index: p.class,
             confidence,
             distance: p.distance,

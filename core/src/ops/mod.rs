@@ -4,7 +4,9 @@
 //!   with the thesis's passive/active probing and constructive bursts, plus
 //!   two extensions from its future work (000 §6), both off by default:
 //!   adaptive steady time ([`AdaptiveSteady`]) and progressive probing that
-//!   ends the probe once the classifier is confident ([`Progressive`]).
+//!   ends the probe once the classifier is confident ([`Progressive`]), or
+//!   once a learned gate says the prefix's decision is safe ([`ProbeGate`],
+//!   004 §8 B.1).
 //! * [`Classifier`]: the classification step behind a trait (the DTW K-NN
 //!   model plugs in through a thin adapter); [`doubles`] has test doubles.
 //! * [`Policy`]: the decision step: the thesis's [`Stump`], a [`TablePolicy`]
@@ -47,6 +49,7 @@
 mod classifier;
 mod controller;
 pub mod doubles;
+mod gate;
 mod knn_classifier;
 mod policy;
 mod schema;
@@ -54,11 +57,12 @@ pub mod sim;
 mod spec;
 
 pub use crate::probe::CcaName;
-pub use classifier::{Classified, Classifier, PrefixEnsemble};
+pub use classifier::{Classified, Classifier, PrefixEnsemble, Verdict};
 pub use controller::{
     Action, AdaptiveSteady, Config, Controller, Event, Output, Phase, PriorProbe, ProbeMode,
     Progressive, StabilityKey, Stats, FIRST_SAMPLE_SLACK_NS, MAX_CYCLES,
 };
+pub use gate::{ProbeGate, GATE_FEATURES};
 pub use knn_classifier::KnnClassifier;
 pub use policy::{FnPolicy, Policy, Stump, TablePolicy};
 pub use schema::{ClassRefs, Labeled, PolicyInput};

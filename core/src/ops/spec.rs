@@ -12,6 +12,7 @@ use super::classifier::Classifier;
 use super::controller::{
     AdaptiveSteady, Config, Controller, PriorProbe, Progressive, StabilityKey,
 };
+use super::gate::ProbeGate;
 use super::knn_classifier::KnnClassifier;
 use super::policy::{Policy, Stump, TablePolicy};
 use super::Classified;
@@ -201,6 +202,14 @@ pub struct ControllerSpec {
     /// for the defaults, or an object of overrides. Off by default.
     #[serde(deserialize_with = "toggle")]
     pub prior: Option<PriorSpec>,
+    /// A probe gate file (`models/passive/gate.json`, [`ProbeGate`], 004 §8
+    /// B.1): each probe ends at the first of the gate's check lengths whose
+    /// prefix decision the gate judges safe, else runs the full window.
+    /// Off by default. Excludes `progressive`; needs `cycles` = 1.
+    pub gate: Option<PathBuf>,
+    /// Override of the gate file's threshold, a probability in [0, 1]
+    /// (higher: longer probes, more right decisions).
+    pub gate_threshold: Option<f64>,
     /// Prefix lengths that get a prefix model (progressive probing with one
     /// window per decision). Default: every `step` from `min_samples` below w,
     /// i.e. 5, 10, 15 for w = 20 (the cut points of 000 §6).
@@ -239,6 +248,8 @@ impl Default for ControllerSpec {
             adaptive: None,
             progressive: None,
             prior: None,
+            gate: None,
+            gate_threshold: None,
             prefix_lens: None,
             cycles: 1,
             gate_margin: None,
@@ -372,6 +383,7 @@ impl ControllerSpec {
                 min_confidence: p.min_confidence,
             });
         }
+        cfg.gate = self.probe_gate()?;
         if self.prefix_lens.is_some() && self.progressive.is_none() && self.prior.is_none() {
             return Err(Error::invalid(
                 "prefix_lens needs progressive probing or a prior; set progressive to true or drop prefix_lens",
@@ -406,6 +418,24 @@ impl ControllerSpec {
         }
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The probe gate named by `gate` (loaded and checked), with
+    /// `gate_threshold` applied.
+    pub fn probe_gate(&self) -> Result<Option<ProbeGate>> {
+        match (&self.gate, self.gate_threshold) {
+            (None, None) => Ok(None),
+            (None, Some(t)) => Err(Error::invalid(format!(
+                "gate_threshold {t} needs a gate file; set gate to a probe-gate path (e.g. models/passive/gate.json)"
+            ))),
+            (Some(p), t) => {
+                let g = ProbeGate::load(p)?;
+                Ok(Some(match t {
+                    Some(t) => g.with_threshold(t)?,
+                    None => g,
+                }))
+            }
+        }
     }
 
     /// Load the model named by `model`.
@@ -454,8 +484,12 @@ impl ControllerSpec {
     /// The classifier for `model`: with progressive probing (one window per
     /// decision) a prefix ensemble at `prefix_lens`.
     /// With a prior, the prior's check points get prefix models too.
+    /// With a probe gate, the gate's check lengths get prefix models too.
     pub fn classifier(&self, model: crate::knn::Model) -> Result<Box<dyn Classifier + Send>> {
-        if self.cycles != 1 || (self.progressive.is_none() && self.prior.is_none()) {
+        let gate = self.probe_gate()?;
+        if self.cycles != 1
+            || (self.progressive.is_none() && self.prior.is_none() && gate.is_none())
+        {
             return Ok(Box::new(KnnClassifier::new(model)?));
         }
         let w = model.window();
@@ -471,6 +505,9 @@ impl ControllerSpec {
                 ..ProgressiveSpec::default()
             };
             lens.extend(default_prefix_lens(&as_progressive, w));
+        }
+        if let Some(g) = &gate {
+            lens.extend(g.checks().iter().copied().filter(|&n| n < w));
         }
         lens.sort_unstable();
         lens.dedup();
