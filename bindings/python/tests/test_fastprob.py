@@ -66,3 +66,17 @@ def test_stops_resets_and_bad_input():
         opsel.FastProbModel.from_json('{"format": "opsel-model", "version": 1, "kind": "knn-dtw"}')
     with pytest.raises(opsel.OpselIOError):
         opsel.FastProbModel.load(FIX / "does-not-exist.json")
+
+
+def test_train_fastprob_is_a_subcommand_of_opsel_train(tmp_path):
+    # `python -m opsel.train fastprob ...` hands the rest of the line to the FastProb trainer:
+    # the logs it writes are the trainer's (seeded, one JSON object per transfer).
+    import json
+
+    from opsel.train.__main__ import main
+
+    out = tmp_path / "synth.jsonl"
+    main(["fastprob", "synth", "--n", "4", "--seed", "2", "-o", str(out)])
+    logs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(logs) == 4
+    assert all(log["samples_bps"] and log["interval_ns"] == 1_000_000_000 for log in logs)

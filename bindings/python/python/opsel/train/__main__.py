@@ -12,6 +12,8 @@ Commands::
     models ROOT --models models        retrain the shipped models, cards, figures (``make models``)
     grid ROOT --mode passive --out D   one model pooled over every condition, scored leave-one-condition-out
     extend MODEL TRACES --out M        add references recorded on your own network (opsel calibrate)
+    fastprob {synth,train,bench} ...   FastProb early-stopping throughput models (004): the same as
+                                       ``python -m opsel.train_fastprob``
 
 ROOT holds ``<condition>/<mode>/<class>.csv`` (+ ``.json`` side-cars).
 """
@@ -553,6 +555,12 @@ def _write_card(out, m, w, tr, norm, cv_rows, k_rows, cv20, gen_rows, a, k=THESI
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # FastProb's trainer has its own sub-commands and options: hand it the rest of the line unparsed.
+    if argv[:1] == ["fastprob"]:
+        from .. import train_fastprob
+
+        return train_fastprob.main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m opsel.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
