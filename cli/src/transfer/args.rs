@@ -159,6 +159,19 @@ pub struct SendArgs {
     /// Unsure probes get longer, confident ones do not (docs/results/ops.md §1c).
     #[arg(long)]
     extend_below: Option<f64>,
+    /// With --ops: end each probe early with a learned probe gate (004 §8
+    /// B.1): at each prefix check (5, 10, …, 35 s of the passive w = 40
+    /// window) the gate scores the prefix's decision and the probe ends at
+    /// the first one it accepts, else runs the full window. FILE is a gate
+    /// file; `--gate` alone or `--gate default` is the gate.json shipped
+    /// beside the chosen model (models/passive/gate.json for the passive
+    /// model; the active model has none). docs/results/ops-gate.md.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "default", requires = "ops")]
+    gate: Option<String>,
+    /// With --gate: override the gate file's threshold (a probability in
+    /// [0, 1]; higher = fewer, safer early exits).
+    #[arg(long, requires = "gate")]
+    gate_threshold: Option<f64>,
     /// CCA before the first OPS decision (passive probing sends with it while
     /// the first window fills).
     #[arg(long, default_value = "cubic")]
@@ -250,6 +263,27 @@ pub fn load_key(file: Option<&Path>) -> Result<Option<Key>> {
                 .map_err(|e| Error::invalid(e.0))
         }
         None => Ok(None),
+    }
+}
+
+/// The probe gate `--gate ARG` names for the OPS model at `model`: `None`
+/// without `--gate`; `default` is the `gate.json` shipped beside the model
+/// (the gate is trained for that model's window and classes, 004 §8 B.1);
+/// anything else is a gate file's path (checked when the controller is built).
+pub fn resolve_gate(arg: Option<&str>, model: &Path) -> Result<Option<PathBuf>> {
+    match arg {
+        None => Ok(None),
+        Some("default") => {
+            let g = model.parent().map(|d| d.join("gate.json"));
+            match g {
+                Some(g) if g.is_file() => Ok(Some(g)),
+                _ => Err(Error::invalid(format!(
+                    "--gate default: no gate.json beside the model {} (a gate ships with the passive model only, models/passive/gate.json); pass --gate FILE",
+                    model.display()
+                ))),
+            }
+        }
+        Some(p) => Ok(Some(PathBuf::from(p))),
     }
 }
 
@@ -421,7 +455,6 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         Strategy::Ops(OpsOpts {
             pattern,
             steady_s: a.steady,
-            model,
             adaptive: a.adaptive,
             early_exit: a.early_exit,
             rtt,
@@ -433,6 +466,9 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             extend_below: a.extend_below,
             initial_cca: CcaName::new(&a.initial_cca)?,
             dps,
+            gate: resolve_gate(a.gate.as_deref(), &model)?,
+            gate_threshold: a.gate_threshold,
+            model,
         })
     } else if let Some(d) = a.dps.as_deref() {
         if let Some(c) = &a.cca {
