@@ -601,3 +601,98 @@ pub fn send_main(a: SendArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Send {
+        #[command(flatten)]
+        a: SendArgs,
+    }
+
+    fn parse(extra: &[&str]) -> std::result::Result<SendArgs, clap::Error> {
+        let mut v = vec!["send", "--to", "127.0.0.1:5201", "--file", "f"];
+        v.extend_from_slice(extra);
+        Send::try_parse_from(v).map(|s| s.a)
+    }
+
+    fn models(p: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../models")
+            .join(p)
+    }
+
+    #[test]
+    fn gate_flag_alone_means_the_default_and_takes_a_file_or_threshold() {
+        let a = parse(&["--ops", "--gate"]).unwrap();
+        assert_eq!(a.gate.as_deref(), Some("default"));
+        assert_eq!(a.gate_threshold, None);
+        // A following flag is not taken as the gate's value.
+        let a = parse(&["--ops", "--gate", "--steady", "5"]).unwrap();
+        assert_eq!((a.gate.as_deref(), a.steady), (Some("default"), 5.0));
+        let a = parse(&["--ops", "--gate", "g.json", "--gate-threshold", "0.9"]).unwrap();
+        assert_eq!(a.gate.as_deref(), Some("g.json"));
+        assert_eq!(a.gate_threshold, Some(0.9));
+        assert!(parse(&["--ops"]).unwrap().gate.is_none());
+        // The gate is an OPS option; the threshold needs a gate.
+        assert!(parse(&["--gate"]).is_err());
+        assert!(parse(&["--ops", "--gate-threshold", "0.9"]).is_err());
+    }
+
+    #[test]
+    fn default_gate_is_the_one_beside_the_model() {
+        let passive = models("passive/model.json");
+        assert_eq!(
+            resolve_gate(Some("default"), &passive).unwrap(),
+            Some(models("passive/gate.json"))
+        );
+        assert!(models("passive/gate.json").is_file());
+        // The active model ships no gate: a clear error, not a silent no-gate run.
+        let e = resolve_gate(Some("default"), &models("active-s5c5s5b5/model.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no gate.json") && e.contains("--gate FILE"),
+            "{e}"
+        );
+        assert_eq!(
+            resolve_gate(Some("my/gate.json"), &passive).unwrap(),
+            Some(PathBuf::from("my/gate.json"))
+        );
+        assert_eq!(resolve_gate(None, &passive).unwrap(), None);
+    }
+
+    /// `--gate` reaches the controller: the shipped gate builds with the
+    /// passive model, and a bad threshold is the spec's error.
+    #[test]
+    fn the_gate_reaches_the_controller_spec() {
+        let mut o = OpsOpts {
+            pattern: None,
+            steady_s: 60.0,
+            model: models("passive/model.json"),
+            adaptive: false,
+            early_exit: false,
+            rtt: RttVia::UdpEcho,
+            seed: 0,
+            lead_in: true,
+            jitter: 0.0,
+            early_confidence: None,
+            cycles: 1,
+            extend_below: None,
+            initial_cca: CcaName::new("cubic").unwrap(),
+            dps: None,
+            gate: Some(models("passive/gate.json")),
+            gate_threshold: None,
+        };
+        let s = send::spec(&o);
+        assert_eq!(s.gate, o.gate);
+        assert!(s.probe_gate().unwrap().is_some());
+        assert!(send::controller(&o).is_ok());
+        o.gate_threshold = Some(2.0);
+        let e = send::controller(&o).err().unwrap().to_string();
+        assert!(e.contains("probability"), "{e}");
+    }
+}
