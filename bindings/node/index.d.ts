@@ -300,6 +300,15 @@ export interface ControllerOptions {
    * window whose min-sum margin reaches this value.
    */
   gateMargin?: number
+  /**
+   * A probe gate file (`models/passive/gate.json` for the shipped passive
+   * model; 004 §8 B.1): each probe ends at the first of the gate's check
+   * lengths whose prefix decision the gate accepts, else runs the full
+   * window (`stats().gateExits` counts those).
+   */
+  gate?: string
+  /** Override of the gate file's threshold, a probability in [0, 1]. */
+  gateThreshold?: number
   /** Reject a model trained for another probing mode or pattern (default true). */
   checkModel?: boolean
 }
@@ -367,6 +376,8 @@ export interface OpsOutput {
 export interface OpsStats {
   decisions: number
   earlyExits: number
+  /** Probes the probe gate ended before the full window. */
+  gateExits: number
   failedDecisions: number
   incompleteProbes: number
   ccaSwitches: number

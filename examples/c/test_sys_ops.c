@@ -12,7 +12,11 @@
  *   the sampler, the SO_MAX_PACING_RATE cap;
  * - a paced UDP train on loopback with the backend and every packet's
  *   achieved departure time reported, received with kernel RX stamps;
- * - SO_TXTIME enforcement detection; a UDP echo RTT burst on loopback.
+ * - SO_TXTIME enforcement detection; a UDP echo RTT burst on loopback;
+ * - the probe gate (004 §8 B.1): the shipped models/passive/gate.json ends a
+ *   probe of a reference-like trace at one of its checks with the full
+ *   window's class (gate_exits 1); gate_threshold 1 never fires; a threshold
+ *   without a gate file is an error.
  *
  *   ./test_sys_ops tests/fixtures/ops_golden.json
  */
@@ -359,6 +363,84 @@ static void test_rtt(void) {
     }
 }
 
+/* First decision of a passive controller over q (1 Hz): the classified
+ * output's samples and label (into label, cap bytes), and the stats. */
+static void first_decision(const opsel_model *model, const opsel_ops_config *cfg, const double *q, size_t n,
+                           size_t *samples, char *label, size_t cap, opsel_ops_stats *st) {
+    opsel_ops_controller *c = NULL;
+    opsel_ops_output o;
+    bool has;
+    const uint64_t s = 1000000000ull;
+    *samples = 0;
+    label[0] = 0;
+    CHECK(opsel_ops_controller_new(model, NULL, cfg, &c) == OPSEL_OK, "gate: controller_new");
+    if (!c) return;
+    CHECK(opsel_ops_controller_start(c, 0) == OPSEL_OK, "gate: start");
+    for (size_t k = 0; k < n && *samples == 0; k++) {
+        uint64_t t = (k + 1) * s;
+        CHECK(opsel_ops_controller_handle_timeout(c, t) == OPSEL_OK, "gate: timeout");
+        CHECK(opsel_ops_controller_handle_sample(c, t, q[k]) == OPSEL_OK, "gate: sample");
+        while (opsel_ops_controller_poll(c, &o, &has) == OPSEL_OK && has)
+            if (o.kind == OPSEL_OPS_EVENT_CLASSIFIED) {
+                *samples = o.samples;
+                snprintf(label, cap, "%s", o.label);
+            }
+    }
+    CHECK(opsel_ops_controller_stats(c, n * s, st) == OPSEL_OK, "gate: stats");
+    opsel_ops_controller_free(c);
+}
+
+/* The probe gate through the C config; fixture_dir (< 4096 bytes) is
+ * tests/fixtures/, so the shipped models are at fixture_dir/../../models. */
+static void test_gate(const char *fixture_dir) {
+    char mpath[4160], gpath[4160], full_label[64], gated_label[64];
+    char *text;
+    mj_value *mj;
+    const mj_value *win;
+    double q[40];
+    size_t n = 0, full = 0, gated = 0;
+    opsel_model *model = NULL;
+    opsel_ops_stats st;
+    opsel_ops_config cfg = opsel_ops_config_passive();
+    snprintf(mpath, sizeof mpath, "%s../../models/passive/model.json", fixture_dir);
+    snprintf(gpath, sizeof gpath, "%s../../models/passive/gate.json", fixture_dir);
+    CHECK(cfg.gate_path == NULL && cfg.gate_threshold == 0.0, "gate: presets have no gate");
+    CHECK(opsel_model_load(mpath, &model) == OPSEL_OK, "load %s", mpath);
+    text = mj_read_file(mpath, NULL);
+    mj = text ? mj_parse(text) : NULL;
+    win = mj && mj_get(mj, "references") ? mj_get(mj_get(mj, "references"), "windows") : NULL;
+    CHECK(model && win && win->len > 7 && win->items[7].len == 40, "gate: the passive model's references");
+    if (model && win && win->len > 7 && win->items[7].len == 40) {
+        /* Reference 7 with a small deterministic ripple (as core/tests/alloc_ops_gate.rs). */
+        for (n = 0; n < 40; n++) q[n] = win->items[7].items[n].number * (1.0 + 0.003 * ((double)(n % 5) - 2.0));
+        first_decision(model, &cfg, q, n, &full, full_label, sizeof full_label, &st);
+        CHECK(full == 40 && st.gate_exits == 0, "gate: no gate, %zu samples", full);
+        cfg.gate_path = gpath;
+        first_decision(model, &cfg, q, n, &gated, gated_label, sizeof gated_label, &st);
+        CHECK(gated >= 5 && gated < 40 && gated % 5 == 0, "gate: the shipped gate decided at %zu samples", gated);
+        CHECK(strcmp(gated_label, full_label) == 0, "gate: %s vs the full window's %s", gated_label, full_label);
+        CHECK(st.gate_exits == 1 && st.decisions == 1, "gate: gate_exits %llu", (unsigned long long)st.gate_exits);
+        cfg.gate_threshold = 1.0;
+        first_decision(model, &cfg, q, n, &gated, gated_label, sizeof gated_label, &st);
+        CHECK(gated == 40 && st.gate_exits == 0, "gate: threshold 1 never fires (%zu samples)", gated);
+    }
+    {
+        opsel_ops_controller *c = NULL;
+        opsel_ops_config bad = opsel_ops_config_passive();
+        bad.gate_threshold = 0.9;
+        CHECK(opsel_ops_controller_new(model, NULL, &bad, &c) == OPSEL_INVALID_INPUT && c == NULL,
+              "gate: a threshold without a gate file");
+        CHECK(strstr(opsel_last_error_message(), "gate_threshold") != NULL, "gate: the error names gate_threshold");
+        bad.gate_path = gpath;
+        bad.gate_threshold = 2.0;
+        CHECK(opsel_ops_controller_new(model, NULL, &bad, &c) == OPSEL_INVALID_INPUT && c == NULL,
+              "gate: threshold 2");
+    }
+    opsel_model_free(model);
+    mj_free(mj);
+    free(text);
+}
+
 int main(int argc, char **argv) {
     char *text, *dir, path[4096];
     mj_value *g;
@@ -379,6 +461,11 @@ int main(int argc, char **argv) {
     if (model) {
         test_golden(g, model);
         test_callback_policy(g, model);
+    }
+    {
+        char fdir[4096];
+        snprintf(fdir, sizeof fdir, "%.*s", dir ? (int)(dir - argv[1] + 1) : 0, argv[1]);
+        test_gate(fdir);
     }
     test_fair();
     test_tcp();

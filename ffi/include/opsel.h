@@ -896,6 +896,21 @@ typedef struct {
    * both presets).
    */
   bool check_model;
+  /**
+   * A probe gate file, NUL-terminated UTF-8 (`models/passive/gate.json`
+   * for the shipped passive model; 004 §8 B.1): each probe ends at the
+   * first of the gate's check lengths whose prefix decision the gate
+   * accepts, else runs the full window (`opsel_ops_stats.gate_exits`
+   * counts those). NULL (both presets) = no gate.
+   */
+  const char *gate_path;
+  /**
+   * Override of the gate file's threshold, a probability in (0, 1]
+   * (higher = later, safer exits); 0 (both presets) = the file's own.
+   * Non-zero without `gate_path`, or outside [0, 1], is rejected
+   * (`OPSEL_INVALID_INPUT`).
+   */
+  double gate_threshold;
 } opsel_ops_config;
 
 /**
@@ -1033,6 +1048,11 @@ typedef struct {
    * Window length w of the classifier.
    */
   size_t window_len;
+  /**
+   * Probes the probe gate ended before the full window
+   * (`opsel_ops_config.gate_path`).
+   */
+  uint64_t gate_exits;
 } opsel_ops_stats;
 
 /**

@@ -90,6 +90,17 @@ pub struct opsel_ops_config {
     /// Reject a model trained for another probing mode or pattern (true in
     /// both presets).
     pub check_model: bool,
+    /// A probe gate file, NUL-terminated UTF-8 (`models/passive/gate.json`
+    /// for the shipped passive model; 004 §8 B.1): each probe ends at the
+    /// first of the gate's check lengths whose prefix decision the gate
+    /// accepts, else runs the full window (`opsel_ops_stats.gate_exits`
+    /// counts those). NULL (both presets) = no gate.
+    pub gate_path: *const c_char,
+    /// Override of the gate file's threshold, a probability in (0, 1]
+    /// (higher = later, safer exits); 0 (both presets) = the file's own.
+    /// Non-zero without `gate_path`, or outside [0, 1], is rejected
+    /// (`OPSEL_INVALID_INPUT`).
+    pub gate_threshold: f64,
 }
 
 fn config_c(cfg: &Config, mode: u32, pattern: *const c_char) -> opsel_ops_config {
@@ -118,6 +129,8 @@ fn config_c(cfg: &Config, mode: u32, pattern: *const c_char) -> opsel_ops_config
         seed: cfg.seed,
         cycles: cfg.cycles,
         check_model: ControllerSpec::default().check_model,
+        gate_path: std::ptr::null(),
+        gate_threshold: 0.0,
     }
 }
 
@@ -165,6 +178,11 @@ unsafe fn spec_from_c(c: &opsel_ops_config) -> Result<ControllerSpec, Fail> {
         check_model: c.check_model,
         ..ControllerSpec::default()
     };
+    if !c.gate_path.is_null() {
+        spec.gate = Some(unsafe { utf8(c.gate_path, "config.gate_path") }?.into());
+    }
+    // 0 stands for the file's own threshold, like the other zero defaults.
+    spec.gate_threshold = (c.gate_threshold != 0.0).then_some(c.gate_threshold);
     if !c.initial_cca.is_null() {
         spec.initial_cca = unsafe { utf8(c.initial_cca, "config.initial_cca") }?.to_string();
     }
@@ -773,6 +791,9 @@ pub struct opsel_ops_stats {
     pub current_steady_ns: u64,
     /// Window length w of the classifier.
     pub window_len: usize,
+    /// Probes the probe gate ended before the full window
+    /// (`opsel_ops_config.gate_path`).
+    pub gate_exits: u64,
 }
 
 /// Counters with the running phase accounted up to `now_ns`, plus the
@@ -807,6 +828,7 @@ pub(crate) fn stats_c(ctl: &CtlCore, s: opsel::ops::Stats) -> opsel_ops_stats {
         cycle: ctl.cycle(),
         current_steady_ns: ctl.steady_ns(),
         window_len: ctl.window_len(),
+        gate_exits: s.gate_exits,
     }
 }
 

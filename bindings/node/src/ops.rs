@@ -196,6 +196,13 @@ pub struct ControllerOptions {
     /// Margin-gated probing (needs cycles >= 2): decide after the first
     /// window whose min-sum margin reaches this value.
     pub gate_margin: Option<f64>,
+    /// A probe gate file (`models/passive/gate.json` for the shipped passive
+    /// model; 004 §8 B.1): each probe ends at the first of the gate's check
+    /// lengths whose prefix decision the gate accepts, else runs the full
+    /// window (`stats().gateExits` counts those).
+    pub gate: Option<String>,
+    /// Override of the gate file's threshold, a probability in [0, 1].
+    pub gate_threshold: Option<f64>,
     /// Reject a model trained for another probing mode or pattern (default true).
     pub check_model: Option<bool>,
 }
@@ -268,6 +275,8 @@ pub(crate) fn output(o: &Output, classes: &[String]) -> serde_json::Value {
 pub struct OpsStats {
     pub decisions: f64,
     pub early_exits: f64,
+    /// Probes the probe gate ended before the full window.
+    pub gate_exits: f64,
     pub failed_decisions: f64,
     pub incomplete_probes: f64,
     pub cca_switches: f64,
@@ -282,6 +291,7 @@ impl From<opsel::ops::Stats> for OpsStats {
         OpsStats {
             decisions: s.decisions as f64,
             early_exits: s.early_exits as f64,
+            gate_exits: s.gate_exits as f64,
             failed_decisions: s.failed_decisions as f64,
             incomplete_probes: s.incomplete_probes as f64,
             cca_switches: s.cca_switches as f64,

@@ -107,6 +107,13 @@ impl std::ops::DerefMut for CtlGuard<'_> {
 ///   reaches it (margin-gated probing; `PYTHONPATH=research/ops python -m opsel_eval gated`
 ///   calibrates the margin). `progressive` with cycles > 1 does the same
 ///   with its `min_confidence`.
+/// - `gate`: a probe gate file (`models/passive/gate.json` for the shipped
+///   passive model; 004 §8 B.1): each probe ends at the first of the gate's
+///   check lengths (5, 10, …, 35 samples of w = 40) whose prefix decision
+///   the gate accepts, else runs the full window; `stats()["gate_exits"]`
+///   counts those. `gate_threshold` overrides the file's threshold (a
+///   probability in [0, 1]; higher = later, safer exits). Excludes
+///   `progressive` (docs/results/ops-gate.md).
 /// - `check_model` (True): reject a model trained for another probing mode
 ///   or pattern.
 /// - `initial_cca`, `sample_period_s`, `grace_periods`, `steady_jitter`, `seed`.
@@ -342,8 +349,8 @@ impl Controller {
         self.classes.clone()
     }
 
-    /// Counters (decisions, early_exits, failed_decisions, incomplete_probes,
-    /// cca_switches, probe_ns, steady_ns, probe_bytes, steady_bytes), with the
+    /// Counters (decisions, early_exits, gate_exits, failed_decisions,
+    /// incomplete_probes, cca_switches, probe_ns, steady_ns, probe_bytes, steady_bytes), with the
     /// running phase accounted up to `now_ns` when given.
     #[pyo3(signature = (now_ns = None))]
     fn stats<'py>(&self, py: Python<'py>, now_ns: Option<u64>) -> PyResult<Bound<'py, PyDict>> {

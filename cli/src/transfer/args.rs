@@ -159,6 +159,19 @@ pub struct SendArgs {
     /// Unsure probes get longer, confident ones do not (docs/results/ops.md §1c).
     #[arg(long)]
     extend_below: Option<f64>,
+    /// With --ops: end each probe early with a learned probe gate (004 §8
+    /// B.1): at each prefix check (5, 10, …, 35 s of the passive w = 40
+    /// window) the gate scores the prefix's decision and the probe ends at
+    /// the first one it accepts, else runs the full window. FILE is a gate
+    /// file; `--gate` alone or `--gate default` is the gate.json shipped
+    /// beside the chosen model (models/passive/gate.json for the passive
+    /// model; the active model has none). docs/results/ops-gate.md.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "default", requires = "ops")]
+    gate: Option<String>,
+    /// With --gate: override the gate file's threshold (a probability in
+    /// [0, 1]; higher = fewer, safer early exits).
+    #[arg(long, requires = "gate")]
+    gate_threshold: Option<f64>,
     /// CCA before the first OPS decision (passive probing sends with it while
     /// the first window fills).
     #[arg(long, default_value = "cubic")]
@@ -250,6 +263,27 @@ pub fn load_key(file: Option<&Path>) -> Result<Option<Key>> {
                 .map_err(|e| Error::invalid(e.0))
         }
         None => Ok(None),
+    }
+}
+
+/// The probe gate `--gate ARG` names for the OPS model at `model`: `None`
+/// without `--gate`; `default` is the `gate.json` shipped beside the model
+/// (the gate is trained for that model's window and classes, 004 §8 B.1);
+/// anything else is a gate file's path (checked when the controller is built).
+pub fn resolve_gate(arg: Option<&str>, model: &Path) -> Result<Option<PathBuf>> {
+    match arg {
+        None => Ok(None),
+        Some("default") => {
+            let g = model.parent().map(|d| d.join("gate.json"));
+            match g {
+                Some(g) if g.is_file() => Ok(Some(g)),
+                _ => Err(Error::invalid(format!(
+                    "--gate default: no gate.json beside the model {} (a gate ships with the passive model only, models/passive/gate.json); pass --gate FILE",
+                    model.display()
+                ))),
+            }
+        }
+        Some(p) => Ok(Some(PathBuf::from(p))),
     }
 }
 
@@ -421,7 +455,6 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         Strategy::Ops(OpsOpts {
             pattern,
             steady_s: a.steady,
-            model,
             adaptive: a.adaptive,
             early_exit: a.early_exit,
             rtt,
@@ -433,6 +466,9 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             extend_below: a.extend_below,
             initial_cca: CcaName::new(&a.initial_cca)?,
             dps,
+            gate: resolve_gate(a.gate.as_deref(), &model)?,
+            gate_threshold: a.gate_threshold,
+            model,
         })
     } else if let Some(d) = a.dps.as_deref() {
         if let Some(c) = &a.cca {
@@ -564,4 +600,99 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Send {
+        #[command(flatten)]
+        a: SendArgs,
+    }
+
+    fn parse(extra: &[&str]) -> std::result::Result<SendArgs, clap::Error> {
+        let mut v = vec!["send", "--to", "127.0.0.1:5201", "--file", "f"];
+        v.extend_from_slice(extra);
+        Send::try_parse_from(v).map(|s| s.a)
+    }
+
+    fn models(p: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../models")
+            .join(p)
+    }
+
+    #[test]
+    fn gate_flag_alone_means_the_default_and_takes_a_file_or_threshold() {
+        let a = parse(&["--ops", "--gate"]).unwrap();
+        assert_eq!(a.gate.as_deref(), Some("default"));
+        assert_eq!(a.gate_threshold, None);
+        // A following flag is not taken as the gate's value.
+        let a = parse(&["--ops", "--gate", "--steady", "5"]).unwrap();
+        assert_eq!((a.gate.as_deref(), a.steady), (Some("default"), 5.0));
+        let a = parse(&["--ops", "--gate", "g.json", "--gate-threshold", "0.9"]).unwrap();
+        assert_eq!(a.gate.as_deref(), Some("g.json"));
+        assert_eq!(a.gate_threshold, Some(0.9));
+        assert!(parse(&["--ops"]).unwrap().gate.is_none());
+        // The gate is an OPS option; the threshold needs a gate.
+        assert!(parse(&["--gate"]).is_err());
+        assert!(parse(&["--ops", "--gate-threshold", "0.9"]).is_err());
+    }
+
+    #[test]
+    fn default_gate_is_the_one_beside_the_model() {
+        let passive = models("passive/model.json");
+        assert_eq!(
+            resolve_gate(Some("default"), &passive).unwrap(),
+            Some(models("passive/gate.json"))
+        );
+        assert!(models("passive/gate.json").is_file());
+        // The active model ships no gate: a clear error, not a silent no-gate run.
+        let e = resolve_gate(Some("default"), &models("active-s5c5s5b5/model.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no gate.json") && e.contains("--gate FILE"),
+            "{e}"
+        );
+        assert_eq!(
+            resolve_gate(Some("my/gate.json"), &passive).unwrap(),
+            Some(PathBuf::from("my/gate.json"))
+        );
+        assert_eq!(resolve_gate(None, &passive).unwrap(), None);
+    }
+
+    /// `--gate` reaches the controller: the shipped gate builds with the
+    /// passive model, and a bad threshold is the spec's error.
+    #[test]
+    fn the_gate_reaches_the_controller_spec() {
+        let mut o = OpsOpts {
+            pattern: None,
+            steady_s: 60.0,
+            model: models("passive/model.json"),
+            adaptive: false,
+            early_exit: false,
+            rtt: RttVia::UdpEcho,
+            seed: 0,
+            lead_in: true,
+            jitter: 0.0,
+            early_confidence: None,
+            cycles: 1,
+            extend_below: None,
+            initial_cca: CcaName::new("cubic").unwrap(),
+            dps: None,
+            gate: Some(models("passive/gate.json")),
+            gate_threshold: None,
+        };
+        let s = send::spec(&o);
+        assert_eq!(s.gate, o.gate);
+        assert!(s.probe_gate().unwrap().is_some());
+        assert!(send::controller(&o).is_ok());
+        o.gate_threshold = Some(2.0);
+        let e = send::controller(&o).err().unwrap().to_string();
+        assert!(e.contains("probability"), "{e}");
+    }
 }

@@ -136,6 +136,14 @@ pub struct DemoArgs {
     /// confident probes decide after one window, as without --cycles.
     #[arg(long)]
     extend_below: Option<f64>,
+    /// Probe gate for every OPS foreground (see `opsel send --gate`): FILE,
+    /// or `--gate` alone / `--gate default` for the gate.json beside the
+    /// chosen model (models/passive/gate.json: passive probing).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "default")]
+    gate: Option<String>,
+    /// With --gate: override the gate file's threshold (a probability in [0, 1]).
+    #[arg(long, requires = "gate")]
+    gate_threshold: Option<f64>,
     /// CCA of the OPS foreground before its first decision (see `opsel send
     /// --initial-cca`).
     #[arg(long, default_value = "cubic")]
@@ -581,6 +589,8 @@ pub fn main(a: DemoArgs) -> Result<()> {
         extend_below: a.extend_below,
         initial_cca: CcaName::new(&a.initial_cca)?,
         dps: None,
+        gate: super::args::resolve_gate(a.gate.as_deref(), &model)?,
+        gate_threshold: a.gate_threshold,
     };
     // Several windows per decision lengthen the first probe by (N − 1) windows.
     let mut extra_s = 0.0;
@@ -627,7 +637,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s{}; OPS: {} probing{}, steady Y = {steady} s{}{}, model {}.\n",
+        "{} Mbit/s, RTT {} ms, buffer {} × BDP; BG from 0 s, FG from {} s, means over [{}, {seconds}] s{}; OPS: {} probing{}, steady Y = {steady} s{}{}{}, model {}.\n",
         a.rate_mbps,
         a.rtt_ms,
         a.buffer_bdp,
@@ -650,6 +660,14 @@ pub fn main(a: DemoArgs) -> Result<()> {
             (n, Some(t)) if n > 1 => format!(", more windows (up to {n}, min-sum) while the margin is below {t}"),
             (n, _) if n > 1 => format!(", {n} windows per decision (min-sum)"),
             _ => String::new(),
+        },
+        match &ops.gate {
+            Some(g) => format!(
+                ", probe gate {}{}",
+                g.file_name().map_or(g.display().to_string(), |f| f.to_string_lossy().into_owned()),
+                a.gate_threshold.map_or(String::new(), |t| format!(" (threshold {t})"))
+            ),
+            None => String::new(),
         },
         model_label
     );
@@ -783,6 +801,8 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "steady_total_s": cell.report.map(|r| r.stats.steady_ns as f64 / 1e9),
                         "cca_switches": cell.report.map(|r| r.stats.cca_switches),
                         "early_exits": cell.report.map(|r| r.stats.early_exits),
+                        "gate": ops.gate.as_ref().map(|g| g.display().to_string()), "gate_threshold": a.gate_threshold,
+                        "gate_exits": cell.report.map(|r| r.stats.gate_exits),
                         "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n})).collect::<Vec<_>>(),
                         "windows": cell.windows.iter().map(|(t, i, c, d, l, m)| json!({"t_s": t, "window": i, "class_index": c, "distance": d, "leader": l, "margin": m})).collect::<Vec<_>>(),
                         "decision_latency_us": cell.latencies_us,

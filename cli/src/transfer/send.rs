@@ -87,6 +87,11 @@ pub struct OpsOpts {
     pub initial_cca: CcaName,
     /// DPS (002) as the decision policy instead of the stump (`--dps`).
     pub dps: Option<opsel::dps::DpsSpec>,
+    /// A probe gate file (`ops::ProbeGate`, 004 §8 B.1; `--gate`): each probe
+    /// ends at the first prefix check the gate accepts, else runs the window.
+    pub gate: Option<PathBuf>,
+    /// Override of the gate file's threshold (`--gate-threshold`).
+    pub gate_threshold: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +148,8 @@ pub fn spec(o: &OpsOpts) -> ControllerSpec {
         }),
         cycles: o.cycles,
         gate_margin: o.extend_below,
+        gate: o.gate.clone(),
+        gate_threshold: o.gate_threshold,
         steady_jitter: o.jitter,
         seed: o.seed,
         model: Some(o.model.clone()),
@@ -575,6 +582,8 @@ mod tests {
             extend_below: None,
             initial_cca: CcaName::CUBIC,
             dps: None,
+            gate: None,
+            gate_threshold: None,
         }
     }
 

@@ -298,6 +298,8 @@ class Controller:
         seed: int = 0,
         cycles: int = 1,  # windows per decision; > 1 = min-sum; with progressive, stop after a window whose margin >= min_confidence
         gate_margin: Optional[float] = None,  # margin-gated probing (cycles >= 2)
+        gate: Optional[str] = None,  # probe gate file, e.g. models/passive/gate.json; stats()["gate_exits"]
+        gate_threshold: Optional[float] = None,  # override of the gate file's threshold, in [0, 1]
         check_model: bool = True,  # reject a model trained for another probing mode/pattern
     ) -> None: ...
     def start(self, now_ns: int) -> None: ...
