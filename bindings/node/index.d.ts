@@ -189,6 +189,12 @@ export interface FastProbDecision {
   pPredictable?: number
   forced?: boolean
 }
+/**
+ * Every flow record of an nfdump capture file (what `nfcapd` writes; layout
+ * 2, uncompressed or LZ4), in file order, as objects in the form
+ * `AlphaIdentifier.push` takes (camelCase keys; counts and times as numbers).
+ */
+export declare function readNfcapd(path: string): FlowRecordObject[]
 /** A flow record (003 Table 3.4); times in ns since the epoch. */
 export interface FlowRecordObject {
   srcAddr: string

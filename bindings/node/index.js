@@ -310,7 +310,7 @@ if (!nativeBinding) {
   throw new Error(`Failed to load native binding`)
 }
 
-const { bweEstimate, bweDecideSingleRate, bweTrend, bweBaseline, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, DpsAgent, FairManager, dtwDistance, FastProbModel, FastProbe, AlphaIdentifier, QosPlan, DecisionCache, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, OpsDriver, sendFixed, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, sendFile, recvFile, version } = nativeBinding
+const { bweEstimate, bweDecideSingleRate, bweTrend, bweBaseline, pstreamRates, pstreamSendGaps, BweMl, RateAdapter, DpsAgent, FairManager, dtwDistance, FastProbModel, FastProbe, AlphaIdentifier, readNfcapd, QosPlan, DecisionCache, Model, KnnDtw, loadModel, modelFromJson, Controller, jain, fairShare, OpsDriver, sendFixed, availableCcas, allowedCcas, getCca, setCca, tcpInfo, tcpRttNs, TcpInfoSampler, setMaxPacingRate, getMaxPacingRate, detectTxtime, PacedSender, ProbeReceiver, IcmpProber, UdpEchoProber, UdpEchoResponder, sendFile, recvFile, version } = nativeBinding
 
 module.exports.bweEstimate = bweEstimate
 module.exports.bweDecideSingleRate = bweDecideSingleRate
@@ -326,6 +326,7 @@ module.exports.dtwDistance = dtwDistance
 module.exports.FastProbModel = FastProbModel
 module.exports.FastProbe = FastProbe
 module.exports.AlphaIdentifier = AlphaIdentifier
+module.exports.readNfcapd = readNfcapd
 module.exports.QosPlan = QosPlan
 module.exports.DecisionCache = DecisionCache
 module.exports.Model = Model

@@ -408,12 +408,7 @@ fn read_nfcapd_records(paths: &[PathBuf]) -> Result<Vec<FlowRecord>> {
     }
     let mut recs = Vec::new();
     for f in &files {
-        let bytes =
-            std::fs::read(f).map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
-        recs.extend(opsel::flows::nffile::read(
-            &bytes,
-            &f.display().to_string(),
-        )?);
+        recs.extend(opsel::flows::nffile::read_path(f)?);
     }
     Ok(recs)
 }

@@ -1,7 +1,8 @@
 /* Document 003 through the C API: eq 3.1-3.3 on hand-worked records (an
  * alpha report has >= H sampling-corrected bytes; alpha-bytes add up;
  * alpha-time is the union of the alpha-intervals), the tc advice, and the
- * decision cache's file handling. Usage: test_flows TMPDIR.
+ * decision cache's file handling, and a capture file the real nfcapd wrote
+ * read as nfdump reads it. Usage: test_flows TMPDIR [FLOWS_FIXTURE_DIR].
  * Prints "N passed, M failed". */
 #include <opsel.h>
 #include <stdio.h>
@@ -110,10 +111,51 @@ static void cache(const char *dir) {
     opsel_decision_cache_free(NULL);
 }
 
+/* tests/fixtures/flows: nfcapd.sample (written by nfcapd) and nfdump's own
+ * reading of it; every record must agree, in file order. */
+static void nfcapd(const char *dir) {
+    char path[1024], want_path[1024];
+    snprintf(path, sizeof path, "%s/nfcapd.sample", dir);
+    snprintf(want_path, sizeof want_path, "%s/nfcapd.sample.nfdump.json", dir);
+    char *json = NULL;
+    CHECK(opsel_flows_read_nfcapd(path, &json) == OPSEL_OK && json, "read %s: %s", path,
+          opsel_last_error_message());
+    char *want_text = mj_read_file(want_path, NULL);
+    CHECK(want_text != NULL, "read %s", want_path);
+    mj_value *got = json ? mj_parse(json) : NULL;
+    mj_value *want_doc = want_text ? mj_parse(want_text) : NULL;
+    const mj_value *want = want_doc ? mj_get(want_doc, "records") : NULL;
+    CHECK(got && want && got->type == MJ_ARRAY && got->len == want->len, "record count");
+    if (got && want && got->len == want->len) {
+        static const char *str_keys[] = {"src_addr", "dst_addr"};
+        static const char *num_keys[] = {"src_port", "dst_port", "proto", "packets", "bytes"};
+        int same = 1;
+        for (size_t i = 0; i < got->len; i++) {
+            for (int k = 0; k < 2; k++)
+                same &= strcmp(mj_get(&got->items[i], str_keys[k])->string,
+                               mj_get(&want->items[i], str_keys[k])->string) == 0;
+            for (int k = 0; k < 5; k++)
+                same &= mj_get(&got->items[i], num_keys[k])->number ==
+                        mj_get(&want->items[i], num_keys[k])->number;
+        }
+        CHECK(same, "every record as nfdump reads it");
+    }
+    mj_free(got);
+    mj_free(want_doc);
+    free(want_text);
+    opsel_string_free(json);
+    json = NULL;
+    CHECK(opsel_flows_read_nfcapd(want_path, &json) == OPSEL_INVALID_INPUT && !json &&
+              strstr(opsel_last_error_message(), "not an nfdump file"),
+          "a JSON file is refused");
+    CHECK(opsel_flows_read_nfcapd(NULL, &json) != OPSEL_OK && !json, "NULL path refused");
+}
+
 int main(int argc, char **argv) {
     identifier();
     qos();
     cache(argc > 1 ? argv[1] : "/tmp");
+    nfcapd(argc > 2 ? argv[2] : "../../tests/fixtures/flows");
     printf("flows: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

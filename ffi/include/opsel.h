@@ -2082,6 +2082,14 @@ opsel_status opsel_decision_cache_lookup(const opsel_decision_cache *cache,
                                          char **out_json);
 
 /**
+ * Every flow record of the nfdump capture file at `path` (what `nfcapd`
+ * writes; layout 2, uncompressed or LZ4), in file order, as a JSON array of
+ * the objects `opsel_alpha_identifier_push` describes (003 Table 3.4) in
+ * `*out_json`. Ownership: release with `opsel_string_free()`.
+ */
+opsel_status opsel_flows_read_nfcapd(const char *path, char **out_json);
+
+/**
  * Write the cache to `path` atomically, dropping entries aged out at `now_s`.
  */
 opsel_status opsel_decision_cache_save(opsel_decision_cache *cache, const char *path, double now_s);

@@ -260,6 +260,22 @@ pub unsafe extern "C" fn opsel_decision_cache_lookup(
     })
 }
 
+/// Every flow record of the nfdump capture file at `path` (what `nfcapd`
+/// writes; layout 2, uncompressed or LZ4), in file order, as a JSON array of
+/// the objects `opsel_alpha_identifier_push` describes (003 Table 3.4) in
+/// `*out_json`. Ownership: release with `opsel_string_free()`.
+#[no_mangle]
+pub unsafe extern "C" fn opsel_flows_read_nfcapd(
+    path: *const c_char,
+    out_json: *mut *mut c_char,
+) -> opsel_status {
+    guard(|| {
+        let out = clear_out(out_json)?;
+        let p = unsafe { utf8(path, "path") }?;
+        json::out(&opsel::flows::nffile::read_path(p.as_ref())?, out)
+    })
+}
+
 /// Write the cache to `path` atomically, dropping entries aged out at `now_s`.
 #[no_mangle]
 pub unsafe extern "C" fn opsel_decision_cache_save(

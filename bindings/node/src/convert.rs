@@ -65,7 +65,9 @@ pub(crate) fn snake(key: &str) -> String {
 /// A JSON value with every object key in snake_case. Whole numbers come
 /// back as integers: napi hands JS numbers beyond i32 over as floats, which a
 /// core integer field (`first_ns`, `bytes`) would refuse; an f64 field
-/// takes an integer as well.
+/// takes an integer as well. Beyond 2^53 every double is a whole number and
+/// is taken as the integer it is (an epoch time in ns, ~1.8e18, is already
+/// rounded to 256 ns by JS; a NetFlow record's times are ms at best).
 pub(crate) fn snake_keys(v: serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match v {
@@ -76,7 +78,11 @@ pub(crate) fn snake_keys(v: serde_json::Value) -> serde_json::Value {
         ),
         Value::Array(a) => Value::Array(a.into_iter().map(snake_keys).collect()),
         Value::Number(n) => match n.as_f64() {
-            Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_992.0 => {
+            Some(x)
+                if n.is_f64()
+                    && x.fract() == 0.0
+                    && (-9.223_372_036_854_776e18..1.844_674_407_370_955_2e19).contains(&x) =>
+            {
                 if x >= 0.0 {
                     Value::from(x as u64)
                 } else {

@@ -74,6 +74,17 @@ impl AlphaIdentifier {
     }
 }
 
+/// Every flow record of an nfdump capture file (what `nfcapd` writes; layout
+/// 2, uncompressed or LZ4), in file order, as objects in the form
+/// `AlphaIdentifier.push` takes (camelCase keys; counts and times as numbers).
+#[napi(ts_return_type = "FlowRecordObject[]")]
+pub fn read_nfcapd(path: String) -> napi::Result<serde_json::Value, Code> {
+    guard(|| {
+        let recs = opsel::flows::nffile::read_path(std::path::Path::new(&path)).map_err(to_js)?;
+        Ok(js_form(&recs))
+    })
+}
+
 /// A flow record (003 Table 3.4); times in ns since the epoch.
 #[allow(dead_code)]
 #[napi(object)]

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { AlphaIdentifier, QosPlan, DecisionCache } = require('..')
+const { AlphaIdentifier, QosPlan, DecisionCache, readNfcapd } = require('..')
 
 const S = 1e9
 const rec = (src, dst, sampledBytes, firstS, lastS, srcPort = 40000) => ({
@@ -57,4 +57,24 @@ test('the decision cache ages, saves and refuses damaged files', () => {
   assert.equal(fs.readFileSync(file, 'utf8'), '{broken')
   fs.rmSync(dir, { recursive: true })
   assert.throws(() => c.record('10.1.2.3', 'B1-C1', 'bbr', 1.5, 0), { code: 'OPSEL_INVALID_INPUT' })
+})
+
+test('readNfcapd reads a file nfcapd wrote as nfdump reads it', () => {
+  // tests/fixtures/flows/README.md: the real nfcapd wrote it; the JSON is nfdump's own reading.
+  const dir = path.join(__dirname, '..', '..', '..', 'tests', 'fixtures', 'flows')
+  const recs = readNfcapd(path.join(dir, 'nfcapd.sample'))
+  const want = JSON.parse(fs.readFileSync(path.join(dir, 'nfcapd.sample.nfdump.json'), 'utf8')).records
+  assert.deepEqual(
+    recs.map((r) => ({
+      src_addr: r.srcAddr, dst_addr: r.dstAddr, src_port: r.srcPort, dst_port: r.dstPort,
+      proto: r.proto, packets: r.packets, bytes: r.bytes,
+    })),
+    want,
+  )
+  const ident = new AlphaIdentifier()
+  for (const r of recs) ident.push(r)
+  const bad = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'opsel-nf-')), 'bad')
+  fs.writeFileSync(bad, Buffer.alloc(64))
+  assert.throws(() => readNfcapd(bad), (e) => e.code === 'OPSEL_INVALID_INPUT' && /not an nfdump file/.test(e.message))
+  assert.throws(() => readNfcapd(bad + '-missing'), (e) => /missing/.test(e.message))
 })

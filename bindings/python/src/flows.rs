@@ -283,7 +283,23 @@ impl DecisionCache {
     }
 }
 
+/// Every flow record of an nfdump capture file (what `nfcapd` writes; layout
+/// 2, uncompressed or LZ4), in file order, as dicts in the form
+/// `AlphaIdentifier.push` takes (003 Table 3.4).
+#[pyfunction]
+fn read_nfcapd<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, PyList>> {
+    let recs = py
+        .detach(|| opsel::flows::nffile::read_path(&path))
+        .py_err()?;
+    let items = recs
+        .iter()
+        .map(|r| to_dict(py, r))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, items)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(read_nfcapd, m)?)?;
     m.add_class::<AlphaIdentifier>()?;
     m.add_class::<QosPlan>()?;
     m.add_class::<DecisionCache>()?;

@@ -121,3 +121,28 @@ def test_decision_cache_round_trip(tmp_path):
     with pytest.raises(opsel.InvalidInputError, match="confidence"):
         c.record("10.1.2.3", "B1-C1", "bbr", 1.5, 0.0)
     assert c.forget("10.1.2.1") and len(c) == 0
+
+
+FLOWS = __import__("pathlib").Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "flows"
+
+
+def test_read_nfcapd_agrees_with_nfdump(tmp_path):
+    # A file written by the real nfcapd (tests/fixtures/flows/README.md), read beside what
+    # nfdump itself printed for it: every record, in file order.
+    recs = opsel.read_nfcapd(FLOWS / "nfcapd.sample")
+    import json
+
+    want = json.loads((FLOWS / "nfcapd.sample.nfdump.json").read_text())["records"]
+    got = [{k: r[k] for k in ("src_addr", "dst_addr", "src_port", "dst_port", "proto", "packets", "bytes")}
+           for r in recs]
+    assert got == want
+    # The records are what AlphaIdentifier.push takes.
+    ident = opsel.AlphaIdentifier()
+    for r in recs:
+        ident.push(r)
+    bad = tmp_path / "not-nfcapd"
+    bad.write_bytes(b"\x00" * 64)
+    with pytest.raises(opsel.InvalidInputError, match="not an nfdump file"):
+        opsel.read_nfcapd(bad)
+    with pytest.raises(opsel.OpselIOError, match="missing"):
+        opsel.read_nfcapd(tmp_path / "missing")

@@ -57,6 +57,15 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
+/// Every flow record of the nfdump file at `path`, in file order: the file
+/// read whole, then [`read`]. What the bindings' `read_nfcapd` and `opsel
+/// flows read` call.
+pub fn read_path(path: &std::path::Path) -> Result<Vec<FlowRecord>> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    read(&bytes, &path.display().to_string())
+}
+
 /// Every flow record of one nfdump file's bytes, in file order. `name` is
 /// used in error messages.
 pub fn read(bytes: &[u8], name: &str) -> Result<Vec<FlowRecord>> {

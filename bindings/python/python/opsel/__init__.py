@@ -111,6 +111,7 @@ try:
         get_cca,
         get_max_pacing_rate,
         jain,
+        read_nfcapd,
         recv_file,
         send_file,
         send_fixed,
@@ -125,7 +126,7 @@ try:
         "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
         "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
         "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed", "DpsAgent", "FairManager",
-        "AlphaIdentifier", "QosPlan", "DecisionCache", "send_file", "recv_file",
+        "AlphaIdentifier", "QosPlan", "DecisionCache", "send_file", "recv_file", "read_nfcapd",
     ]
 except ImportError:  # not Linux
     pass

@@ -196,6 +196,11 @@ class FastProbe:
 
 # --- α flows, QoS advice and the decision cache (opsel::flows) --------------
 
+def read_nfcapd(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every flow record of an nfdump capture file (nfcapd's files; layout 2,
+    uncompressed or LZ4), in file order, as the dicts AlphaIdentifier.push takes."""
+    ...
+
 class AlphaIdentifier:
     def __init__(self, spec: Optional[Union[dict[str, Any], str]] = None) -> None: ...
     @property
