@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::lowat::LowatGuard;
 use super::meter::IntervalMeter;
@@ -42,7 +42,49 @@ pub fn send_fixed_source(
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<DriverReport> {
-    let fd = sock.as_fd();
+    send_gated(sock.as_fd(), source, cca, cfg, stop, None, on_event)
+}
+
+/// [`send_fixed_source`] that sends only while `sending` is true: another
+/// connection of the same transfer runs the [`OpsDriver`](super::OpsDriver),
+/// which mirrors its pattern's silences into `sending`
+/// ([`OpsDriver::publish_sending`](super::OpsDriver::publish_sending)); the
+/// CCA switches are the caller's (set on this socket as the driver sets its
+/// own). With `cfg.notsent_lowat_bytes` the queue drains during a silence
+/// as on the driver's socket. A paused loop looks at `sending` every
+/// millisecond.
+pub fn send_follower_source(
+    sock: impl AsFd,
+    source: &mut Source<'_>,
+    cca: CcaName,
+    cfg: &DriverConfig,
+    stop: &AtomicBool,
+    sending: &AtomicBool,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<DriverReport> {
+    send_gated(
+        sock.as_fd(),
+        source,
+        cca,
+        cfg,
+        stop,
+        Some(sending),
+        on_event,
+    )
+}
+
+/// How often a paused follower looks at its `sending` flag.
+const PAUSED_POLL_NS: u64 = 1_000_000;
+
+fn send_gated(
+    fd: std::os::fd::BorrowedFd<'_>,
+    source: &mut Source<'_>,
+    cca: CcaName,
+    cfg: &DriverConfig,
+    stop: &AtomicBool,
+    sending: Option<&AtomicBool>,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<DriverReport> {
     cfg.validate(NS_PER_S)?;
     require_tcp(fd, "send")?;
     set_cca(fd, cca.as_str())?;
@@ -66,6 +108,11 @@ pub fn send_fixed_source(
         }
         if let Some(end) = pump.end(stop, now, limit) {
             break end;
+        }
+        if sending.is_some_and(|s| !s.load(Ordering::Acquire)) {
+            // A silence of the driving connection: send nothing.
+            wait(fd, false, &rx, (now + PAUSED_POLL_NS).min(meter.due_ns()));
+            continue;
         }
         if pump.try_send(source)? || pump.drained() {
             continue;
