@@ -192,7 +192,7 @@ pub fn check(opts: &SendOpts, drive: &dyn Drive) -> Result<u64> {
         drive.allows_streams(n)?;
         if opts.time_s.is_some() {
             return Err(Error::invalid(
-                "--streams > 1 sends whole segments: --time would leave gaps; use one stream",
+                "--streams > 1 sends N contiguous segments at once: stopping at --time would leave gaps the receiver cannot keep (a resume continues one contiguous prefix); use one stream with --time",
             ));
         }
     }

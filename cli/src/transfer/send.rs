@@ -271,6 +271,10 @@ impl Log {
                 let Ok(Value::Object(mut m)) = serde_json::to_value(e) else {
                     continue;
                 };
+                // The follower's loop knows neither the CCA stream 0's
+                // driver set on it nor the OPS phase: those are stream 0's.
+                m.remove("cca");
+                m.remove("phase");
                 m.insert("run".into(), self.label.clone().into());
                 m.insert("stream".into(), s.stream.into());
                 if let DriverEvent::Interval { end_ns, .. } = e {

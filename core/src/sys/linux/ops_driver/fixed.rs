@@ -134,3 +134,75 @@ fn send_gated(
         lost_samples: 0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DriverConfig, EndReason, FileSource};
+    use super::*;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    /// A follower sends nothing while the gate is closed (it ends on the stop
+    /// flag, raised after three of its intervals), then the whole range once
+    /// the gate is open (the striped half of an active pattern's silences).
+    #[test]
+    fn a_follower_sends_only_while_the_gate_is_open() {
+        let path = std::env::temp_dir().join(format!("opsel-follower-{}", std::process::id()));
+        let data: Vec<u8> = (0..2_000_000u32).map(|i| (i * 13 + i / 97) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = l.accept().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            rx.read_to_end(&mut got).unwrap();
+            got
+        });
+        let cfg = DriverConfig {
+            interval_ns: 5_000_000,
+            ..DriverConfig::default()
+        };
+        let (stop, gate) = (AtomicBool::new(false), AtomicBool::new(false));
+        let mut src = Source::File(FileSource::new(file.as_fd(), 0, data.len() as u64).unwrap());
+        let (mut intervals, mut sent_while_closed) = (0, 0);
+        let r = send_follower_source(
+            &tx,
+            &mut src,
+            CcaName::CUBIC,
+            &cfg,
+            &stop,
+            &gate,
+            &mut |e| {
+                if let DriverEvent::Interval { bytes, .. } = e {
+                    sent_while_closed += bytes;
+                    intervals += 1;
+                    if intervals == 3 {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (r.end, r.bytes_sent, sent_while_closed),
+            (EndReason::Stopped, 0, 0)
+        );
+        stop.store(false, Ordering::Relaxed);
+        gate.store(true, Ordering::Release);
+        let r = send_follower_source(
+            &tx,
+            &mut src,
+            CcaName::CUBIC,
+            &cfg,
+            &stop,
+            &gate,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!((r.end, r.bytes_sent), (EndReason::Eof, data.len() as u64));
+        drop(tx);
+        assert!(reader.join().unwrap() == data);
+        let _ = std::fs::remove_file(&path);
+    }
+}
