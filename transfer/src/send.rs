@@ -484,7 +484,7 @@ fn send_impl(
         if let Some(g) = &gate {
             g.store(true, std::sync::atomic::Ordering::Release);
         }
-        let others: Vec<Result<(DriverReport, Vec<DriverEvent>)>> = senders
+        let others: Vec<Result<crate::streams::Followed>> = senders
             .into_iter()
             .map(|h| {
                 h.join()

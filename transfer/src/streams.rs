@@ -245,6 +245,9 @@ pub struct StreamReport {
     pub intervals: Vec<DriverEvent>,
 }
 
+/// A follower's report and its byte intervals.
+pub(super) type Followed = (DriverReport, Vec<DriverEvent>);
+
 /// Streams 1..N of a striped send: each runs the fixed-CCA loop over its
 /// segment on its own thread, starting with `cca` (stream 0's driver then
 /// sets every later CCA on them through [`follow_cca`]). With `gate` (an
@@ -262,7 +265,7 @@ pub(super) fn spawn_senders<'s>(
     cfg: DriverConfig,
     stop: &'s AtomicBool,
     gate: Option<&'s AtomicBool>,
-) -> Vec<std::thread::ScopedJoinHandle<'s, Result<(DriverReport, Vec<DriverEvent>)>>> {
+) -> Vec<std::thread::ScopedJoinHandle<'s, Result<Followed>>> {
     let n = conns.len() as u16 + 1;
     conns
         .iter()
