@@ -735,3 +735,127 @@ fn decision_cache_starts_the_next_transfer_with_the_last_decision() {
     );
     drop(lab);
 }
+
+#[test]
+#[ignore = "root: builds a netlab pipe; run by `make test-ops`"]
+fn active_pattern_over_three_streams_is_silent_on_all_of_them() {
+    // `--streams 3` with the active pattern S5-C5-S5-B5 at 20 Mbit/s, 20 ms,
+    // 1 x BDP: one prober and one controller on stream 0; every CCA it sets
+    // is set on streams 1 and 2, and during the pattern's silences no
+    // stream hands a byte to its socket (streams.rs, 000 §3.2).
+    let Some(lab) = netlab_pair(20_000_000, 10_000_000, 50_000, 0.0, 13) else {
+        return;
+    };
+    let d = TempDir::new("streams-active");
+    let src = d.0.join("src.bin");
+    let dst = d.0.join("dst.bin");
+    // Lead-in (5 s) and the 20 s probe send for 15 s: ~37 MB at 20 Mbit/s;
+    // the rest goes in the steady phase.
+    write_file(&src, 45_000_017, 21);
+    let model = d.0.join("model.json");
+    write_model(&model, 20, "S5-C5-S5-B5");
+    let addr = format!("{}:5308", receiver_ip(0));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let rx = spawn(
+        &["ip", "netns", "exec", &lab.receiver_ns[0]],
+        &[
+            "recv",
+            "--listen",
+            &addr,
+            "--out",
+            &s(&dst),
+            "--timeout",
+            "60",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let log = d.0.join("log.jsonl");
+    let tx = spawn(
+        &["ip", "netns", "exec", &lab.sender_ns[0]],
+        &[
+            "send",
+            "--to",
+            &addr,
+            "--file",
+            &s(&src),
+            "--streams",
+            "3",
+            "--ops",
+            "--pattern",
+            "S5-C5-S5-B5",
+            "--steady",
+            "60",
+            "--model",
+            &s(&model),
+            "--log",
+            &s(&log),
+        ],
+    );
+    let (ok_tx, out_tx) = wait(tx, Duration::from_secs(90), "send");
+    let (ok_rx, out_rx) = wait(rx, Duration::from_secs(30), "recv");
+    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    assert!(out_tx.contains("byte-identical"), "{out_tx}");
+    assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&dst).unwrap());
+    let lines = log_lines(&log);
+    // The pattern's segments on stream 0: lead-in B, then C and B of the probe.
+    let ccas: Vec<&str> = lines
+        .iter()
+        .filter(|v| v["kind"] == "cca_set")
+        .filter_map(|v| v["cca"].as_str())
+        .collect();
+    assert!(
+        ccas.windows(3).any(|w| w == ["bbr", "cubic", "bbr"]),
+        "stream 0's CCAs: {ccas:?}"
+    );
+    // Every switch was set on streams 1 and 2 as well.
+    let done = lines.iter().find(|v| v["kind"] == "done").expect("done");
+    let streams = done["streams"].as_array().expect("streams");
+    assert_eq!(streams.len(), 2, "{done}");
+    for st in streams {
+        assert_eq!(st["cca_sets"].as_u64(), Some(ccas.len() as u64), "{st}");
+        assert!(st["bytes"].as_u64().unwrap() > 0, "{st}");
+    }
+    // The silences: [P, P+5) and [P+10, P+15) after the probe starts at P.
+    let p = lines
+        .iter()
+        .find(|v| v["kind"] == "phase" && v["phase"] == "probe")
+        .and_then(|v| v["t_s"].as_f64())
+        .expect("a probe phase");
+    // Intervals (1 s) that end inside a silence and start at least 1 s into
+    // it (the queue drained, the data in flight acknowledged).
+    let in_silence = |end: f64| {
+        [p, p + 10.0]
+            .iter()
+            .any(|&a| end >= a + 2.0 && end <= a + 5.0)
+    };
+    for stream in [None, Some(1), Some(2)] {
+        let ivs: Vec<&serde_json::Value> = lines
+            .iter()
+            .filter(|v| v["kind"] == "interval" && v["stream"].as_u64() == stream)
+            .filter(|v| v["t_s"].as_f64().is_some_and(in_silence))
+            .collect();
+        assert!(
+            ivs.len() >= 2,
+            "stream {stream:?}: intervals in silences: {ivs:?}"
+        );
+        for v in ivs {
+            assert_eq!(
+                v["bytes"].as_u64(),
+                Some(0),
+                "stream {stream:?} sent in a silence: {v}"
+            );
+            assert!(
+                v["acked_bytes"].as_u64().unwrap_or(0) <= 64 * 1024,
+                "stream {stream:?} acked in a silence: {v}"
+            );
+        }
+        // ... and it did send outside them.
+        let sent: u64 = lines
+            .iter()
+            .filter(|v| v["kind"] == "interval" && v["stream"].as_u64() == stream)
+            .filter_map(|v| v["bytes"].as_u64())
+            .sum();
+        assert!(sent > 1_000_000, "stream {stream:?} sent {sent} bytes");
+    }
+    drop(lab);
+}

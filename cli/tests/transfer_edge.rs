@@ -954,6 +954,41 @@ fn striped_transfers_and_a_dead_stream_then_resume() {
     );
 }
 
+/// `--streams N --time T` is refused before connecting: stopping N
+/// contiguous segments at a time limit leaves gaps that a resume by offset
+/// cannot continue (docs/results/datapath.md, "Parallel streams").
+#[test]
+fn striped_sends_refuse_a_time_limit() {
+    let d = TempDir::new("streams-time");
+    let src = d.0.join("src.bin");
+    write_file(&src, 1000, 5);
+    // Nobody listens there: the refusal must come first.
+    let addr = format!("127.0.0.1:{}", free_port());
+    let tx = spawn(
+        &[
+            "send",
+            "--to",
+            &addr,
+            "--file",
+            &s(&src),
+            "--cca",
+            "cubic",
+            "--streams",
+            "2",
+            "--time",
+            "1",
+        ],
+        None,
+    );
+    let (ok, out) = tx.finish(Duration::from_secs(30), "send");
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("--time") && out.contains("use one stream"),
+        "{out}"
+    );
+    assert!(!out.contains("connect"), "refused after connecting: {out}");
+}
+
 /// A digest as protocol v4 writes it: XXH3-128 in its canonical form
 /// (`xxhsum -H2`) or BLAKE3 (`b3sum`).
 fn digest(hash: &str, b: &[u8]) -> String {

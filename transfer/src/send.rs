@@ -91,6 +91,8 @@ pub struct SendReport {
     pub digest: String,
     /// The same over the receiver's whole file `[0, file_size)` (hex).
     pub file_digest: String,
+    /// Streams 1..N of a striped transfer (empty with one stream).
+    pub streams: Vec<crate::streams::StreamReport>,
 }
 
 /// How the bytes of stream 0 go onto its data connection.
@@ -98,10 +100,16 @@ pub trait Drive {
     /// The CCA streams 1..N start with (every later one follows stream 0's
     /// [`DriverEvent::CcaSet`], `streams::follow_cca`).
     fn first_cca(&self) -> CcaName;
-    /// Whether this driver may run with `n` > 1 streams (an active OPS
-    /// pattern's silences would have to pause every stream; DPS learns one
+    /// Whether this driver may run with `n` > 1 streams (DPS learns one
     /// connection): `Err` says why not.
     fn allows_streams(&self, n: u16) -> Result<()>;
+    /// With more than one stream: a flag the driver keeps true while stream
+    /// 0 may send and false during its silences (an active OPS pattern,
+    /// `OpsDriver::publish_sending`); streams 1..N send only while it is
+    /// true. `None`: they never pause.
+    fn sending_gate(&self) -> Option<Arc<std::sync::atomic::AtomicBool>> {
+        None
+    }
     /// The receiver accepted: the transfer starts at byte `offset` of `size`
     /// (a resume starts past 0). Called once, before [`Drive::drive`].
     fn accepted(&mut self, offset: u64, size: u64) {
@@ -184,7 +192,7 @@ pub fn check(opts: &SendOpts, drive: &dyn Drive) -> Result<u64> {
         drive.allows_streams(n)?;
         if opts.time_s.is_some() {
             return Err(Error::invalid(
-                "--streams > 1 sends whole segments: --time would leave gaps; use one stream",
+                "--streams > 1 sends N contiguous segments at once: stopping at --time would leave gaps the receiver cannot keep (a resume continues one contiguous prefix); use one stream with --time",
             ));
         }
     }
@@ -445,16 +453,38 @@ fn send_impl(
         chunk_bytes: 1 << 20,
         ..dcfg
     };
+    let gate = if n_streams > 1 {
+        drive.sending_gate()
+    } else {
+        None
+    };
+    // Followers of an active pattern drain their queue in its silences as
+    // stream 0 does (TCP_NOTSENT_LOWAT, sent in the driver's chunks).
+    let extra_cfg = if gate.is_some() { dcfg } else { extra_cfg };
+    let mut follow_sets = vec![0u64; extra.len()];
     let (driven, others) = std::thread::scope(|sc| {
         let senders = crate::streams::spawn_senders(
-            sc, &extra, path, offset, size, first_cca, extra_cfg, stop,
+            sc,
+            &extra,
+            path,
+            offset,
+            size,
+            first_cca,
+            extra_cfg,
+            stop,
+            gate.as_deref(),
         );
         let mut cb = |e: &DriverEvent| {
-            crate::streams::follow_cca(&extra, e);
+            crate::streams::follow_cca(&extra, e, &mut follow_sets);
             on_event(e)
         };
         let driven = drive.drive(&data, &mut src, dcfg, stop, &mut cb);
-        let others: Vec<Result<DriverReport>> = senders
+        // Stream 0 is done (maybe in a silence): the others finish their
+        // segments without pausing.
+        if let Some(g) = &gate {
+            g.store(true, std::sync::atomic::Ordering::Release);
+        }
+        let others: Vec<Result<crate::streams::Followed>> = senders
             .into_iter()
             .map(|h| {
                 h.join()
@@ -464,11 +494,19 @@ fn send_impl(
         (driven, others)
     });
     // A striped transfer succeeds only with every segment sent whole.
+    let mut stream_reports = Vec::with_capacity(others.len());
     let driven = driven.and_then(|mut d| {
         let mut total = d.bytes_sent;
         for (i, r) in others.into_iter().enumerate() {
-            let r = r.map_err(|e| Error::invalid(format!("data stream {}: {e}", i + 1)))?;
+            let (r, intervals) =
+                r.map_err(|e| Error::invalid(format!("data stream {}: {e}", i + 1)))?;
             total += r.bytes_sent;
+            stream_reports.push(crate::streams::StreamReport {
+                stream: i as u16 + 1,
+                bytes_sent: r.bytes_sent,
+                cca_sets: follow_sets[i],
+                intervals,
+            });
         }
         if n_streams > 1 && total != size - offset {
             return Err(Error::invalid(format!(
@@ -559,5 +597,6 @@ fn send_impl(
         hash: hash.label(),
         digest: sha,
         file_digest: file_sha.hex(),
+        streams: stream_reports,
     })
 }

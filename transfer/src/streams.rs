@@ -3,10 +3,11 @@
 //! contiguous segment `proto::stripe(offset, size, N, i)`, so each connection
 //! is one `sendfile` range and the bytes need no framing.
 //!
-//! * Sender: stream 0 runs the driver (fixed CCA or passive OPS) as a single
+//! * Sender: stream 0 runs the driver (fixed CCA or OPS) as a single
 //!   stream does; streams 1..N run the fixed-CCA loop on their own threads and
 //!   follow every CCA the driver sets on stream 0 (one OPS decision for the
-//!   path, applied to every connection). The BLAKE3 of `[offset, size)` runs on
+//!   path, applied to every connection) and, with an active pattern, its
+//!   silences (they send only while stream 0's driver sends). The BLAKE3 of `[offset, size)` runs on
 //!   its own thread from the page cache while the data goes out.
 //! * Receiver: one thread per connection writes its segment with `pwrite`;
 //!   the calling thread hashes the contiguous written prefix in file order,
@@ -27,7 +28,8 @@ use std::time::Duration;
 
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
-    send_fixed_source, DriverConfig, DriverEvent, DriverReport, FileSource, Source,
+    send_fixed_source, send_follower_source, DriverConfig, DriverEvent, DriverReport, FileSource,
+    Source,
 };
 use opsel::{Error, Result};
 
@@ -230,9 +232,28 @@ pub(super) fn hash_ahead(
     })
 }
 
+/// What one of streams 1..N of a striped send did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamReport {
+    /// The stream's index (1..N; stream 0 is the driver's).
+    pub stream: u16,
+    pub bytes_sent: u64,
+    /// CCAs set on this stream following the driver's (`follow_cca`): one
+    /// per `CcaSet` of stream 0 when every switch succeeded.
+    pub cca_sets: u64,
+    /// Its byte intervals (`DriverEvent::Interval`, one per `interval_s`).
+    pub intervals: Vec<DriverEvent>,
+}
+
+/// A follower's report and its byte intervals.
+pub(super) type Followed = (DriverReport, Vec<DriverEvent>);
+
 /// Streams 1..N of a striped send: each runs the fixed-CCA loop over its
 /// segment on its own thread, starting with `cca` (stream 0's driver then
-/// sets every later CCA on them through [`follow_cca`]).
+/// sets every later CCA on them through [`follow_cca`]). With `gate` (an
+/// active OPS pattern on stream 0, `OpsDriver::publish_sending`) a stream
+/// sends only while the gate is open, so the pattern's silences are silent
+/// on every connection (000 §3.2).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn spawn_senders<'s>(
     sc: &'s std::thread::Scope<'s, '_>,
@@ -243,7 +264,8 @@ pub(super) fn spawn_senders<'s>(
     cca: CcaName,
     cfg: DriverConfig,
     stop: &'s AtomicBool,
-) -> Vec<std::thread::ScopedJoinHandle<'s, Result<DriverReport>>> {
+    gate: Option<&'s AtomicBool>,
+) -> Vec<std::thread::ScopedJoinHandle<'s, Result<Followed>>> {
     let n = conns.len() as u16 + 1;
     conns
         .iter()
@@ -254,19 +276,32 @@ pub(super) fn spawn_senders<'s>(
                 let f = File::open(path)
                     .map_err(|e| Error::io(format!("open {} to send it", path.display()), e))?;
                 let mut src = Source::File(FileSource::new(f.as_fd(), a, b)?);
-                let r = send_fixed_source(c, &mut src, cca, &cfg, stop, &mut |_| {});
+                // One interval a second: not a hot path.
+                let mut ivs = Vec::new();
+                let mut keep = |e: &DriverEvent| {
+                    if matches!(e, DriverEvent::Interval { .. }) {
+                        ivs.push(e.clone());
+                    }
+                };
+                let r = match gate {
+                    Some(g) => send_follower_source(c, &mut src, cca, &cfg, stop, g, &mut keep),
+                    None => send_fixed_source(c, &mut src, cca, &cfg, stop, &mut keep),
+                };
                 let _ = c.shutdown(Shutdown::Write);
-                r
+                r.map(|r| (r, ivs))
             })
         })
         .collect()
 }
 
-/// Apply every CCA the driver sets on stream 0 to the other streams too.
-pub(super) fn follow_cca(conns: &[TcpStream], e: &DriverEvent) {
+/// Apply every CCA the driver sets on stream 0 to the other streams too,
+/// counting the switches that succeeded per stream in `sets`.
+pub(super) fn follow_cca(conns: &[TcpStream], e: &DriverEvent, sets: &mut [u64]) {
     if let DriverEvent::CcaSet { cca, .. } = e {
-        for c in conns {
-            let _ = opsel::sys::linux::set_cca(c, cca.as_str());
+        for (c, n) in conns.iter().zip(sets.iter_mut()) {
+            if opsel::sys::linux::set_cca(c, cca.as_str()).is_ok() {
+                *n += 1;
+            }
         }
     }
 }

@@ -209,9 +209,11 @@ pub struct SendArgs {
     #[arg(long, requires = "ops")]
     decision_cache: Option<PathBuf>,
     /// Data connections to stripe the file over (1 to 8): one contiguous
-    /// segment each, every one with the CCA of the first (with --ops:
-    /// passive probing only). A failed stream fails the transfer; --resume
-    /// continues after the contiguous prefix the receiver kept.
+    /// segment each. One CCA decision for all: every CCA the first stream
+    /// is switched to (--cca, or OPS's probe segments and decisions) is set
+    /// on every stream, and an active pattern's silences pause every stream.
+    /// Not with --time or DPS alone. A failed stream fails the transfer;
+    /// --resume continues after the contiguous prefix the receiver kept.
     #[arg(long, default_value_t = 1)]
     streams: u16,
     /// Whole-transfer check: xxh3 (XXH3-128: detects accidental corruption,

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use opsel::dps::DpsPolicy;
 use opsel::flows::decision_cache::{CacheSpec, Decision, DecisionCache};
@@ -260,6 +261,32 @@ impl Log {
     }
 }
 
+impl Log {
+    /// Streams 1..N's byte intervals (after the transfer: they ran on their
+    /// own threads), each with its `stream` index and `t_s` on stream 0's clock.
+    fn streams(&mut self, streams: &[opsel_transfer::streams::StreamReport]) {
+        let Some(w) = self.out.as_mut() else { return };
+        for s in streams {
+            for e in &s.intervals {
+                let Ok(Value::Object(mut m)) = serde_json::to_value(e) else {
+                    continue;
+                };
+                // The follower's loop knows neither the CCA stream 0's
+                // driver set on it nor the OPS phase: those are stream 0's.
+                m.remove("cca");
+                m.remove("phase");
+                m.insert("run".into(), self.label.clone().into());
+                m.insert("stream".into(), s.stream.into());
+                if let DriverEvent::Interval { end_ns, .. } = e {
+                    let t_s = end_ns.saturating_sub(self.t0.unwrap_or(*end_ns)) as f64 / 1e9;
+                    m.insert("t_s".into(), t_s.into());
+                }
+                let _ = writeln!(w, "{}", Value::Object(m));
+            }
+        }
+    }
+}
+
 /// When a controller event happened.
 fn ev_at_ns(e: &Event) -> Option<u64> {
     match e {
@@ -294,11 +321,14 @@ fn open_log(log: &Option<(PathBuf, String)>) -> Result<Log> {
     })
 }
 
-/// OPS on stream 0 (passive probing without TCP_NOTSENT_LOWAT).
+/// OPS on stream 0 (passive probing without TCP_NOTSENT_LOWAT). With an
+/// active pattern and `--streams N` the driver mirrors its silences into
+/// `gate`, and streams 1..N pause with it (`streams::spawn_senders`).
 struct OpsDrive {
     ctl: Option<CliController>,
     opts: OpsOpts,
     to: SocketAddr,
+    gate: Arc<AtomicBool>,
 }
 
 impl Drive for OpsDrive {
@@ -308,12 +338,12 @@ impl Drive for OpsDrive {
             .map_or(self.opts.initial_cca, |c| c.socket_cca())
     }
     fn allows_streams(&self, _: u16) -> Result<()> {
-        if self.opts.pattern.is_some() {
-            return Err(Error::invalid(
-                "--streams > 1 works with a fixed --cca or with --ops --pattern passive: an active pattern's silent segments would have to pause every stream",
-            ));
-        }
+        // One prober, one controller: its CCA switches are set on every
+        // stream (`streams::follow_cca`), its silences pause every stream.
         Ok(())
+    }
+    fn sending_gate(&self) -> Option<Arc<AtomicBool>> {
+        self.opts.pattern.is_some().then(|| self.gate.clone())
     }
     fn drive(
         &mut self,
@@ -352,8 +382,14 @@ impl Drive for OpsDrive {
             chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
             ..dcfg
         };
+        let gate = (!passive).then(|| self.gate.clone());
         rtt.and_then(|rtt| OpsDriver::new(ctl, rtt, dcfg))
-            .and_then(|mut drv| drv.run_source(data, src, stop, on_event))
+            .and_then(|mut drv| {
+                if let Some(g) = gate {
+                    drv.publish_sending(g);
+                }
+                drv.run_source(data, src, stop, on_event)
+            })
     }
 }
 
@@ -416,6 +452,9 @@ impl Drive for Logged<'_> {
     }
     fn allows_streams(&self, n: u16) -> Result<()> {
         self.inner.allows_streams(n)
+    }
+    fn sending_gate(&self) -> Option<Arc<AtomicBool>> {
+        self.inner.sending_gate()
     }
     fn accepted(&mut self, offset: u64, size: u64) {
         self.offset.set(offset);
@@ -482,6 +521,7 @@ pub fn run(
                 ctl: Some(c),
                 opts: o,
                 to: opts.to,
+                gate: Arc::new(AtomicBool::new(false)),
             })
         }
         Strategy::Dps(d) => {
@@ -543,8 +583,15 @@ pub fn run(
         c.record(opts.to.ip(), d)?;
         c.save(path, unix_now_s())?;
     }
+    log.streams(&r.streams);
     if let Some(w) = log.out.as_mut() {
-        let v = json!({"run": log.label, "kind": "done", "bytes": r.driver.bytes_sent,
+        let streams: Vec<Value> = r
+            .streams
+            .iter()
+            .map(|s| json!({"stream": s.stream, "bytes": s.bytes_sent, "cca_sets": s.cca_sets}))
+            .collect();
+        let v = json!({"run": log.label, "kind": "done", "streams": streams,
+            "cca_sets": r.driver.cca_sets, "bytes": r.driver.bytes_sent,
             "next_offset": r.offset + r.driver.bytes_sent, "confirmed": true,
             "complete": r.complete, "hash": r.hash, "digest": r.digest,
             "file_identical": r.file_identical, "file_size": r.file_size,

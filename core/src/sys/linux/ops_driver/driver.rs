@@ -7,7 +7,7 @@
 //! `run_loop.rs`.
 
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::ccas::switch_cca;
@@ -59,6 +59,9 @@ pub struct OpsDriver<C, P> {
     /// between a decision and its `setsockopt` (decision latency).
     /// Keeps its capacity, so reporting allocates nothing.
     pub(super) pending: Vec<DriverEvent>,
+    /// Where [`OpsDriver::publish_sending`] mirrors `sending` (striped
+    /// transfers: the other streams pause during the pattern's silences).
+    pub(super) sending_flag: Option<Arc<AtomicBool>>,
 }
 
 impl<C: Classifier, P: Policy> OpsDriver<C, P> {
@@ -80,7 +83,17 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
             origin: Arc::new(AtomicU64::new(0)),
             t_in: 0,
             pending: Vec::with_capacity(32),
+            sending_flag: None,
         })
+    }
+
+    /// Mirror whether the controller lets the socket send (false during an
+    /// active pattern's silent segments, 000 §3.2) into `flag` after every
+    /// step, so that other connections of the same transfer can pause with
+    /// this one ([`send_follower_source`](super::send_follower_source)).
+    pub fn publish_sending(&mut self, flag: Arc<AtomicBool>) {
+        flag.store(self.sending, Ordering::Release);
+        self.sending_flag = Some(flag);
     }
 
     /// The controller (phase, stats, configuration).
@@ -205,6 +218,9 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
                     self.pending.push(DriverEvent::Ops(ev));
                 }
             }
+        }
+        if let Some(f) = &self.sending_flag {
+            f.store(self.sending, Ordering::Release);
         }
         // The prober fires at the controller's grid (sample k ↔ second k of a probe).
         self.origin

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::lowat::LowatGuard;
 use super::meter::IntervalMeter;
@@ -42,7 +42,49 @@ pub fn send_fixed_source(
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<DriverReport> {
-    let fd = sock.as_fd();
+    send_gated(sock.as_fd(), source, cca, cfg, stop, None, on_event)
+}
+
+/// [`send_fixed_source`] that sends only while `sending` is true: another
+/// connection of the same transfer runs the [`OpsDriver`](super::OpsDriver),
+/// which mirrors its pattern's silences into `sending`
+/// ([`OpsDriver::publish_sending`](super::OpsDriver::publish_sending)); the
+/// CCA switches are the caller's (set on this socket as the driver sets its
+/// own). With `cfg.notsent_lowat_bytes` the queue drains during a silence
+/// as on the driver's socket. A paused loop looks at `sending` every
+/// millisecond.
+pub fn send_follower_source(
+    sock: impl AsFd,
+    source: &mut Source<'_>,
+    cca: CcaName,
+    cfg: &DriverConfig,
+    stop: &AtomicBool,
+    sending: &AtomicBool,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<DriverReport> {
+    send_gated(
+        sock.as_fd(),
+        source,
+        cca,
+        cfg,
+        stop,
+        Some(sending),
+        on_event,
+    )
+}
+
+/// How often a paused follower looks at its `sending` flag.
+const PAUSED_POLL_NS: u64 = 1_000_000;
+
+fn send_gated(
+    fd: std::os::fd::BorrowedFd<'_>,
+    source: &mut Source<'_>,
+    cca: CcaName,
+    cfg: &DriverConfig,
+    stop: &AtomicBool,
+    sending: Option<&AtomicBool>,
+    on_event: &mut dyn FnMut(&DriverEvent),
+) -> Result<DriverReport> {
     cfg.validate(NS_PER_S)?;
     require_tcp(fd, "send")?;
     set_cca(fd, cca.as_str())?;
@@ -67,6 +109,11 @@ pub fn send_fixed_source(
         if let Some(end) = pump.end(stop, now, limit) {
             break end;
         }
+        if sending.is_some_and(|s| !s.load(Ordering::Acquire)) {
+            // A silence of the driving connection: send nothing.
+            wait(fd, false, &rx, (now + PAUSED_POLL_NS).min(meter.due_ns()));
+            continue;
+        }
         if pump.try_send(source)? || pump.drained() {
             continue;
         }
@@ -86,4 +133,76 @@ pub fn send_fixed_source(
         cca_sets: 1,
         lost_samples: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DriverConfig, EndReason, FileSource};
+    use super::*;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    /// A follower sends nothing while the gate is closed (it ends on the stop
+    /// flag, raised after three of its intervals), then the whole range once
+    /// the gate is open (the striped half of an active pattern's silences).
+    #[test]
+    fn a_follower_sends_only_while_the_gate_is_open() {
+        let path = std::env::temp_dir().join(format!("opsel-follower-{}", std::process::id()));
+        let data: Vec<u8> = (0..2_000_000u32).map(|i| (i * 13 + i / 97) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = l.accept().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            rx.read_to_end(&mut got).unwrap();
+            got
+        });
+        let cfg = DriverConfig {
+            interval_ns: 5_000_000,
+            ..DriverConfig::default()
+        };
+        let (stop, gate) = (AtomicBool::new(false), AtomicBool::new(false));
+        let mut src = Source::File(FileSource::new(file.as_fd(), 0, data.len() as u64).unwrap());
+        let (mut intervals, mut sent_while_closed) = (0, 0);
+        let r = send_follower_source(
+            &tx,
+            &mut src,
+            CcaName::CUBIC,
+            &cfg,
+            &stop,
+            &gate,
+            &mut |e| {
+                if let DriverEvent::Interval { bytes, .. } = e {
+                    sent_while_closed += bytes;
+                    intervals += 1;
+                    if intervals == 3 {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (r.end, r.bytes_sent, sent_while_closed),
+            (EndReason::Stopped, 0, 0)
+        );
+        stop.store(false, Ordering::Relaxed);
+        gate.store(true, Ordering::Release);
+        let r = send_follower_source(
+            &tx,
+            &mut src,
+            CcaName::CUBIC,
+            &cfg,
+            &stop,
+            &gate,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!((r.end, r.bytes_sent), (EndReason::Eof, data.len() as u64));
+        drop(tx);
+        assert!(reader.join().unwrap() == data);
+        let _ = std::fs::remove_file(&path);
+    }
 }
