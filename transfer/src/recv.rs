@@ -68,7 +68,11 @@ impl Default for Limits {
             handshake: Duration::from_secs(10),
             idle: Duration::from_secs(60),
             max_conns: 32,
-            max_conns_per_host: 8,
+            // One striped transfer is its control connection plus up to
+            // MAX_STREAMS data connections, all from the sender's address;
+            // twice that leaves room for the next transfer's handshake while
+            // the last one's connections close.
+            max_conns_per_host: 2 * (crate::proto::MAX_STREAMS as usize + 1),
         }
     }
 }
