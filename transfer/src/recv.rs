@@ -274,6 +274,21 @@ fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Make a bound socket listen (on a listening one this only sets the
+/// backlog). A caller that starts the receiver on another thread calls this
+/// first, so that a sender may connect as soon as it returns.
+pub fn listen(listener: &TcpListener) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: listen(2) on a descriptor the caller owns.
+    if unsafe { libc::listen(listener.as_raw_fd(), 128) } != 0 {
+        return Err(Error::io(
+            "listen on the receiver's socket (a bound TCP socket is needed)",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
 impl Receiver {
     /// Bind the listener and start the echo responder.
     pub fn bind(opts: RecvOpts) -> Result<Receiver> {
@@ -291,15 +306,7 @@ impl Receiver {
     /// and every data connection of a transfer arrive on it. The UDP echo
     /// responder for the sender's RTT probe is started on the same port.
     pub fn from_listener(listener: TcpListener, opts: RecvOpts) -> Result<Receiver> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: listen(2) on a descriptor we own; on a listening socket it
-        // only sets the backlog.
-        if unsafe { libc::listen(listener.as_raw_fd(), 128) } != 0 {
-            return Err(Error::io(
-                "listen on the receiver's socket (a bound TCP socket is needed)",
-                std::io::Error::last_os_error(),
-            ));
-        }
+        listen(&listener)?;
         if let Target::Dir(d) = &opts.target {
             if !d.is_dir() {
                 return Err(Error::invalid(format!(

@@ -105,7 +105,9 @@ pub fn recv_file(
 ) -> napi::Result<AsyncTask<Transfer>, Code> {
     guard(|| {
         let spec: RecvSpec = core_value_or_default(spec, "receive spec")?;
-        dup(fd)?;
+        // Listening before the Promise is returned: the task runs later on the
+        // libuv pool, and a sender may connect as soon as this call returns.
+        opsel_transfer::recv::listen(&TcpListener::from(dup(fd)?)).map_err(to_js)?;
         Ok(AsyncTask::new(Transfer(Some(Job::Recv(fd, path, spec)))))
     })
 }
