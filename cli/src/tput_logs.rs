@@ -254,7 +254,7 @@ fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
     use opsel_netlab::sys;
     use opsel_netlab::topo::{self, Lab, PipeKind, PipeSpec, TopologySpec};
     use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
-    use std::net::{SocketAddrV4, TcpListener, TcpStream};
+    use std::net::{SocketAddrV4, TcpStream};
     use std::sync::atomic::Ordering;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
@@ -343,64 +343,12 @@ fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
     }
     // The foreground sink: every connection read until EOF or stop.
     let dst = SocketAddrV4::new(topo::receiver_ip(0), BASE_PORT + 60);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
-    {
-        let stop = stop.clone();
-        th.handles.push(sys::spawn_in_netns(
-            &lab.receiver_ns[0],
-            "ab-sink",
-            move || {
-                use std::io::Read as _;
-                let l = match TcpListener::bind(dst) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(Error::io(format!("listen on {dst}"), e)));
-                        return Ok(0);
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                l.set_nonblocking(true)
-                    .map_err(|e| Error::io("nonblocking listener", e))?;
-                let mut readers = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    match l.accept() {
-                        Ok((mut s, _)) => {
-                            let stop = stop.clone();
-                            readers.push(std::thread::spawn(move || {
-                                let _ = s.set_nonblocking(false);
-                                let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
-                                let mut buf = vec![0u8; 1 << 17];
-                                while !stop.load(Ordering::Relaxed) {
-                                    match s.read(&mut buf) {
-                                        Ok(0) => break,
-                                        Ok(_) => {}
-                                        Err(e)
-                                            if matches!(
-                                                e.kind(),
-                                                std::io::ErrorKind::WouldBlock
-                                                    | std::io::ErrorKind::TimedOut
-                                                    | std::io::ErrorKind::Interrupted
-                                            ) => {}
-                                        Err(_) => break,
-                                    }
-                                }
-                            }));
-                        }
-                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                    }
-                }
-                for r in readers {
-                    let _ = r.join();
-                }
-                Ok(0)
-            },
-        )?);
-    }
-    match ready_rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(e),
-        Err(_) => return Err(Error::invalid("the A/B sink did not start within 5 s")),
-    }
+    th.handles.push(traffic::spawn_sink(
+        &lab.receiver_ns[0],
+        "ab-sink",
+        dst,
+        stop.clone(),
+    )?);
     // Let the background reach its steady state.
     std::thread::sleep(Duration::from_secs(3));
     let (evals, fixed, steady) = (a.evals, a.fixed_samples, a.steady_samples);

@@ -21,8 +21,8 @@
 //! `"format": "opsel-tput-log"`) and `manifest.json` (the plan and the counts per
 //! family, rewritten atomically after each transfer).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddrV4, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{SocketAddrV4, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -606,70 +606,12 @@ pub fn record_transfer(
 
     // Foreground receiver: accepts every stream, reads until EOF or stop.
     let dst = SocketAddrV4::new(topo::receiver_ip(0), FG_PORT);
-    let received = Arc::new(AtomicU64::new(0));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
-    {
-        let (stop, received) = (stop.clone(), received.clone());
-        th.handles.push(sys::spawn_in_netns(
-            &lab.receiver_ns[0],
-            "fg-rx",
-            move || {
-                let l = match TcpListener::bind(dst) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(Error::io(format!("listen on {dst}"), e)));
-                        return Ok(0);
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                l.set_nonblocking(true)
-                    .map_err(|e| Error::io("nonblocking listener", e))?;
-                let mut readers = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    match l.accept() {
-                        Ok((mut s, _)) => {
-                            let (stop, received) = (stop.clone(), received.clone());
-                            readers.push(std::thread::spawn(move || {
-                                let _ = s.set_nonblocking(false);
-                                let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
-                                let mut buf = vec![0u8; 1 << 17];
-                                while !stop.load(Ordering::Relaxed) {
-                                    match s.read(&mut buf) {
-                                        Ok(0) => break,
-                                        Ok(n) => {
-                                            received.fetch_add(n as u64, Ordering::Relaxed);
-                                        }
-                                        Err(e)
-                                            if matches!(
-                                                e.kind(),
-                                                std::io::ErrorKind::WouldBlock
-                                                    | std::io::ErrorKind::TimedOut
-                                                    | std::io::ErrorKind::Interrupted
-                                            ) => {}
-                                        Err(_) => break,
-                                    }
-                                }
-                            }));
-                        }
-                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                    }
-                }
-                for r in readers {
-                    let _ = r.join();
-                }
-                Ok(received.load(Ordering::Relaxed))
-            },
-        )?);
-    }
-    match ready_rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(e),
-        Err(_) => {
-            return Err(Error::invalid(
-                "foreground receiver did not start within 5 s",
-            ))
-        }
-    }
+    th.handles.push(traffic::spawn_sink(
+        &lab.receiver_ns[0],
+        "fg-rx",
+        dst,
+        stop.clone(),
+    )?);
 
     // Foreground sender: after the setup delay, connect every stream, then write
     // until stop, pausing all streams during stalls. Clones go to the sampler.

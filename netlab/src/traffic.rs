@@ -117,6 +117,78 @@ fn log_event(events: &Events, t0: u64, flow: &str, what: String) {
     }
 }
 
+/// A sink in namespace `ns` listening on `dst`: it accepts every connection
+/// and reads each until EOF or `stop`, on a thread per connection. Returns
+/// once it listens (or could not, within 5 s); the handle yields the bytes
+/// it received. The foreground of a throughput log and of a CCA A/B run
+/// sends into it.
+pub fn spawn_sink(
+    ns: &str,
+    name: &str,
+    dst: SocketAddrV4,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<Result<u64>>> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
+    let handle = crate::sys::spawn_in_netns(ns, name, move || {
+        let l = match TcpListener::bind(dst) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready_tx.send(Err(Error::io(format!("listen on {dst}"), e)));
+                return Ok(0);
+            }
+        };
+        let _ = ready_tx.send(Ok(()));
+        l.set_nonblocking(true)
+            .map_err(|e| Error::io("nonblocking listener", e))?;
+        let received = Arc::new(AtomicU64::new(0));
+        let mut readers = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            match l.accept() {
+                Ok((s, _)) => {
+                    let (stop, received) = (stop.clone(), received.clone());
+                    readers.push(std::thread::spawn(move || drain(s, &stop, &received)));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        for r in readers {
+            let _ = r.join();
+        }
+        Ok(received.load(Ordering::Relaxed))
+    })?;
+    match ready_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::invalid(format!(
+            "the sink {name} did not listen on {dst} within 5 s"
+        ))),
+    }
+}
+
+/// Reads `s` until EOF, an error or `stop` (checked every 50 ms), counting
+/// the bytes into `received`.
+fn drain(mut s: TcpStream, stop: &AtomicBool, received: &AtomicU64) {
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = vec![0u8; 1 << 17];
+    while !stop.load(Ordering::Relaxed) {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                received.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
+        }
+    }
+}
+
 /// Receiver of one flow: counts every byte into `bins` until `stop`.
 /// Binds before returning so the sender can connect.
 pub fn spawn_receiver(
