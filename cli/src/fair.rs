@@ -211,11 +211,7 @@ fn lab(a: LabArgs) -> Result<()> {
     };
     let _ = opsel_netlab::topo::down(false);
     let lab = Lab::up_with_extra_rtt(
-        &TopologySpec {
-            pairs: n,
-            mtu: 1500,
-            offloads_off: true,
-        },
+        &TopologySpec::dumbbell(n),
         &pipe,
         &extra.iter().map(|ms| (ms * 1e6) as u64).collect::<Vec<_>>(),
     )?;

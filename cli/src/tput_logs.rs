@@ -252,7 +252,7 @@ fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
     use opsel::fastprob::{AbMethod, AbSpec};
     use opsel_netlab::scenario::{bdp_bytes, BASE_PORT};
     use opsel_netlab::sys;
-    use opsel_netlab::topo::{self, Lab, PipeKind, PipeSpec, TopologySpec};
+    use opsel_netlab::topo::{self, Lab, PipeSpec, TopologySpec};
     use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
     use std::net::{SocketAddrV4, TcpStream};
     use std::sync::atomic::Ordering;
@@ -288,19 +288,13 @@ fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
         }
     };
     let lab = Lab::up(
-        &TopologySpec {
-            pairs: 1 + bg.len(),
-            mtu: 1500,
-            offloads_off: true,
-        },
-        &PipeSpec {
-            kind: PipeKind::Tun,
-            rate_bps: Some((a.rate_mbps * 1e6).round() as u64),
-            delay_ns: (a.rtt_ms * 1e6 / 2.0).round() as u64,
-            buffer_bytes: bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
-            loss: 0.0,
-            seed: 1,
-        },
+        &TopologySpec::dumbbell(1 + bg.len()),
+        &PipeSpec::tun(
+            a.rate_mbps,
+            a.rtt_ms,
+            bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
+            1,
+        ),
     )?;
     let stop = Arc::new(AtomicBool::new(false));
     struct Threads {

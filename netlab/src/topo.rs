@@ -77,6 +77,34 @@ pub struct TopologySpec {
     pub offloads_off: bool,
 }
 
+impl TopologySpec {
+    /// `pairs` sender/receiver pairs behind one bottleneck, MTU 1500, offloads
+    /// off: the dumbbell every lab experiment uses.
+    pub fn dumbbell(pairs: usize) -> TopologySpec {
+        TopologySpec {
+            pairs,
+            mtu: 1500,
+            offloads_off: true,
+        }
+    }
+}
+
+impl PipeSpec {
+    /// The user-space TUN bottleneck at `rate_mbps`, a round-trip time of
+    /// `rtt_ms` (half of it each way), a drop-tail buffer of `buffer_bytes`
+    /// and no random loss.
+    pub fn tun(rate_mbps: f64, rtt_ms: f64, buffer_bytes: u64, seed: u64) -> PipeSpec {
+        PipeSpec {
+            kind: PipeKind::Tun,
+            rate_bps: Some((rate_mbps * 1e6).round() as u64),
+            delay_ns: (rtt_ms * 1e6 / 2.0).round() as u64,
+            buffer_bytes,
+            loss: 0.0,
+            seed,
+        }
+    }
+}
+
 pub fn sender_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 71, i as u8, 2)
 }

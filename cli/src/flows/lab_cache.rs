@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use opsel::{Error, Result};
 use opsel_netlab::scenario::bdp_bytes;
 use opsel_netlab::sys::now_ns;
-use opsel_netlab::topo::{receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
+use opsel_netlab::topo::{receiver_ip, Lab, PipeSpec, TopologySpec};
 use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
 
 #[derive(Args)]
@@ -171,19 +171,13 @@ fn run_background(
     row_path: &dyn Fn(&str, u32) -> PathBuf,
 ) -> Result<Vec<CacheRun>> {
     let lab = Lab::up(
-        &TopologySpec {
-            pairs: 2,
-            mtu: 1500,
-            offloads_off: true,
-        },
-        &PipeSpec {
-            kind: PipeKind::Tun,
-            rate_bps: Some((a.rate_mbps * 1e6) as u64),
-            delay_ns: (a.rtt_ms / 2.0 * 1e6) as u64,
-            buffer_bytes: bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
-            loss: 0.0,
-            seed: 1,
-        },
+        &TopologySpec::dumbbell(2),
+        &PipeSpec::tun(
+            a.rate_mbps,
+            a.rtt_ms,
+            bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
+            1,
+        ),
     )?;
     // The background runs for every transfer plus slack.
     let per_run_s = a.seconds + 20.0;

@@ -39,7 +39,7 @@ use opsel::{Error, Result};
 use opsel_netlab::run::mean_mbps;
 use opsel_netlab::scenario::bdp_bytes;
 use opsel_netlab::sys::{in_netns, now_ns, sleep_until_ns, spawn_in_netns};
-use opsel_netlab::topo::{self, receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
+use opsel_netlab::topo::{self, receiver_ip, Lab, PipeSpec, TopologySpec};
 use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
 use serde_json::json;
 
@@ -618,21 +618,14 @@ pub fn main(a: DemoArgs) -> Result<()> {
     }
     let (seconds, measure_from) = (seconds + extra_s, a.measure_from + extra_s);
     let _ = topo::down(false);
-    let delay_ns = (a.rtt_ms / 2.0 * 1e6) as u64;
     let lab = Lab::up(
-        &TopologySpec {
-            pairs: 2,
-            mtu: 1500,
-            offloads_off: true,
-        },
-        &PipeSpec {
-            kind: PipeKind::Tun,
-            rate_bps: Some((a.rate_mbps * 1e6) as u64),
-            delay_ns,
-            buffer_bytes: bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
-            loss: 0.0,
-            seed: a.seed,
-        },
+        &TopologySpec::dumbbell(2),
+        &PipeSpec::tun(
+            a.rate_mbps,
+            a.rtt_ms,
+            bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
+            a.seed,
+        ),
     )?;
     let mut md = String::new();
     let _ = writeln!(
