@@ -35,7 +35,7 @@ pub fn record(a: TputLogsArgs) -> Result<()> {
     }
     let dir = tput_logs::plan_dir(&a.out, &plan);
     if a.status {
-        let text = std::fs::read_to_string(dir.join("transfers.jsonl")).unwrap_or_default();
+        let text = opsel_netlab::tput_store::read(&dir)?;
         let (n, _) = tput_logs::scan(&text)?;
         println!(
             "{}: {n} of {} transfers recorded",
@@ -80,7 +80,8 @@ pub struct EvalArgs {
     /// FastProb model file (kind "fastprob"); without it only the baselines run.
     #[arg(long)]
     model: Option<PathBuf>,
-    /// JSON-lines log file or a folder of *.jsonl (recorded or synthetic logs).
+    /// JSON-lines log file, a recorded plan's folder (gzip segments and tail), or a
+    /// folder holding either (recorded or synthetic logs).
     #[arg(long)]
     logs: PathBuf,
     /// Evaluate only the logs from this fraction of the time order on (0.8: the
@@ -95,16 +96,22 @@ pub struct EvalArgs {
     json: Option<PathBuf>,
 }
 
+/// Transfers from a JSON-lines file, a recorded plan's folder (its gzip
+/// segments and tail, `opsel_netlab::tput_store`) or a folder holding either
+/// (searched recursively; a folder with a `manifest.json` is a plan's).
 fn read_logs(path: &std::path::Path) -> Result<Vec<(u64, TransferLog)>> {
+    let is_plan = |d: &std::path::Path| d.join("manifest.json").is_file();
     let mut files = Vec::new();
-    if path.is_dir() {
+    if path.is_dir() && !is_plan(path) {
         let mut stack = vec![path.to_path_buf()];
         while let Some(d) = stack.pop() {
             let rd = std::fs::read_dir(&d)
                 .map_err(|e| Error::io(format!("listing {}", d.display()), e))?;
             for e in rd.flatten() {
                 let p = e.path();
-                if p.is_dir() {
+                if p.is_dir() && is_plan(&p) {
+                    files.push(p);
+                } else if p.is_dir() {
                     stack.push(p);
                 } else if p.extension().is_some_and(|x| x == "jsonl") {
                     files.push(p);
@@ -117,8 +124,12 @@ fn read_logs(path: &std::path::Path) -> Result<Vec<(u64, TransferLog)>> {
     }
     let mut out = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f)
-            .map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
+        let text = if f.is_dir() {
+            opsel_netlab::tput_store::read(&f)?
+        } else {
+            std::fs::read_to_string(&f)
+                .map_err(|e| Error::io(format!("reading {}", f.display()), e))?
+        };
         for (i, l) in text.lines().enumerate() {
             if l.trim().is_empty() {
                 continue;

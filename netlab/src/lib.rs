@@ -20,6 +20,7 @@ pub mod scenario;
 pub mod sys;
 pub mod topo;
 pub mod tput_logs;
+pub mod tput_store;
 pub mod traffic;
 
 pub use run::{jain, run, run_in_lab, write_outputs, RunResult, Summary};

@@ -8,7 +8,7 @@
 //! background, parallel streams, connection-setup delay, application stalls) from
 //! a generator seeded by `(plan seed, seq)`. The draw is a pure function of the
 //! plan and `seq`, so a rerun continues exactly where the last one stopped: it
-//! counts the complete lines of `transfers.jsonl` (a torn last line is cut off)
+//! counts the complete lines of the log (a torn last line is cut off)
 //! and records `seq = count, count + 1, …` up to the plan's `transfers`.
 //!
 //! The causes of slow or unstable convergence 004 §III names map to: high BDP
@@ -17,9 +17,11 @@
 //! streams connect; the probe's clock starts before it), and transient I/O
 //! interference (the application pauses all its streams for 1–2 s at random).
 //!
-//! Output per plan: `<out>/<plan name>/transfers.jsonl` (one transfer per line,
-//! `"format": "opsel-tput-log"`) and `manifest.json` (the plan and the counts per
-//! family, rewritten atomically after each transfer).
+//! Output per plan: `<out>/<plan name>/`: the transfers, one per line
+//! (`"format": "opsel-tput-log"`), in gzip segments of 1000 and a plain tail
+//! (`crate::tput_store`; [`tput_store::read`] gives them as one text), and
+//! `manifest.json` (the plan and the counts per family, rewritten atomically
+//! after each transfer).
 
 use std::io::Write;
 use std::net::{SocketAddrV4, TcpStream};
@@ -35,6 +37,7 @@ use crate::pipe::SplitMix64;
 use crate::scenario::{bdp_bytes, BASE_PORT};
 use crate::sys::{self, now_ns, sleep_until_ns};
 use crate::topo::{self, Lab, PipeKind, PipeSpec, TopologySpec};
+use crate::tput_store;
 use crate::traffic::{self, Bins, FlowPlan, Traffic};
 
 /// `format` of each transfer line.
@@ -406,7 +409,7 @@ fn manifest(plan: &Plan, lines: &[(String, u64)], count: u64) -> serde_json::Val
         "plan": plan,
         "transfers": count,
         "per_family": per,
-        "log": "transfers.jsonl",
+        "log": "transfers-<first seq>.jsonl.gz (blocks of 1000), then transfers.jsonl",
     })
 }
 
@@ -455,25 +458,29 @@ pub fn record_plan(
             )));
         }
     }
-    let text = match std::fs::read_to_string(&log) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(Error::io(format!("reading {}", log.display()), e)),
-    };
+    // Full blocks of the tail go to their gzip segments first (a log written
+    // as one file is split here), then the whole log is checked.
+    tput_store::roll(&dir)?;
+    let (segments, tail) = tput_store::read_parts(&dir)?;
+    let text = segments.clone() + &tail;
     let (done, good) = scan(&text)?;
     let mut fams: Vec<(String, u64)> = text[..good]
         .lines()
         .filter_map(|l| serde_json::from_str::<TransferLine>(l).ok())
         .map(|t| (t.family, t.seq))
         .collect();
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .map_err(|e| Error::io(format!("opening {}", log.display()), e))?;
+    let open_tail = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| Error::io(format!("opening {}", log.display()), e))
+    };
+    let mut f = open_tail()?;
     if good < text.len() {
-        // Cut the torn tail so the next line starts on a line boundary.
-        f.set_len(good as u64)
+        // Cut the torn tail so the next line starts on a line boundary (a
+        // torn line can only be the tail's last).
+        f.set_len((good - segments.len()) as u64)
             .map_err(|e| Error::io(format!("truncating {}", log.display()), e))?;
     }
     write_atomic(
@@ -501,6 +508,11 @@ pub fn record_plan(
             .map_err(|e| Error::io(format!("appending to {}", log.display()), e))?;
         fams.push((line.family, count));
         count += 1;
+        if count % tput_store::SEGMENT as u64 == 0 {
+            drop(f);
+            tput_store::roll(&dir)?;
+            f = open_tail()?;
+        }
         write_atomic(
             &man,
             &serde_json::to_string_pretty(&manifest(plan, &fams, count)).unwrap_or_default(),

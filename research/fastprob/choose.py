@@ -2,7 +2,7 @@
 training and validation slices.
 
 The corpus is the first 2 040 transfers of the recorded plan
-(``head -n 2040 data/tput-logs/fastprob-100ms/transfers.jsonl``), in recording
+(the first 2040 lines of ``data/tput-logs/fastprob-100ms``: its gzip segments, then ``transfers.jsonl``), in recording
 order:
 
 - transfers 1-1224 (60 %) train;

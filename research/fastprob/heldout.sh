@@ -10,7 +10,7 @@ TRAIN="$PY bindings/python/python/opsel/train_fastprob.py train"
 W=target/fastprob
 mkdir -p $W
 # The corpus: the first 2 040 recorded transfers in recording order.
-head -n 2040 data/tput-logs/fastprob-100ms/transfers.jsonl > $W/corpus2040.jsonl
+{ zcat data/tput-logs/fastprob-100ms/transfers-*.jsonl.gz; cat data/tput-logs/fastprob-100ms/transfers.jsonl 2>/dev/null; } | head -n 2040 > $W/corpus2040.jsonl
 # Held out: transfers 1633-2040 (the last 20 %), all and per family.
 $PY - "$W" <<'PYEOF'
 import json, sys

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import gzip
 import json
 import math
 import os
@@ -153,23 +154,57 @@ def synthetic_logs(n: int, seed: int, interval_ns: int = 1_000_000_000, min_len:
     return logs
 
 
+def _plan_lines(folder: str):
+    """The lines of a recorded plan's folder (``opsel lab tput-logs``): its gzip
+    segments of 1000 transfers in order, then the plain tail."""
+    for seg in sorted(glob.glob(os.path.join(folder, "transfers-*.jsonl.gz"))):
+        with gzip.open(seg, "rt") as fh:
+            yield from fh
+    tail = os.path.join(folder, "transfers.jsonl")
+    if os.path.exists(tail):
+        with open(tail) as fh:
+            yield from fh
+
+
+def log_lines(path: str):
+    """Every line of a JSON-lines file (plain or ``.gz``), a recorded plan's
+    folder (one with a ``manifest.json``), or a folder holding either."""
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, "manifest.json")):
+            yield from _plan_lines(path)
+            return
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            if "manifest.json" in files:
+                dirs[:] = []
+                yield from _plan_lines(root)
+                continue
+            for f in sorted(files):
+                if f.endswith(".jsonl") or f.endswith(".jsonl.gz"):
+                    yield from log_lines(os.path.join(root, f))
+    elif path.endswith(".gz"):
+        with gzip.open(path, "rt") as fh:
+            yield from fh
+    else:
+        with open(path) as fh:
+            yield from fh
+
+
 def load_logs(path: str, min_len: int = 60):
-    """Transfers from a JSON-lines file or every ``*.jsonl`` under a directory, in
-    recording order (``seq``, then file order). Transfers shorter than ``min_len``
-    samples are skipped (004 §III: the label needs >= 60 s)."""
-    files = sorted(glob.glob(os.path.join(path, "**", "*.jsonl"), recursive=True)) if os.path.isdir(path) else [path]
+    """Transfers from a JSON-lines file (plain or ``.gz``), a recorded plan's
+    folder, or a folder holding either, in recording order (``seq``, then file
+    order). Transfers shorter than ``min_len`` samples are skipped (004 §III:
+    the label needs >= 60 s)."""
     logs = []
-    for f in files:
-        with open(f) as fh:
-            for line in fh:
-                if not line.strip():
-                    continue
-                d = json.loads(line)
-                s = d.get("samples_bps")
-                if not isinstance(s, list) or len(s) < min_len:
-                    continue
-                d["t_avg_bps"] = float(np.mean(s))
-                logs.append(d)
+    for line in log_lines(path):
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        s = d.get("samples_bps")
+        if not isinstance(s, list) or len(s) < min_len:
+            continue
+        d["t_avg_bps"] = float(np.mean(s))
+        logs.append(d)
     logs.sort(key=lambda d: d.get("seq", 0))
     return logs
 
