@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use opsel::{Error, Result};
-use xxhash_rust::xxh3::Xxh3;
+use twox_hash::XxHash3_128;
 
 use super::proto::{Digest, HashAlgo};
 
@@ -53,7 +53,7 @@ impl HashSpec {
             (HashAlgo::Blake3, Some(k)) => Hasher::Blake3(Box::new(blake3::Hasher::new_keyed(k))),
             // XXH3 has no key worth the name (its seed is not a MAC key):
             // a keyed transfer is BLAKE3 (checked where the hash is chosen).
-            (HashAlgo::Xxh3, _) => Hasher::Xxh3(Box::new(Xxh3::new())),
+            (HashAlgo::Xxh3, _) => Hasher::Xxh3(Box::new(XxHash3_128::new())),
         }
     }
 
@@ -72,7 +72,7 @@ impl HashSpec {
 #[derive(Clone)]
 pub enum Hasher {
     Blake3(Box<blake3::Hasher>),
-    Xxh3(Box<Xxh3>),
+    Xxh3(Box<XxHash3_128>),
 }
 
 impl Hasher {
@@ -81,7 +81,7 @@ impl Hasher {
             Hasher::Blake3(h) => {
                 h.update(b);
             }
-            Hasher::Xxh3(h) => h.update(b),
+            Hasher::Xxh3(h) => h.write(b),
         }
     }
 
@@ -91,7 +91,7 @@ impl Hasher {
             Hasher::Blake3(h) => Digest::new(h.finalize().as_bytes()),
             // The canonical XXH128 form (high half first, big-endian), as
             // `xxhsum -H2` prints it.
-            Hasher::Xxh3(h) => Digest::new(&h.digest128().to_be_bytes()),
+            Hasher::Xxh3(h) => Digest::new(&h.finish_128().to_be_bytes()),
         }
     }
 }
