@@ -259,6 +259,42 @@ impl Read for HashingReader<'_> {
     }
 }
 
+/// The sender's hash in copy mode: updated with every byte the socket took.
+struct InlineHash {
+    /// `[offset, …)` when the transfer starts past 0 (else `whole` is it).
+    range: Option<crate::hashing::Hasher>,
+    /// `[0, …)`, continuing the verified prefix's state.
+    whole: crate::hashing::Hasher,
+    sent: u64,
+}
+
+impl InlineHash {
+    fn update(&mut self, b: &[u8]) {
+        self.whole.update(b);
+        if let Some(r) = self.range.as_mut() {
+            r.update(b);
+        }
+        self.sent += b.len() as u64;
+    }
+
+    /// (end, digest of the range, digest of `[0, end)`), as
+    /// [`FollowHasher::finish`] gives them.
+    fn finish(self, offset: u64) -> crate::hashing::Digests {
+        let whole = self.whole.finalize();
+        let range = self.range.map_or(whole, |r| r.finalize());
+        (offset + self.sent, range, whole)
+    }
+}
+
+/// Whether the peer of `s` is this host: a loopback address, or the
+/// connection's own local address.
+fn same_host(s: &TcpStream) -> bool {
+    match (s.local_addr(), s.peer_addr()) {
+        (Ok(l), Ok(p)) => p.ip().is_loopback() || l.ip() == p.ip(),
+        _ => false,
+    }
+}
+
 fn send_impl(
     ctl: TcpStream,
     opts: &SendOpts,
@@ -415,13 +451,20 @@ fn send_impl(
     // The data goes out with sendfile(2) (no user-space copy); the hash runs
     // on a second thread over the same page-cache bytes, following the
     // position the pump has handed to the socket (docs/results/datapath.md).
+    // To a receiver on this host the file is copied through the pump's
+    // buffer instead and hashed there as it goes out (`FileSource::copied`).
     let progress = Arc::new(AtomicU64::new(offset));
     let mut hashing_reader = reader.take().map(|r| HashingReader {
         inner: r.take(size),
         hash: prefix_state.clone(),
         read: 0,
     });
-    let (hasher, ahead) = if hashing_reader.is_some() {
+    let mut inline = (file.is_some() && n_streams == 1 && same_host(&data)).then(|| InlineHash {
+        range: (offset > 0).then(|| hash.hasher()),
+        whole: prefix_state.clone(),
+        sent: 0,
+    });
+    let (hasher, ahead) = if hashing_reader.is_some() || inline.is_some() {
         (None, None)
     } else if n_streams == 1 {
         let h = FollowHasher::start(
@@ -439,9 +482,16 @@ fn send_impl(
         let h = crate::streams::hash_ahead(path.to_path_buf(), offset, size, prefix_state, hash);
         (None, Some(h))
     };
+    let copy = inline.is_some();
+    let mut on_sent = |b: &[u8]| {
+        if let Some(h) = inline.as_mut() {
+            h.update(b);
+        }
+    };
     let mut src = match (&file, hashing_reader.as_mut()) {
         (Some(f), _) => {
-            Source::File(FileSource::new(f.as_fd(), seg0_start, seg0_end)?.with_progress(&progress))
+            let fs = FileSource::new(f.as_fd(), seg0_start, seg0_end)?.with_progress(&progress);
+            Source::File(if copy { fs.copied(&mut on_sent) } else { fs })
         }
         (None, Some(r)) => Source::Reader(r),
         (None, None) => unreachable!("a file or a reader"),
@@ -543,6 +593,7 @@ fn send_impl(
         .map_err(|e| Error::io("shut down the data connection", e))?;
     let end = offset + driver.bytes_sent;
     let (hashed, range_sha, file_sha) = match (hasher, ahead, hashing_reader) {
+        _ if inline.is_some() => inline.take().map(|h| h.finish(offset)).expect("inline"),
         (Some(h), _, _) => h.finish(end)?,
         (None, Some(h), _) => h
             .join()

@@ -26,7 +26,8 @@ pub(super) const MAX_WAIT_NS: u64 = 50_000_000;
 pub enum Source<'a> {
     /// Any reader: read into the driver's buffer, then `send` it.
     Reader(&'a mut dyn Read),
-    /// A range of a regular file, sent with `sendfile(2)` (no user-space copy).
+    /// A range of a regular file, sent with `sendfile(2)` (no user-space
+    /// copy), or copied through the buffer ([`FileSource::copied`]).
     File(FileSource<'a>),
 }
 
@@ -34,9 +35,12 @@ pub enum Source<'a> {
 /// position is not used or moved (sendfile takes an explicit offset).
 pub struct FileSource<'a> {
     file: BorrowedFd<'a>,
+    /// The next byte to hand to the socket.
     pos: u64,
     end: u64,
     progress: Option<&'a AtomicU64>,
+    /// Copy mode ([`FileSource::copied`]): every byte the socket took.
+    on_sent: Option<&'a mut dyn FnMut(&[u8])>,
 }
 
 impl<'a> FileSource<'a> {
@@ -67,7 +71,21 @@ impl<'a> FileSource<'a> {
             pos: offset,
             end,
             progress: None,
+            on_sent: None,
         })
+    }
+
+    /// Send with `pread` into the pump's buffer and `send` instead of
+    /// `sendfile`, and hand every byte the socket took to `on_sent`, in
+    /// order, while it is still in the cache (the sender's hash: one pass
+    /// over the data, covering exactly the bytes sent). For a receiver on
+    /// the same host: `sendfile` gives the receiving socket the page-cache
+    /// pages themselves, so the receiver's copy reads the file from memory
+    /// instead of segments the sender just wrote, and the receiver, the
+    /// slower side, pays for it (docs/results/datapath.md, "Loopback").
+    pub fn copied(mut self, on_sent: &'a mut dyn FnMut(&[u8])) -> Self {
+        self.on_sent = Some(on_sent);
+        self
     }
 
     /// After every `sendfile`, store (Release) the file position up to which
@@ -136,13 +154,15 @@ pub(super) struct Pump<'a> {
 }
 
 impl<'a> Pump<'a> {
-    /// A reader source gets a `chunk`-byte buffer; a file source needs none
-    /// and sends up to `chunk` bytes per `sendfile`.
+    /// A reader source (and a file in copy mode) gets a `chunk`-byte
+    /// buffer; a file source needs none and sends up to `chunk` bytes per
+    /// `sendfile`.
     pub(super) fn new(fd: BorrowedFd<'a>, chunk: usize, source: &Source<'_>) -> Self {
         Self {
             fd,
             buf: match source {
                 Source::Reader(_) => vec![0u8; chunk],
+                Source::File(f) if f.on_sent.is_some() => vec![0u8; chunk],
                 Source::File(_) => Vec::new(),
             },
             chunk,
@@ -162,8 +182,78 @@ impl<'a> Pump<'a> {
     pub(super) fn try_send(&mut self, source: &mut Source<'_>) -> Result<bool> {
         match source {
             Source::Reader(r) => self.try_send_read(&mut **r),
+            Source::File(f) if f.on_sent.is_some() => self.try_send_copied(f),
             Source::File(f) => self.try_sendfile(f),
         }
+    }
+
+    /// Copy mode: the buffer holds the file's bytes `[f.pos, f.pos + len -
+    /// pos)`; it is refilled with `pread` at `f.pos` once the socket took
+    /// all of it.
+    fn try_send_copied(&mut self, f: &mut FileSource<'_>) -> Result<bool> {
+        if self.pos == self.len {
+            if self.eof {
+                return Ok(false);
+            }
+            if f.pos >= f.end {
+                self.eof = true;
+                return Ok(false);
+            }
+            let want = (f.end - f.pos).min(self.buf.len() as u64) as usize;
+            let n = loop {
+                // SAFETY: buf[..want] is valid writable memory; the fd is the caller's file.
+                let rc = unsafe {
+                    libc::pread(
+                        f.file.as_raw_fd(),
+                        self.buf.as_mut_ptr().cast(),
+                        want,
+                        f.pos as libc::off_t,
+                    )
+                };
+                if rc >= 0 {
+                    break rc as usize;
+                }
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    return Err(Error::io("read the file to send", e));
+                }
+            };
+            if n == 0 {
+                // The file ended before `end` (it shrank), as with sendfile.
+                self.eof = true;
+                return Ok(false);
+            }
+            self.pos = 0;
+            self.len = n;
+        }
+        let chunk = &self.buf[self.pos..self.len];
+        // SAFETY: chunk is a valid readable buffer; fd is the caller's socket.
+        let rc = unsafe {
+            libc::send(
+                self.fd.as_raw_fd(),
+                chunk.as_ptr().cast(),
+                chunk.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
+                _ => Err(os_error("send (transfer data)", self.fd, e)),
+            };
+        }
+        let k = rc as usize;
+        if let Some(cb) = f.on_sent.as_mut() {
+            cb(&chunk[..k]);
+        }
+        self.pos += k;
+        self.total += k as u64;
+        f.pos += k as u64;
+        if let Some(p) = f.progress {
+            p.store(f.pos, Ordering::Release);
+        }
+        Ok(true)
     }
 
     fn try_sendfile(&mut self, f: &mut FileSource<'_>) -> Result<bool> {
@@ -342,6 +432,105 @@ mod tests {
         drop(tx);
         let got = reader.join().unwrap();
         assert!(got == data[offset as usize..end as usize]);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Copy mode: the receiver gets the range, `on_sent` sees exactly the
+    /// bytes the socket took, in order, and the progress follows; stopped
+    /// part-way (the reader stalls, the stop flag rises), `on_sent` still
+    /// covers exactly `bytes_sent`, not the unsent rest of the buffer.
+    #[test]
+    fn a_copied_file_range_reports_exactly_the_bytes_sent() {
+        let path = std::env::temp_dir().join(format!("opsel-pump-copied-{}", std::process::id()));
+        let data: Vec<u8> = (0..3_000_000u32)
+            .map(|i| (i * 11 + i / 257) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let cfg = DriverConfig {
+            chunk_bytes: 100_000,
+            notsent_lowat_bytes: None,
+            ..DriverConfig::default()
+        };
+        let (offset, end) = (77_777u64, 2_950_001u64);
+        // Whole range.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = l.accept().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            rx.read_to_end(&mut got).unwrap();
+            got
+        });
+        let (progress, stop) = (AtomicU64::new(0), AtomicBool::new(false));
+        let mut seen = Vec::new();
+        let mut on_sent = |b: &[u8]| seen.extend_from_slice(b);
+        let mut src = Source::File(
+            FileSource::new(file.as_fd(), offset, end)
+                .unwrap()
+                .with_progress(&progress)
+                .copied(&mut on_sent),
+        );
+        let r = send_fixed_source(&tx, &mut src, CcaName::CUBIC, &cfg, &stop, &mut |_| {}).unwrap();
+        drop(src);
+        assert_eq!((r.end, r.bytes_sent), (EndReason::Eof, end - offset));
+        assert_eq!(progress.load(Ordering::Acquire), end);
+        drop(tx);
+        let range = &data[offset as usize..end as usize];
+        assert!(reader.join().unwrap() == range);
+        assert!(seen == range);
+        // Stopped while the peer reads nothing: the (small) socket buffers
+        // fill, the pump holds unsent bytes in its buffer when the flag rises.
+        let small = |fd: libc::c_int, opt: libc::c_int| {
+            let v: libc::c_int = 32 << 10;
+            // SAFETY: setsockopt on a valid socket with an int value.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(rc, 0);
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        small(l.as_raw_fd(), libc::SO_RCVBUF);
+        let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        small(tx.as_raw_fd(), libc::SO_SNDBUF);
+        let (rx, _) = l.accept().unwrap();
+        let mut seen = Vec::new();
+        let mut on_sent = |b: &[u8]| seen.extend_from_slice(b);
+        let mut src = Source::File(
+            FileSource::new(file.as_fd(), offset, end)
+                .unwrap()
+                .copied(&mut on_sent),
+        );
+        let mut intervals = 0;
+        let stop = AtomicBool::new(false);
+        let cfg = DriverConfig {
+            interval_ns: 20_000_000,
+            ..cfg
+        };
+        let r = send_fixed_source(&tx, &mut src, CcaName::CUBIC, &cfg, &stop, &mut |e| {
+            if matches!(e, super::super::DriverEvent::Interval { .. }) {
+                intervals += 1;
+                if intervals == 5 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+        })
+        .unwrap();
+        drop(src);
+        assert_eq!(r.end, EndReason::Stopped);
+        assert!(
+            r.bytes_sent > 0 && r.bytes_sent < end - offset,
+            "{}",
+            r.bytes_sent
+        );
+        assert!(seen == data[offset as usize..(offset + r.bytes_sent) as usize]);
+        drop(rx);
         let _ = std::fs::remove_file(&path);
     }
 
