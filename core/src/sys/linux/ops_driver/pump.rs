@@ -22,6 +22,12 @@ use crate::{Error, Result};
 /// The longest a sending loop sleeps without looking at the stop flag.
 pub(super) const MAX_WAIT_NS: u64 = 50_000_000;
 
+/// The largest piece a file in copy mode ([`FileSource::copied`]) reads,
+/// hashes and sends at a time: small enough that the three passes find it
+/// in the core's cache (on loopback 256 KiB pieces were faster than 512 KiB
+/// and 1 MiB ones: docs/results/datapath.md, "Loopback").
+pub const COPY_CHUNK: usize = 256 << 10;
+
 /// Where a driver's payload comes from.
 pub enum Source<'a> {
     /// Any reader: read into the driver's buffer, then `send` it.
@@ -154,15 +160,15 @@ pub(super) struct Pump<'a> {
 }
 
 impl<'a> Pump<'a> {
-    /// A reader source (and a file in copy mode) gets a `chunk`-byte
-    /// buffer; a file source needs none and sends up to `chunk` bytes per
-    /// `sendfile`.
+    /// A reader source gets a `chunk`-byte buffer, a file in copy mode one
+    /// of at most [`COPY_CHUNK`]; a file source needs none and sends up to
+    /// `chunk` bytes per `sendfile`.
     pub(super) fn new(fd: BorrowedFd<'a>, chunk: usize, source: &Source<'_>) -> Self {
         Self {
             fd,
             buf: match source {
                 Source::Reader(_) => vec![0u8; chunk],
-                Source::File(f) if f.on_sent.is_some() => vec![0u8; chunk],
+                Source::File(f) if f.on_sent.is_some() => vec![0u8; chunk.min(COPY_CHUNK)],
                 Source::File(_) => Vec::new(),
             },
             chunk,
