@@ -1,0 +1,340 @@
+"""LOCO with training-set augmentation, k > 1, multi-representation ensembles and a
+hierarchical decision, all on precomputed DTW distance matrices.
+
+``loco.py`` refits the core's 1-NN DTW for every fold; here every DTW distance
+between a window and a reference (original or augmented) is computed once per
+representation (dtaidistance, ``inner_dist='euclidean'`` = the core's |a − b|
+cost, ``window = radius + 1`` = the core's Sakoe–Chiba band |i − j| ≤ radius;
+checked against ``opsel.dtw_distance``), and each fold only masks out the
+held-out condition's references. A 1-NN fold on the matrix gives the same
+prediction as ``opsel.KnnDtw`` (``--check`` verifies one fold).
+
+Augmentation (training references only; a held-out condition's augmented
+copies are masked with its originals) simulates conditions the grid does not hold:
+
+* ``amp:A``   queueing part scaled by A relative to the run's base RTT b:
+              x' = b + A (x − b)   (a deeper / shallower standing queue)
+* ``warp:S``  the run's series resampled as if its dynamics ran S times slower
+              (S > 1: longer queue cycles, e.g. a longer RTT or a larger BDP;
+              S < 1: faster), then cut into windows of w again
+* ``jit:J``   Gaussian noise of sd J·b added to every sample
+
+Decision rules: ``1nn``; ``knnK`` (K nearest, weights 1/d); ``ens`` (sum of each
+representation's distances divided by its median distance); ``hier`` (BBR
+present by the 1-NN over the pooled references, then the mix among references on
+that side only).
+
+Configuration choice by nested LOCO: for each held-out condition the
+configuration with the best median 6-class accuracy (then BBR present) over
+LOCO on the remaining conditions is scored once on the held-out one.
+
+Usage::
+
+    python research/generalisation/loco_aug.py data/collect --w 40 --radius 20 \\
+        --configs "divide-min;divide-min+amp:0.5,2;..." --nested
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+from dtaidistance import dtw
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import loco  # noqa: E402
+from opsel.train.data import SIX_CLASSES, find_traces_dir, trace_windows_meta  # noqa: E402
+
+BBR = np.array([c in loco.BBR_CLASSES for c in SIX_CLASSES])
+CLS = {c: i for i, c in enumerate(SIX_CLASSES)}
+
+
+def load(root, w, min_windows):
+    """Windows of every complete passive condition plus, per window, its run's full series."""
+    out = {}
+    for cond in sorted(os.listdir(root)):
+        d = os.path.join(root, cond, "passive")
+        if not os.path.isdir(d):
+            continue
+        traces = find_traces_dir(d)
+        if len(traces) != len(SIX_CLASSES):
+            continue
+        Xs, ys, bs, series = [], [], [], []
+        ok = True
+        for tr in traces:
+            X, runs, starts = trace_windows_meta(tr, w)
+            if len(X) < min_windows:
+                ok = False
+                break
+            Xs.append(X)
+            ys += [CLS[tr.label]] * len(X)
+            bs += list(loco.running_min_bases(tr, runs, starts, w))
+            for r in np.unique(tr.run):
+                sel = tr.run == r
+                s = np.full(int(tr.k[sel].max()) + 1, np.nan)
+                s[tr.k[sel]] = tr.rtt_ms[sel]
+                series.append((CLS[tr.label], s))
+        if not ok:
+            continue
+        rate, rtt, buf = loco.condition_params(traces[0].meta)
+        out[cond] = dict(X=np.concatenate(Xs), y=np.array(ys), base=np.array(bs), series=series,
+                         rate=rate, rtt=rtt, buffer_bytes=buf)
+    return out
+
+
+def cut(s, w):
+    """Non-overlapping complete windows of a series (as trace_windows_meta), with the running min base."""
+    X, B = [], []
+    runmin = np.minimum.accumulate(np.where(np.isfinite(s), s, np.inf))
+    for st in range(0, len(s) - w + 1, w):
+        win = s[st:st + w]
+        if np.all(np.isfinite(win)) and np.all(win > 0):
+            X.append(win)
+            B.append(runmin[st + w - 1])
+    return X, B
+
+
+def augment(d, w, how, seed=0):
+    """Augmented (X, y, base) of one condition for one augmentation ``kind:value``."""
+    kind, val = how.split(":")
+    v = float(val)
+    rng = np.random.default_rng(seed)
+    X, y, B = [], [], []
+    for label, s in d["series"]:
+        fin = np.isfinite(s)
+        if not fin.any():
+            continue
+        b = float(np.nanmin(s))
+        if kind == "amp":
+            s2 = np.where(fin, b + v * (s - b), np.nan)
+        elif kind == "warp":
+            n = int(math.floor((len(s) - 1) * v)) + 1
+            t = np.arange(n) / v
+            idx = np.clip(np.floor(t).astype(int), 0, len(s) - 1)
+            nxt = np.clip(idx + 1, 0, len(s) - 1)
+            f = t - idx
+            s2 = (1 - f) * s[idx] + f * s[nxt]  # NaN propagates: a missing sample spoils its neighbours
+        elif kind == "jit":
+            s2 = np.where(fin, s + rng.normal(0.0, v * b, len(s)), np.nan)
+            s2 = np.maximum(s2, 0.5 * b)
+        else:
+            raise ValueError(f"unknown augmentation {how!r}")
+        xs, bs = cut(s2, w)
+        X += xs
+        B += bs
+        y += [label] * len(xs)
+    return np.array(X).reshape(-1, w), np.array(y, dtype=int), np.array(B)
+
+
+def represent(X, base, how):
+    return loco.represent(X, base, 0.0, how)
+
+
+def dist(Q, R, radius, sym=False):
+    """|a − b| DTW, band |i − j| ≤ radius, between rows of Q and rows of R (n, m)."""
+    if sym:
+        return dtw.distance_matrix_fast(Q, window=radius + 1, inner_dist="euclidean", compact=False)
+    S = np.vstack([Q, R])
+    D = dtw.distance_matrix_fast(S, window=radius + 1, inner_dist="euclidean",
+                                 block=((0, len(Q)), (len(Q), len(S))), compact=False)
+    return D[:len(Q), len(Q):]
+
+
+class Bank:
+    """Test windows (every original window) × references (originals + augmented), per representation."""
+
+    def __init__(self, conds, names, w, radius, cache):
+        self.conds, self.names, self.w, self.radius, self.cache = conds, names, w, radius, cache
+        self.X = np.concatenate([conds[c]["X"] for c in names])
+        self.B = np.concatenate([conds[c]["base"] for c in names])
+        self.y = np.concatenate([conds[c]["y"] for c in names])
+        self.cond = np.concatenate([[i] * len(conds[c]["y"]) for i, c in enumerate(names)])
+        self.aug = {}
+        self.D = {}
+
+    def key(self, *parts):
+        h = hashlib.sha1(self.X.tobytes() + repr(parts).encode()).hexdigest()[:16]
+        return os.path.join(self.cache, f"{h}.npy")
+
+    def refs(self, aug):
+        """(X, base, y, cond) of the references of one augmentation ('' = the originals)."""
+        if aug == "":
+            return self.X, self.B, self.y, self.cond
+        if aug not in self.aug:
+            parts = [augment(self.conds[c], self.w, aug, seed=i) + (i,) for i, c in enumerate(self.names)]
+            self.aug[aug] = (np.concatenate([p[0] for p in parts]), np.concatenate([p[2] for p in parts]),
+                             np.concatenate([p[1] for p in parts]),
+                             np.concatenate([[p[3]] * len(p[1]) for p in parts]))
+        return self.aug[aug]
+
+    def dist(self, rep, aug):
+        k = (rep, aug)
+        if k not in self.D:
+            path = self.key(rep, aug, self.radius)
+            if os.path.exists(path):
+                self.D[k] = np.load(path)
+            else:
+                t0 = time.time()
+                Q = represent(self.X, self.B, rep)
+                RX, RB, _, _ = self.refs(aug)
+                R = represent(RX, RB, rep)
+                self.D[k] = dist(Q, R, self.radius, sym=(aug == ""))
+                np.save(path, self.D[k])
+                print(f"  distances {rep} {aug or 'orig'}: {self.D[k].shape} in {time.time() - t0:.0f} s",
+                      file=sys.stderr)
+        return self.D[k]
+
+
+def config_matrix(bank, cfg):
+    """Distance matrix (tests × refs), ref labels and ref conditions of a configuration string
+    ``rep[|rep2...]+aug1,aug2...`` (aug values may list several: amp:0.5/2)."""
+    reps_part, _, aug_part = cfg.partition("+")
+    reps = reps_part.split("|")
+    augs = [""]
+    for a in filter(None, aug_part.split(",")):
+        kind, vals = a.split(":")
+        augs += [f"{kind}:{v}" for v in vals.split("/")]
+    Ds, ys, cs = [], None, None
+    for rep in reps:
+        blocks = [bank.dist(rep, a) for a in augs]
+        D = np.hstack(blocks)
+        if len(reps) > 1:
+            D = D / np.median(bank.dist(rep, ""))
+        Ds.append(D)
+    ys = np.concatenate([bank.refs(a)[2] for a in augs])
+    cs = np.concatenate([bank.refs(a)[3] for a in augs])
+    return sum(Ds), ys, cs, sum(len(bank.refs(a)[2]) for a in augs)
+
+
+def decide(D, ry, rule):
+    """Class index per row of D (refs already masked with +inf)."""
+    if rule == "1nn":
+        return ry[np.argmin(D, axis=1)]
+    if rule.startswith("knn"):
+        k = int(rule[3:])
+        nn = np.argpartition(D, k, axis=1)[:, :k]
+        d = np.take_along_axis(D, nn, axis=1)
+        wgt = 1.0 / np.maximum(d, 1e-9)
+        votes = np.zeros((len(D), len(SIX_CLASSES)))
+        for j in range(k):
+            np.add.at(votes, (np.arange(len(D)), ry[nn[:, j]]), wgt[:, j])
+        return np.argmax(votes, axis=1)
+    if rule == "hier":
+        first = ry[np.argmin(D, axis=1)]
+        side = BBR[first]
+        Dm = np.where(BBR[ry][None, :] == side[:, None], D, np.inf)
+        return ry[np.argmin(Dm, axis=1)]
+    raise ValueError(rule)
+
+
+def fold(Dfull, ry, rc, test_idx, train_conds, rule):
+    allowed = np.isin(rc, train_conds)
+    D = np.where(allowed[None, :], Dfull[test_idx], np.inf)
+    return decide(D, ry, rule)
+
+
+def score(y, p):
+    return float(np.mean(p == y)), float(np.mean(BBR[p] == BBR[y]))
+
+
+def loco_scores(bank, mat, conds_idx, rule):
+    """{condition index: (6-class, BBR)} LOCO over the conditions ``conds_idx``."""
+    D, ry, rc, _ = mat
+    out = {}
+    for c in conds_idx:
+        ti = np.flatnonzero(bank.cond == c)
+        p = fold(D, ry, rc, ti, [x for x in conds_idx if x != c], rule)
+        out[c] = score(bank.y[ti], p)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root")
+    ap.add_argument("--w", type=int, default=40)
+    ap.add_argument("--radius", type=int, default=20)
+    ap.add_argument("--min-windows", type=int, default=3)
+    ap.add_argument("--configs", default="divide-min",
+                    help="';'-separated rep[|rep2]+aug:v1/v2,aug:v@rule (rule: 1nn, knnK, hier; default 1nn)")
+    ap.add_argument("--nested", action="store_true")
+    ap.add_argument("--cache", default="target/loco-cache")
+    ap.add_argument("--check", action="store_true", help="compare one 1-NN fold with opsel.KnnDtw")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    os.makedirs(a.cache, exist_ok=True)
+    conds = load(a.root, a.w, a.min_windows)
+    names = sorted(conds, key=lambda c: (conds[c]["rate"], conds[c]["rtt"], conds[c]["buffer_bytes"]))
+    bank = Bank(conds, names, a.w, a.radius, a.cache)
+    t0 = time.time()
+    print(f"{len(names)} conditions, {len(bank.y)} windows of w = {a.w}, radius {a.radius}")
+    if a.check:
+        import opsel
+
+        c = names.index("r25-d40-b0.25") if "r25-d40-b0.25" in names else 0
+        tr = bank.cond != c
+        Q = represent(bank.X, bank.B, "divide-min")
+        clf = opsel.KnnDtw(n_neighbors=1, radius=a.radius).fit(Q[tr], bank.y[tr])
+        p1 = clf.predict(Q[~tr])
+        p2 = fold(bank.dist("divide-min", ""), bank.y, bank.cond, np.flatnonzero(~tr),
+                  [i for i in range(len(names)) if i != c], "1nn")
+        print(f"check {names[c]}: opsel and matrix agree on {np.mean(p1 == p2) * 100:.1f} % of {len(p1)}")
+    cfgs = [c.strip() for c in a.configs.split(";") if c.strip()]
+    idx = list(range(len(names)))
+    table = {}
+    nrefs = {}
+    for cfg in cfgs:
+        body, _, rule = cfg.partition("@")
+        mat = config_matrix(bank, body)
+        nrefs[cfg] = mat[3]
+        table[cfg] = loco_scores(bank, mat, idx, rule or "1nn")
+    print("\nLOCO 6-class / BBR present (%), per held-out condition:")
+    print("| configuration | references | " + " | ".join(names) + " | median |")
+    print("|---|---|" + "---|" * (len(names) + 1))
+    for cfg in cfgs:
+        r = table[cfg]
+        cells = [f"{100 * r[i][0]:.0f} / {100 * r[i][1]:.0f}" for i in idx]
+        m6 = np.median([r[i][0] for i in idx])
+        mb = np.median([r[i][1] for i in idx])
+        print(f"| `{cfg}` | {nrefs[cfg]} | " + " | ".join(cells) + f" | **{100 * m6:.1f} / {100 * mb:.1f}** |")
+    nested = None
+    if a.nested and len(cfgs) > 1:
+        nested = {}
+        mats = {cfg: config_matrix(bank, cfg.partition("@")[0]) for cfg in cfgs}
+        for c in idx:
+            rest = [i for i in idx if i != c]
+            inner = {}
+            for cfg in cfgs:
+                s = loco_scores(bank, mats[cfg], rest, cfg.partition("@")[2] or "1nn")
+                inner[cfg] = (float(np.median([s[i][0] for i in rest])), float(np.median([s[i][1] for i in rest])))
+            best = max(cfgs, key=lambda k: (inner[k], -cfgs.index(k)))
+            D, ry, rc, _ = mats[best]
+            ti = np.flatnonzero(bank.cond == c)
+            p = fold(D, ry, rc, ti, rest, best.partition("@")[2] or "1nn")
+            nested[names[c]] = dict(zip(("six", "bbr"), score(bank.y[ti], p)), chosen=best,
+                                    inner={k: list(v) for k, v in inner.items()})
+        print("\nNested LOCO (configuration chosen on the other conditions only):")
+        print("| held out | chosen | 6-class | BBR present |")
+        print("|---|---|---|---|")
+        for n in names:
+            r = nested[n]
+            print(f"| {n} | `{r['chosen']}` | {100 * r['six']:.1f} | {100 * r['bbr']:.1f} |")
+        print(f"| **median** | | **{100 * np.median([nested[n]['six'] for n in names]):.1f}** | "
+              f"**{100 * np.median([nested[n]['bbr'] for n in names]):.1f}** |")
+    print(f"\n({time.time() - t0:.0f} s)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"w": a.w, "radius": a.radius,
+                       "conditions": {n: int((bank.cond == i).sum()) for i, n in enumerate(names)},
+                       "loco": {cfg: {names[i]: {"six": v[0], "bbr": v[1]} for i, v in table[cfg].items()}
+                                for cfg in cfgs},
+                       "references": nrefs, "nested": nested}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
