@@ -18,11 +18,19 @@ copies are masked with its originals) simulates conditions the grid does not hol
               (S > 1: longer queue cycles, e.g. a longer RTT or a larger BDP;
               S < 1: faster), then cut into windows of w again
 * ``jit:J``   Gaussian noise of sd J·b added to every sample
+* ``rwarp:α`` per held-out condition h, every training condition c warped by
+              (b_h / b_c)^α, b the median measured base RTT (deployable: a live
+              controller knows its base RTT; references would be chosen by it)
+* ``ramp:α``  per held-out condition, every training condition's queue scaled by
+              (buffer_h / buffer_c)^α in BDPs (ORACLE: the buffer is not known live)
 
-Decision rules: ``1nn``; ``knnK`` (K nearest, weights 1/d); ``ens`` (sum of each
-representation's distances divided by its median distance); ``hier`` (BBR
-present by the 1-NN over the pooled references, then the mix among references on
-that side only).
+Representations joined by ``|`` are an ensemble: the sum of each
+representation's distances divided by its median distance. Decision rules
+(after ``@``): ``1nn`` (default); ``knnK`` (K nearest, weights 1/d); ``hierK``
+(BBR present by the K nearest voting per side with weights 1/d, then the mix by
+the 1-NN on that side only; ``hier1`` is plain 1-NN); ``cv`` / ``cvw`` / ``cvbK``
+(each training condition's own 1-NN votes: equally, weighted d_best / d, or only
+the K nearest conditions).
 
 Configuration choice by nested LOCO: for each held-out condition the
 configuration with the best median 6-class accuracy (then BBR present) over
@@ -191,11 +199,59 @@ class Bank:
         return self.D[k]
 
 
+def bdp_factor(d):
+    """Drop-tail buffer in BDPs = the full queue in base RTTs (ORACLE: not known to a live transfer)."""
+    return d["buffer_bytes"] / (d["rate"] * 1e6 / 8 * d["rtt"] / 1e3)
+
+
+def rwarp_matrix(bank, rep, alpha, kind="rwarp"):
+    """References time-warped toward each test condition's base RTT: for test windows of condition h,
+    every other condition c's series is resampled by s = (b_h / b_c)^alpha (b: the median running-min
+    base RTT of the condition's windows, which a live controller measures), s clipped to [0.4, 2.5].
+    Columns are blocks per target h; a row sees only its own condition's block (others +inf)."""
+    path = bank.key(rep, kind, alpha, bank.radius)
+    names = bank.names
+    med = [float(np.median(bank.conds[c]["base"])) for c in names]
+    blocks = []
+    for h in range(len(names)):
+        parts = []
+        for i, c in enumerate(names):
+            if kind == "rwarp":
+                s = float(np.clip((med[h] / med[i]) ** alpha, 0.4, 2.5))
+                aug = f"warp:{s}"
+            else:  # ramp: the queue scaled to the test condition's buffer (oracle upper bound)
+                s = float((bdp_factor(bank.conds[names[h]]) / bdp_factor(bank.conds[c])) ** alpha)
+                aug = f"amp:{s}"
+            X, y, B = augment(bank.conds[c], bank.w, aug) if abs(s - 1) > 1e-9 else (
+                bank.conds[c]["X"], bank.conds[c]["y"], bank.conds[c]["base"])
+            parts.append((X, y, B, np.full(len(y), i)))
+        blocks.append(tuple(np.concatenate([p[j] for p in parts]) for j in range(4)))
+    if os.path.exists(path):
+        D = np.load(path)
+    else:
+        t0 = time.time()
+        D = np.full((len(bank.y), sum(len(b[1]) for b in blocks)), np.inf)
+        off = 0
+        for h, (X, y, B, c) in enumerate(blocks):
+            rows = np.flatnonzero(bank.cond == h)
+            D[rows, off:off + len(y)] = dist(represent(bank.X[rows], bank.B[rows], rep),
+                                             represent(X, B, rep), bank.radius)
+            off += len(y)
+        np.save(path, D)
+        print(f"  distances {rep} {kind}:{alpha}: {D.shape} in {time.time() - t0:.0f} s", file=sys.stderr)
+    ry = np.concatenate([b[1] for b in blocks])
+    rc = np.concatenate([b[3] for b in blocks])
+    return D, ry, rc, int(np.mean([len(b[1]) for b in blocks]))
+
+
 def config_matrix(bank, cfg):
     """Distance matrix (tests × refs), ref labels and ref conditions of a configuration string
     ``rep[|rep2...]+aug1,aug2...`` (aug values may list several: amp:0.5/2)."""
     reps_part, _, aug_part = cfg.partition("+")
     reps = reps_part.split("|")
+    if aug_part.startswith(("rwarp:", "ramp:")):
+        kind, val = aug_part.split(":")
+        return rwarp_matrix(bank, reps_part, float(val), kind)
     augs = [""]
     for a in filter(None, aug_part.split(",")):
         kind, vals = a.split(":")
@@ -225,9 +281,13 @@ def decide(D, ry, rule):
         for j in range(k):
             np.add.at(votes, (np.arange(len(D)), ry[nn[:, j]]), wgt[:, j])
         return np.argmax(votes, axis=1)
-    if rule == "hier":
-        first = ry[np.argmin(D, axis=1)]
-        side = BBR[first]
+    if rule.startswith("hier"):
+        # BBR present by the k nearest (weights 1/d) voting per side, then the mix on that side by 1-NN.
+        k = int(rule[4:] or 1)
+        nn = np.argpartition(D, k, axis=1)[:, :k] if k > 1 else np.argmin(D, axis=1)[:, None]
+        d = np.take_along_axis(D, nn, axis=1)
+        wgt = 1.0 / np.maximum(d, 1e-9)
+        side = (wgt * BBR[ry[nn]]).sum(axis=1) > 0.5 * wgt.sum(axis=1)
         Dm = np.where(BBR[ry][None, :] == side[:, None], D, np.inf)
         return ry[np.argmin(Dm, axis=1)]
     raise ValueError(rule)
@@ -236,7 +296,41 @@ def decide(D, ry, rule):
 def fold(Dfull, ry, rc, test_idx, train_conds, rule):
     allowed = np.isin(rc, train_conds)
     D = np.where(allowed[None, :], Dfull[test_idx], np.inf)
+    if rule.startswith("cv"):
+        return condvote(D, ry, rc, train_conds, rule)
     return decide(D, ry, rule)
+
+
+def condvote(D, ry, rc, train_conds, rule):
+    """Every training condition's own 1-NN casts a vote: ``cv`` one vote each, ``cvw`` weighted by
+    d_best / d_condition (so conditions far from the window count less), ``cvbK`` the K nearest
+    conditions only. Pooling lets the condition with the most windows (``default``) win most ties;
+    this does not."""
+    n = len(D)
+    best_d = np.empty((n, len(train_conds)))
+    best_y = np.empty((n, len(train_conds)), dtype=int)
+    for j, c in enumerate(train_conds):
+        cols = np.flatnonzero(rc == c)
+        a = np.argmin(D[:, cols], axis=1)
+        best_d[:, j] = D[np.arange(n), cols[a]]
+        best_y[:, j] = ry[cols[a]]
+    if rule == "cv":
+        wgt = np.ones_like(best_d)
+    elif rule == "cvw":
+        wgt = best_d.min(axis=1, keepdims=True) / np.maximum(best_d, 1e-9)
+    elif rule.startswith("cvb"):
+        k = int(rule[3:])
+        wgt = np.zeros_like(best_d)
+        order = np.argsort(best_d, axis=1)[:, :k]
+        np.put_along_axis(wgt, order, 1.0, axis=1)
+    else:
+        raise ValueError(rule)
+    votes = np.zeros((n, len(SIX_CLASSES)))
+    for j in range(len(train_conds)):
+        np.add.at(votes, (np.arange(n), best_y[:, j]), wgt[:, j])
+    # Ties go to the class of the nearest reference.
+    votes[np.arange(n), best_y[np.arange(n), np.argmin(best_d, axis=1)]] += 1e-6
+    return np.argmax(votes, axis=1)
 
 
 def score(y, p):
