@@ -24,8 +24,11 @@ copies are masked with its originals) simulates conditions the grid does not hol
 * ``ramp:α``  per held-out condition, every training condition's queue scaled by
               (buffer_h / buffer_c)^α in BDPs (ORACLE: the buffer is not known live)
 
-Representations joined by ``|`` are an ensemble: the sum of each
-representation's distances divided by its median distance. Decision rules
+Representations: those of ``loco.py`` plus ``d-dm`` (first difference of
+divide-min). Joined by ``|`` they are an ensemble: the sum of each
+representation's distances divided by its median distance (``rep*0.5`` weighs
+one of them). ``g1.2:<rule>`` first keeps only references whose own max / min − 1
+is within a factor 1.2 of the window's. Decision rules
 (after ``@``): ``1nn`` (default); ``knnK`` (K nearest, weights 1/d); ``hierK``
 (BBR present by the K nearest voting per side with weights 1/d, then the mix by
 the 1-NN on that side only; ``hier1`` is plain 1-NN); ``cv`` / ``cvw`` / ``cvbK``
@@ -39,7 +42,10 @@ LOCO on the remaining conditions is scored once on the held-out one.
 Usage::
 
     python research/generalisation/loco_aug.py data/collect --w 40 --radius 20 \\
-        --configs "divide-min;divide-min+amp:0.5,2;..." --nested
+        --configs "divide-min;divide-min+amp:0.5/2;divide-min|minmax@knn3" --nested --bootstrap
+
+The distance matrices are cached under ``--cache`` (target/loco-cache), keyed by
+the windows, so a rerun on an unchanged corpus takes seconds.
 """
 
 from __future__ import annotations
@@ -141,6 +147,10 @@ def augment(d, w, how, seed=0):
 
 
 def represent(X, base, how):
+    if how == "d-dm":
+        # First difference of divide-min (the derivative channel of a 2-channel ensemble).
+        dm = X / X.min(axis=1, keepdims=True)
+        return np.diff(dm, axis=1, prepend=dm[:, :1])
     return loco.represent(X, base, 0.0, how)
 
 
@@ -241,7 +251,7 @@ def rwarp_matrix(bank, rep, alpha, kind="rwarp"):
         print(f"  distances {rep} {kind}:{alpha}: {D.shape} in {time.time() - t0:.0f} s", file=sys.stderr)
     ry = np.concatenate([b[1] for b in blocks])
     rc = np.concatenate([b[3] for b in blocks])
-    return D, ry, rc, int(np.mean([len(b[1]) for b in blocks]))
+    return D, ry, rc, int(np.mean([len(b[1]) for b in blocks])), np.concatenate([amp(b[0]) for b in blocks])
 
 
 def config_matrix(bank, cfg):
@@ -258,14 +268,21 @@ def config_matrix(bank, cfg):
         augs += [f"{kind}:{v}" for v in vals.split("/")]
     Ds, ys, cs = [], None, None
     for rep in reps:
+        rep, _, wgt = rep.partition("*")  # rep*0.5: that representation's share of the ensemble
         blocks = [bank.dist(rep, a) for a in augs]
         D = np.hstack(blocks)
         if len(reps) > 1:
-            D = D / np.median(bank.dist(rep, ""))
+            D = D * (float(wgt or 1) / np.median(bank.dist(rep, "")))
         Ds.append(D)
     ys = np.concatenate([bank.refs(a)[2] for a in augs])
     cs = np.concatenate([bank.refs(a)[3] for a in augs])
-    return sum(Ds), ys, cs, sum(len(bank.refs(a)[2]) for a in augs)
+    return (sum(Ds), ys, cs, sum(len(bank.refs(a)[2]) for a in augs),
+            np.concatenate([amp(bank.refs(a)[0]) for a in augs]))
+
+
+def amp(X):
+    """The window's own queue depth in window minima, max / min − 1 (floored at 0.02: an idle path)."""
+    return np.maximum(X.max(axis=1) / X.min(axis=1) - 1.0, 0.02)
 
 
 def decide(D, ry, rule):
@@ -293,9 +310,19 @@ def decide(D, ry, rule):
     raise ValueError(rule)
 
 
-def fold(Dfull, ry, rc, test_idx, train_conds, rule):
+def fold(Dfull, ry, rc, test_idx, train_conds, rule, amps=None):
     allowed = np.isin(rc, train_conds)
     D = np.where(allowed[None, :], Dfull[test_idx], np.inf)
+    if rule.startswith("g"):
+        # Amplitude gate: only references whose own max/min − 1 is within a factor F of the test
+        # window's (what a live controller measures on its window); if none pass, all are kept.
+        gate, _, rule = rule[1:].partition(":")
+        ta, ra = amps[0][test_idx], amps[1]
+        ok = np.abs(np.log(ra[None, :] / ta[:, None])) <= math.log(float(gate))
+        Dg = np.where(ok, D, np.inf)
+        none = ~np.isfinite(Dg).any(axis=1)
+        Dg[none] = D[none]
+        D = Dg
     if rule.startswith("cv"):
         return condvote(D, ry, rc, train_conds, rule)
     return decide(D, ry, rule)
@@ -337,15 +364,36 @@ def score(y, p):
     return float(np.mean(p == y)), float(np.mean(BBR[p] == BBR[y]))
 
 
-def loco_scores(bank, mat, conds_idx, rule):
-    """{condition index: (6-class, BBR)} LOCO over the conditions ``conds_idx``."""
-    D, ry, rc, _ = mat
+def loco_scores(bank, mat, conds_idx, rule, preds=None):
+    """{condition index: (6-class, BBR)} LOCO over the conditions ``conds_idx``
+    (``preds``, if given, receives the prediction of every test window)."""
+    D, ry, rc, _, ra = mat
+    amps = (amp(bank.X), ra)
     out = {}
     for c in conds_idx:
         ti = np.flatnonzero(bank.cond == c)
-        p = fold(D, ry, rc, ti, [x for x in conds_idx if x != c], rule)
+        p = fold(D, ry, rc, ti, [x for x in conds_idx if x != c], rule, amps)
+        if preds is not None:
+            preds[ti] = p
         out[c] = score(bank.y[ti], p)
     return out
+
+
+def bootstrap_median_gain(bank, p_base, p_new, n=2000, seed=0):
+    """95 % interval of (median over conditions of the new configuration's accuracy) − (the
+    baseline's), resampling each condition's test windows with replacement (paired): how much
+    of a difference in medians the 30–60 windows per condition can produce by chance."""
+    rng = np.random.default_rng(seed)
+    conds = np.unique(bank.cond)
+    idx = [np.flatnonzero(bank.cond == c) for c in conds]
+    out = {"six": [], "bbr": []}
+    ok_b6, ok_n6 = p_base == bank.y, p_new == bank.y
+    ok_bb, ok_nb = BBR[p_base] == BBR[bank.y], BBR[p_new] == BBR[bank.y]
+    for _ in range(n):
+        samp = [rng.choice(i, len(i)) for i in idx]
+        for key, ob, on in (("six", ok_b6, ok_n6), ("bbr", ok_bb, ok_nb)):
+            out[key].append(np.median([on[s].mean() for s in samp]) - np.median([ob[s].mean() for s in samp]))
+    return {k: (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) for k, v in out.items()}
 
 
 def main(argv=None):
@@ -359,6 +407,8 @@ def main(argv=None):
     ap.add_argument("--nested", action="store_true")
     ap.add_argument("--cache", default="target/loco-cache")
     ap.add_argument("--check", action="store_true", help="compare one 1-NN fold with opsel.KnnDtw")
+    ap.add_argument("--bootstrap", action="store_true",
+                    help="95 %% interval of each configuration's median gain over the first one")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     os.makedirs(a.cache, exist_ok=True)
@@ -382,11 +432,13 @@ def main(argv=None):
     idx = list(range(len(names)))
     table = {}
     nrefs = {}
+    preds = {}
     for cfg in cfgs:
         body, _, rule = cfg.partition("@")
         mat = config_matrix(bank, body)
         nrefs[cfg] = mat[3]
-        table[cfg] = loco_scores(bank, mat, idx, rule or "1nn")
+        preds[cfg] = np.empty(len(bank.y), dtype=int)
+        table[cfg] = loco_scores(bank, mat, idx, rule or "1nn", preds[cfg])
     print("\nLOCO 6-class / BBR present (%), per held-out condition:")
     print("| configuration | references | " + " | ".join(names) + " | median |")
     print("|---|---|" + "---|" * (len(names) + 1))
@@ -396,6 +448,17 @@ def main(argv=None):
         m6 = np.median([r[i][0] for i in idx])
         mb = np.median([r[i][1] for i in idx])
         print(f"| `{cfg}` | {nrefs[cfg]} | " + " | ".join(cells) + f" | **{100 * m6:.1f} / {100 * mb:.1f}** |")
+    ci = {}
+    if a.bootstrap and len(cfgs) > 1:
+        print(f"\nMedian gain over `{cfgs[0]}`, 95 % paired bootstrap interval (test windows resampled "
+              "within each condition), percentage points:")
+        print("| configuration | 6-class | BBR present |")
+        print("|---|---|---|")
+        for cfg in cfgs[1:]:
+            ci[cfg] = bootstrap_median_gain(bank, preds[cfgs[0]], preds[cfg])
+            r = ci[cfg]
+            print(f"| `{cfg}` | {100 * r['six'][0]:+.1f} … {100 * r['six'][1]:+.1f} | "
+                  f"{100 * r['bbr'][0]:+.1f} … {100 * r['bbr'][1]:+.1f} |")
     nested = None
     if a.nested and len(cfgs) > 1:
         nested = {}
@@ -407,9 +470,9 @@ def main(argv=None):
                 s = loco_scores(bank, mats[cfg], rest, cfg.partition("@")[2] or "1nn")
                 inner[cfg] = (float(np.median([s[i][0] for i in rest])), float(np.median([s[i][1] for i in rest])))
             best = max(cfgs, key=lambda k: (inner[k], -cfgs.index(k)))
-            D, ry, rc, _ = mats[best]
+            D, ry, rc, _, ra = mats[best]
             ti = np.flatnonzero(bank.cond == c)
-            p = fold(D, ry, rc, ti, rest, best.partition("@")[2] or "1nn")
+            p = fold(D, ry, rc, ti, rest, best.partition("@")[2] or "1nn", (amp(bank.X), ra))
             nested[names[c]] = dict(zip(("six", "bbr"), score(bank.y[ti], p)), chosen=best,
                                     inner={k: list(v) for k, v in inner.items()})
         print("\nNested LOCO (configuration chosen on the other conditions only):")
@@ -427,7 +490,7 @@ def main(argv=None):
                        "conditions": {n: int((bank.cond == i).sum()) for i, n in enumerate(names)},
                        "loco": {cfg: {names[i]: {"six": v[0], "bbr": v[1]} for i, v in table[cfg].items()}
                                 for cfg in cfgs},
-                       "references": nrefs, "nested": nested}, f, indent=1)
+                       "references": nrefs, "median_gain_ci": ci, "nested": nested}, f, indent=1)
 
 
 if __name__ == "__main__":
