@@ -25,7 +25,9 @@ copies are masked with its originals) simulates conditions the grid does not hol
               (buffer_h / buffer_c)^α in BDPs (ORACLE: the buffer is not known live)
 
 Representations: those of ``loco.py`` plus ``d-dm`` (first difference of
-divide-min). Joined by ``|`` they are an ensemble: the sum of each
+divide-min) and ``spread`` / ``spread-rel`` (each sample's echo-burst spread,
+max − min of its 10 echoes, in ms or divided by the window's minimum; originals
+only). Joined by ``|`` they are an ensemble: the sum of each
 representation's distances divided by its median distance (``rep*0.5`` weighs
 one of them). ``g1.2:<rule>`` first keeps only references whose own max / min − 1
 is within a factor 1.2 of the window's. Decision rules
@@ -79,7 +81,7 @@ def load(root, w, min_windows):
         traces = find_traces_dir(d)
         if len(traces) != len(SIX_CLASSES):
             continue
-        Xs, ys, bs, series = [], [], [], []
+        Xs, ys, bs, series, Ss = [], [], [], [], []
         ok = True
         for tr in traces:
             X, runs, starts = trace_windows_meta(tr, w)
@@ -87,6 +89,7 @@ def load(root, w, min_windows):
                 ok = False
                 break
             Xs.append(X)
+            Ss.append(burst_spread(tr, runs, starts, w))
             ys += [CLS[tr.label]] * len(X)
             bs += list(loco.running_min_bases(tr, runs, starts, w))
             for r in np.unique(tr.run):
@@ -97,8 +100,31 @@ def load(root, w, min_windows):
         if not ok:
             continue
         rate, rtt, buf = loco.condition_params(traces[0].meta)
-        out[cond] = dict(X=np.concatenate(Xs), y=np.array(ys), base=np.array(bs), series=series,
+        out[cond] = dict(X=np.concatenate(Xs), S=np.concatenate(Ss), y=np.array(ys), base=np.array(bs), series=series,
                          rate=rate, rtt=rtt, buffer_bytes=buf)
+    return out
+
+
+def burst_spread(tr, runs, starts, w):
+    """Per window sample: the spread of the sample's own echo burst, (max − min) of its 10 echoes
+    1 ms apart, in ms (the trace's ``min_ms`` / ``max_ms`` columns; what the prober measures
+    anyway). NaN where the column is missing."""
+    import csv
+
+    mn, mx = {}, {}
+    with open(tr.path) as f:
+        for row in csv.DictReader(f):
+            try:
+                key = (int(row["run"]), int(row["k"]))
+                mn[key], mx[key] = float(row["min_ms"]), float(row["max_ms"])
+            except (KeyError, ValueError):
+                continue
+    out = np.full((len(runs), w), np.nan)
+    for i, (r, st) in enumerate(zip(runs, starts)):
+        for j in range(w):
+            k = (int(r), int(st) + j)
+            if k in mn:
+                out[i, j] = mx[k] - mn[k]
     return out
 
 
@@ -171,6 +197,7 @@ class Bank:
         self.conds, self.names, self.w, self.radius, self.cache = conds, names, w, radius, cache
         self.X = np.concatenate([conds[c]["X"] for c in names])
         self.B = np.concatenate([conds[c]["base"] for c in names])
+        self.S = np.concatenate([conds[c]["S"] for c in names])
         self.y = np.concatenate([conds[c]["y"] for c in names])
         self.cond = np.concatenate([[i] * len(conds[c]["y"]) for i, c in enumerate(names)])
         self.aug = {}
@@ -197,6 +224,17 @@ class Bank:
             path = self.key(rep, aug, self.radius)
             if os.path.exists(path):
                 self.D[k] = np.load(path)
+            elif rep.startswith("spread"):
+                # Echo-burst spread channel (originals only): in ms (``spread``) or in window
+                # minima (``spread-rel``, like divide-min).
+                t0 = time.time()
+                if aug != "":
+                    raise ValueError("the spread channel has no augmented references")
+                S = np.nan_to_num(self.S, nan=0.0)
+                Q = S / self.X.min(axis=1, keepdims=True) * 100 if rep == "spread-rel" else S
+                self.D[k] = dist(Q, Q, self.radius, sym=True)
+                np.save(path, self.D[k])
+                print(f"  distances {rep}: {self.D[k].shape} in {time.time() - t0:.0f} s", file=sys.stderr)
             else:
                 t0 = time.time()
                 Q = represent(self.X, self.B, rep)
@@ -396,6 +434,26 @@ def bootstrap_median_gain(bank, p_base, p_new, n=2000, seed=0):
     return {k: (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) for k, v in out.items()}
 
 
+def forest_rows(bank, names):
+    """Random forest (the comparison learner of ``loco.py --learner forest``) on the divide-min window
+    summaries, without and with summaries of the echo-burst spread: whether the spread channel
+    carries class information that transfers across conditions."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    F0 = loco.window_features(bank.X / bank.X.min(axis=1, keepdims=True))
+    S = np.nan_to_num(bank.S, nan=0.0)
+    Fs = np.column_stack([np.median(S, 1), S.mean(1), np.percentile(S, 90, 1),
+                          np.median(S / bank.X.min(axis=1, keepdims=True), 1)])
+    for label, F in (("divide-min summaries", F0), ("+ echo-burst spread", np.column_stack([F0, Fs]))):
+        r = []
+        for c in range(len(names)):
+            tr = bank.cond != c
+            clf = RandomForestClassifier(n_estimators=300, min_samples_leaf=2, random_state=0, n_jobs=1)
+            r.append(score(bank.y[~tr], clf.fit(F[tr], bank.y[tr]).predict(F[~tr])))
+        print(f"| forest, {label} | | " + " | ".join(f"{100 * x[0]:.0f} / {100 * x[1]:.0f}" for x in r)
+              + f" | **{100 * np.median([x[0] for x in r]):.1f} / {100 * np.median([x[1] for x in r]):.1f}** |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root")
@@ -409,6 +467,8 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="compare one 1-NN fold with opsel.KnnDtw")
     ap.add_argument("--bootstrap", action="store_true",
                     help="95 %% interval of each configuration's median gain over the first one")
+    ap.add_argument("--forest", action="store_true",
+                    help="also a random forest on window summaries, with and without the echo-burst spread")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     os.makedirs(a.cache, exist_ok=True)
@@ -459,6 +519,8 @@ def main(argv=None):
             r = ci[cfg]
             print(f"| `{cfg}` | {100 * r['six'][0]:+.1f} … {100 * r['six'][1]:+.1f} | "
                   f"{100 * r['bbr'][0]:+.1f} … {100 * r['bbr'][1]:+.1f} |")
+    if a.forest:
+        forest_rows(bank, names)
     nested = None
     if a.nested and len(cfgs) > 1:
         nested = {}
