@@ -454,6 +454,36 @@ def forest_rows(bank, names):
               + f" | **{100 * np.median([x[0] for x in r]):.1f} / {100 * np.median([x[1] for x in r]):.1f}** |")
 
 
+def near_oracle_rows(bank, names):
+    """divide-min 1-NN with the references restricted to the conditions nearest the held-out one in
+    the lab's own parameters (ORACLE: a live transfer knows its base RTT, not the rate or buffer):
+    does a reference set near the held-out condition on this grid help?"""
+    conds = bank.conds
+    D = bank.dist("divide-min", "")
+    bf = np.array([round(bdp_factor(conds[c]), 2) for c in names])
+    lr = np.log([conds[c]["rate"] for c in names])
+    lt = np.log([conds[c]["rtt"] for c in names])
+    lb = np.log([conds[c]["buffer_bytes"] for c in names])
+    spaces = {"rate, RTT, buffer bytes": np.column_stack([lr, lt, lb]),
+              "BDP, buffer bytes": np.column_stack([lr + lt, lb]),
+              "RTT, buffer × BDP": np.column_stack([lt, np.log(bf)])}
+    variants = [("same buffer × BDP", None, None)] + [(f"nearest {k} by {sp}", sp, k)
+                                                      for sp in spaces for k in (3, 5, 8)]
+    for label, sp, k in variants:
+        r = []
+        for c in range(len(names)):
+            if sp is None:
+                near = [i for i in range(len(names)) if i != c and bf[i] == bf[c]]
+            else:
+                d = np.linalg.norm(spaces[sp] - spaces[sp][c], axis=1)
+                d[c] = np.inf
+                near = list(np.argsort(d)[:k])
+            ti = np.flatnonzero(bank.cond == c)
+            r.append(score(bank.y[ti], fold(D, bank.y, bank.cond, ti, near, "1nn")))
+        print(f"| divide-min, {label} (oracle) | | " + " | ".join(f"{100 * x[0]:.0f} / {100 * x[1]:.0f}" for x in r)
+              + f" | **{100 * np.median([x[0] for x in r]):.1f} / {100 * np.median([x[1] for x in r]):.1f}** |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root")
@@ -469,6 +499,8 @@ def main(argv=None):
                     help="95 %% interval of each configuration's median gain over the first one")
     ap.add_argument("--forest", action="store_true",
                     help="also a random forest on window summaries, with and without the echo-burst spread")
+    ap.add_argument("--near-oracle", action="store_true",
+                    help="also divide-min 1-NN restricted to the conditions nearest the held-out one (oracle)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     os.makedirs(a.cache, exist_ok=True)
@@ -521,6 +553,8 @@ def main(argv=None):
                   f"{100 * r['bbr'][0]:+.1f} … {100 * r['bbr'][1]:+.1f} |")
     if a.forest:
         forest_rows(bank, names)
+    if a.near_oracle:
+        near_oracle_rows(bank, names)
     nested = None
     if a.nested and len(cfgs) > 1:
         nested = {}
