@@ -9,8 +9,11 @@
 #   OPSEL   the opsel binary (default target/release/opsel)
 #   MODES   opsel variants, each run in every round (default "fixed ops"):
 #           fixed = --cca cubic; ops = --ops --pattern passive --initial-cca
-#           cubic (the OPS driver attached: RTT prober, TCP_NOTSENT_LOWAT; a
-#           1 GiB loopback transfer ends before the first 1 Hz window fills)
+#           cubic (the OPS driver attached: RTT prober; a 1 GiB loopback
+#           transfer ends before the first 1 Hz window fills); fixedN / opsN:
+#           the same over N streams (--streams N, 1..8)
+#   MEM     1 (default): iperf3 memory to memory too in every round (the
+#           ceiling of one TCP stream here, not a file transfer); 0: not
 #   HASH    opsel's whole-transfer check(s), each run in every round with
 #           every mode (default "xxh3"; e.g. "xxh3 blake3" to compare them
 #           in the same rounds): passed as `opsel send --hash`
@@ -23,6 +26,7 @@ SIZE_MB=${SIZE_MB:-1024}
 RUNS=${RUNS:-3}
 MODES=${MODES:-fixed ops}
 HASH=${HASH:-xxh3}
+MEM=${MEM:-1}
 DIR=${DIR:-/dev/shm}
 command -v /usr/bin/time >/dev/null || { echo "/usr/bin/time not found: apt-get install -y time" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "iperf3 not found: apt-get install -y iperf3" >&2; exit 1; }
@@ -52,7 +56,9 @@ send_args() {
   case $1 in
   fixed) echo "--cca cubic" ;;
   ops) echo "--ops --pattern passive --initial-cca cubic" ;;
-  *) echo "unknown mode $1 (fixed, ops)" >&2; exit 1 ;;
+  fixed[1-8]) echo "--cca cubic --streams ${1#fixed}" ;;
+  ops[1-8]) echo "--ops --pattern passive --initial-cca cubic --streams ${1#ops}" ;;
+  *) echo "unknown mode $1 (fixed, ops, fixedN, opsN with N streams 1..8)" >&2; exit 1 ;;
   esac
 }
 
@@ -68,6 +74,19 @@ opsel_run() { # mode hash
   wait "$rp"
   cmp -s "$src" "$work/dst.bin" || { echo "opsel: destination differs from the source" >&2; exit 1; }
   rate_cpu "$bytes" "$t0" "$t1" "$work/send.time" "$work/recv.time"
+}
+
+# iperf3 memory to memory (no file on either side): the ceiling of one TCP
+# stream on this host.
+iperf_mem_run() {
+  /usr/bin/time -f "%U %S" -o "$work/ips.time" iperf3 -s -1 -p $port >"$work/ips.log" 2>&1 &
+  local sp=$!; pids+=("$sp")
+  for _ in $(seq 100); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.02; done
+  local t0; t0=$(now)
+  /usr/bin/time -f "%U %S" -o "$work/ipc.time" iperf3 -c 127.0.0.1 -p $port -n "$bytes" -C cubic >"$work/ipc.log" 2>&1
+  local t1; t1=$(now)
+  wait "$sp" || true
+  rate_cpu "$bytes" "$t0" "$t1" "$work/ipc.time" "$work/ips.time"
 }
 
 iperf_run() {
@@ -86,6 +105,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 
 declare -A res
 i=()
+im_runs=()
 loads=()
 for r in $(seq "$RUNS"); do
   line="run $r:"
@@ -96,14 +116,19 @@ for r in $(seq "$RUNS"); do
     done
   done
   i+=("$(iperf_run)"); port=$((port + 1))
+  if [ "$MEM" = 1 ]; then im_runs+=("$(iperf_mem_run)"); port=$((port + 1)); fi
   loads+=("$(cut -d' ' -f1 /proc/loadavg)")
-  echo "$line iperf3 -F $(echo "${i[-1]}" | cut -d' ' -f1) Gbit/s (load ${loads[-1]})"
+  echo "$line iperf3 -F $(echo "${i[-1]}" | cut -d' ' -f1) Gbit/s$([ "$MEM" = 1 ] && echo ", iperf3 memory $(echo "${im_runs[-1]}" | cut -d' ' -f1) Gbit/s") (load ${loads[-1]})"
 done
 col() { printf '%s\n' "$1" | sed '/^$/d' | cut -d' ' -f"$2" | median; }
 ic=$(printf '%s\n' "${i[@]}")
 im=$(col "$ic" 1)
 echo "file $bytes bytes, $RUNS runs each, medians (CPU = user + system seconds per Gbit moved):"
 echo "  iperf3 -F   $im Gbit/s, CPU sender $(col "$ic" 2) receiver $(col "$ic" 3)"
+if [ "$MEM" = 1 ]; then
+  mc=$(printf '%s\n' "${im_runs[@]}")
+  echo "  iperf3 memory to memory   $(col "$mc" 1) Gbit/s, CPU sender $(col "$mc" 2) receiver $(col "$mc" 3)"
+fi
 ic_cpu=$(echo "$(col "$ic" 2) + $(col "$ic" 3)" | bc)
 for m in $MODES; do
   for h in $HASH; do
