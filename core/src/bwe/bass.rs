@@ -485,6 +485,26 @@ pub fn multi_pass(
     })
 }
 
+/// The common start of both averages: checks `w` and the pair, and copies
+/// both arrays into the workspace's scratch (the averages read the originals
+/// while they overwrite `gs` and `gr`). `false`: averaging changes nothing
+/// (`w` = 1 or empty arrays).
+fn prepare_average(gs: &[f64], gr: &[f64], w: usize, ws: &mut BassWorkspace) -> Result<bool> {
+    if w == 0 {
+        return Err(Error::invalid(
+            "avg_window 0: use 1 to disable the sliding average",
+        ));
+    }
+    check_pair(gs, gr, ws)?;
+    let n = gs.len();
+    if w == 1 || n == 0 {
+        return Ok(false);
+    }
+    ws.scratch_s[..n].copy_from_slice(gs);
+    ws.scratch_r[..n].copy_from_slice(gr);
+    Ok(true)
+}
+
 /// Trailing sliding average of width `w` on both arrays: `x'[i] = mean(x[i−w+1..=i])`,
 /// shorter at the head (001 §5.3.3 AVG_WINDOW; the thesis does not say trailing or
 /// centred — trailing keeps causality, like a moving average over arrivals).
@@ -494,19 +514,11 @@ pub fn sliding_average(
     w: usize,
     ws: &mut BassWorkspace,
 ) -> Result<()> {
-    if w == 0 {
-        return Err(Error::invalid(
-            "avg_window 0: use 1 to disable the sliding average",
-        ));
-    }
-    check_pair(gs, gr, ws)?;
-    let n = gs.len();
-    if w == 1 || n == 0 {
+    if !prepare_average(gs, gr, w, ws)? {
         return Ok(());
     }
-    let (ss, sr) = (&mut ws.scratch_s[..n], &mut ws.scratch_r[..n]);
-    ss.copy_from_slice(gs);
-    sr.copy_from_slice(gr);
+    let n = gs.len();
+    let (ss, sr) = (&ws.scratch_s[..n], &ws.scratch_r[..n]);
     let (mut acc_s, mut acc_r) = (0.0, 0.0);
     for i in 0..n {
         acc_s += ss[i];
@@ -530,19 +542,11 @@ pub fn centred_average(
     w: usize,
     ws: &mut BassWorkspace,
 ) -> Result<()> {
-    if w == 0 {
-        return Err(Error::invalid(
-            "avg_window 0: use 1 to disable the sliding average",
-        ));
-    }
-    check_pair(gs, gr, ws)?;
-    let n = gs.len();
-    if w == 1 || n == 0 {
+    if !prepare_average(gs, gr, w, ws)? {
         return Ok(());
     }
-    let (ss, sr) = (&mut ws.scratch_s[..n], &mut ws.scratch_r[..n]);
-    ss.copy_from_slice(gs);
-    sr.copy_from_slice(gr);
+    let n = gs.len();
+    let (ss, sr) = (&ws.scratch_s[..n], &ws.scratch_r[..n]);
     let back = (w - 1) / 2;
     let fwd = w - 1 - back;
     // Prefix sums would need a buffer; a running window over [lo, hi] does not.
