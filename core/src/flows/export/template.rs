@@ -105,6 +105,26 @@ pub(crate) struct TemplateState {
     samplers: HashMap<(DomainKey, u64), u32>,
 }
 
+/// The flowset (v9) or set (IPFIX) whose 4-byte header starts at `pos`
+/// (the caller checked that 4 bytes remain): its id, its length and its body.
+/// A length below the header's own or past the packet is an error naming
+/// `kind` and both lengths.
+fn set_at<'p>(pkt: &'p [u8], pos: usize, w: &str, kind: &str) -> Result<(u16, usize, &'p [u8])> {
+    let id = u16::from_be_bytes([pkt[pos], pkt[pos + 1]]);
+    let len = usize::from(u16::from_be_bytes([pkt[pos + 2], pkt[pos + 3]]));
+    if len < 4 || pos + len > pkt.len() {
+        return Err(bad(
+            w,
+            pos,
+            format!(
+                "{kind} {id} declares length {len}, but 4..={} bytes are available",
+                pkt.len() - pos
+            ),
+        ));
+    }
+    Ok((id, len, &pkt[pos + 4..pos + len]))
+}
+
 fn bad(what: &str, off: usize, msg: impl std::fmt::Display) -> Error {
     Error::invalid(format!("{what} at offset {off}: {msg}"))
 }
@@ -400,19 +420,7 @@ impl TemplateState {
                 // Trailing bytes shorter than a flowset header: padding.
                 break;
             }
-            let id = u16::from_be_bytes([pkt[pos], pkt[pos + 1]]);
-            let len = usize::from(u16::from_be_bytes([pkt[pos + 2], pkt[pos + 3]]));
-            if len < 4 || pos + len > pkt.len() {
-                return Err(bad(
-                    W,
-                    pos,
-                    format!(
-                        "flowset {id} declares length {len}, but 4..={} bytes are available",
-                        pkt.len() - pos
-                    ),
-                ));
-            }
-            let body = &pkt[pos + 4..pos + len];
+            let (id, len, body) = set_at(pkt, pos, W, "flowset")?;
             match id {
                 0 => {
                     let mut r = Rd::new(body, "NetFlow v9 template flowset");
@@ -547,19 +555,7 @@ impl TemplateState {
             if pkt.len() - pos < 4 {
                 return Err(bad(W, pos, "set header truncated"));
             }
-            let id = u16::from_be_bytes([pkt[pos], pkt[pos + 1]]);
-            let len = usize::from(u16::from_be_bytes([pkt[pos + 2], pkt[pos + 3]]));
-            if len < 4 || pos + len > pkt.len() {
-                return Err(bad(
-                    W,
-                    pos,
-                    format!(
-                        "set {id} declares length {len}, but 4..={} bytes are available",
-                        pkt.len() - pos
-                    ),
-                ));
-            }
-            let body = &pkt[pos + 4..pos + len];
+            let (id, len, body) = set_at(pkt, pos, W, "set")?;
             match id {
                 2 | 3 => {
                     let options = id == 3;
