@@ -375,6 +375,14 @@ impl Receiver {
         self.listener
             .set_nonblocking(true)
             .map_err(|e| Error::io("set listener non-blocking", e))?;
+        // The loop sleeps in poll(2) on the listener and on this pair, which a
+        // connection thread writes to after it sent its outcome: a new
+        // connection or a finished transfer wakes it at once, and an idle
+        // receiver wakes only to check the accept timeout.
+        let (wake_rx, wake_tx) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| Error::io("create the receiver's wake-up pair", e))?;
+        let _ = wake_rx.set_nonblocking(true);
+        let wake_tx = Arc::new(wake_tx);
         let mut last_activity = Instant::now();
         loop {
             while let Ok(r) = done_rx.try_recv() {
@@ -394,6 +402,7 @@ impl Receiver {
                     }
                     let sh = shared.clone();
                     let tx = done_tx.clone();
+                    let wake = wake_tx.clone();
                     let spawned = std::thread::Builder::new()
                         .name("opsel-recv-conn".into())
                         .spawn(move || {
@@ -402,6 +411,7 @@ impl Receiver {
                             let _ = s.set_nodelay(true);
                             if let Some(r) = handle_conn(&sh, s, peer) {
                                 let _ = tx.send(r);
+                                let _ = (&*wake).write(&[1]);
                             }
                         });
                     if spawned.is_err() {
@@ -421,7 +431,7 @@ impl Receiver {
                             ));
                         }
                     }
-                    std::thread::sleep(Duration::from_millis(5));
+                    wait_readable(&self.listener, &wake_rx, ACCEPT_POLL_MS);
                 }
                 // A connection that died before accept, or a full fd table:
                 // back off and keep serving.
@@ -431,6 +441,34 @@ impl Receiver {
                 }
             }
         }
+    }
+}
+
+/// How long the accept loop sleeps at most between looks at the accept
+/// timeout (a connection or a finished transfer wakes it earlier).
+const ACCEPT_POLL_MS: i32 = 100;
+
+/// Sleep until `listener` has a connection, `wake` has bytes (drained
+/// here), or `ms` milliseconds passed.
+fn wait_readable(listener: &TcpListener, wake: &std::os::unix::net::UnixStream, ms: i32) {
+    use std::os::fd::AsRawFd;
+    let mut fds = [
+        libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: fds is a valid array of two pollfd for the call's duration.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+    if n > 0 && fds[1].revents != 0 {
+        let mut buf = [0u8; 64];
+        while matches!((&*wake).read(&mut buf), Ok(k) if k > 0) {}
     }
 }
 
