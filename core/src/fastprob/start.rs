@@ -74,7 +74,7 @@ pub struct StartReport {
 }
 
 enum Mode {
-    Estimate(Prober<'static>),
+    Estimate(Box<Prober<'static>>),
     Ab {
         ev: Box<AbEvaluator>,
         /// The CCA last set on the socket.
@@ -100,7 +100,7 @@ impl StartProbe {
     pub fn estimate(model: Arc<FastProbModel>) -> StartProbe {
         let interval_ns = model.spec().interval_ns;
         StartProbe {
-            mode: Mode::Estimate(Prober::shared(model)),
+            mode: Mode::Estimate(Box::new(Prober::shared(model))),
             interval_ns,
             first_cca: None,
             total_bytes: 0,

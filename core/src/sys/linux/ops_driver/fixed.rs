@@ -54,8 +54,9 @@ pub enum SampleAction {
     /// Set this congestion control on the socket (reported as
     /// [`DriverEvent::CcaSet`]), then keep sampling.
     SetCca(CcaName),
-    /// Stop sampling; the rest of the source goes with the current CCA.
-    Done,
+    /// Stop sampling; set this CCA first when given (an A/B's choice). The
+    /// rest of the source goes with the CCA then set.
+    Done(Option<CcaName>),
 }
 
 /// The throughput sampling of [`send_sampled_source`]: the interval of the
@@ -174,9 +175,10 @@ fn send_gated(
         }
         if let (Some(sm), Some(hook)) = (sampler.as_mut(), sampling.as_mut()) {
             if let Some(s) = sm.poll(now)? {
-                match (hook.on_sample)(&s, pump.total)? {
+                let action = (hook.on_sample)(&s, pump.total)?;
+                match action {
                     SampleAction::Continue => {}
-                    SampleAction::SetCca(c) => {
+                    SampleAction::SetCca(c) | SampleAction::Done(Some(c)) => {
                         set_cca(fd, c.as_str())?;
                         cur = c;
                         cca_sets += 1;
@@ -186,10 +188,11 @@ fn send_gated(
                             latency_ns: None,
                         });
                     }
-                    SampleAction::Done => {
-                        sampler = None;
-                        sampling = None;
-                    }
+                    SampleAction::Done(None) => {}
+                }
+                if matches!(action, SampleAction::Done(_)) {
+                    sampler = None;
+                    sampling = None;
                 }
             }
         }
@@ -296,8 +299,8 @@ mod tests {
         let _ = std::fs::remove_file(&path);
     }
     /// The sampling hook sees samples on its grid while the file goes out,
-    /// a `SetCca` reaches the socket and the event stream, `Done` ends the
-    /// sampling, and every byte arrives in order.
+    /// a `SetCca` reaches the socket and the event stream, `Done` sets its
+    /// CCA and ends the sampling, and every byte arrives in order.
     #[test]
     fn sampled_send_switches_on_the_hook_and_delivers_every_byte() {
         let path = std::env::temp_dir().join(format!("opsel-sampled-{}", std::process::id()));
@@ -332,7 +335,7 @@ mod tests {
             last_total = total;
             Ok(match samples {
                 2 => SampleAction::SetCca(CcaName::RENO),
-                4 => SampleAction::Done,
+                4 => SampleAction::Done(Some(CcaName::CUBIC)),
                 n if n > 4 => panic!("a sample after Done"),
                 _ => SampleAction::Continue,
             })
@@ -355,11 +358,11 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(crate::sys::linux::get_cca(&tx).unwrap(), "reno");
+        assert_eq!(crate::sys::linux::get_cca(&tx).unwrap(), "cubic");
         drop(tx);
         assert_eq!((r.end, r.bytes_sent), (EndReason::Eof, data.len() as u64));
-        assert_eq!(r.cca_sets, 2);
-        assert_eq!(sets, vec![CcaName::CUBIC, CcaName::RENO]);
+        assert_eq!(r.cca_sets, 3);
+        assert_eq!(sets, vec![CcaName::CUBIC, CcaName::RENO, CcaName::CUBIC]);
         assert_eq!(samples, 4);
         assert!(reader.join().unwrap() == data);
         let _ = std::fs::remove_file(&path);
