@@ -41,7 +41,7 @@ bench-ops:
 #                  3 x 360 s per static background, per-window margins logged to
 #                  $(GATED_LIVE_JSON); then `opsel_eval gated-live` replays the gate at
 #                  every τ on those probes (~38 min)
-# test-ops         root netns tests: OpsDriver on a live socket, an OPS transfer over
+# test-ops         root netns tests: OpsDriver on a live socket, send --fastprob / --ab on a pipe, an OPS transfer over
 #                  a 0.1%-loss pipe delivering a byte-identical file, and kill -9 of the
 #                  sender and of the receiver mid-transfer then send --resume (< 1 min)
 # bench-ops-driver decision latency: last RTT sample -> setsockopt on the shipped models,
@@ -114,6 +114,7 @@ ops-gated-live: sys-deps python
 test-ops: sys-deps
 	$(CARGO) test --release -p opsel --test sys_ops_driver -- --ignored --test-threads=1
 	$(CARGO) test --release -p opsel-cli --test transfer -- --ignored --test-threads=1
+	$(CARGO) test --release -p opsel-cli --test transfer_fastprob -- --ignored --test-threads=1
 	$(CARGO) test --release -p opsel-cli --test fair_live -- --include-ignored --test-threads=1
 
 # dps-live: 002 Fig 5.4 and 5.8 live on netlab, time-scaled by 10 (root, ~70 min, resumable;

@@ -37,6 +37,9 @@ enum LabCmd {
     FastprobEval(crate::tput_logs::EvalArgs),
     /// CCA A/B on the emulated WAN: FastProb against a fixed-length evaluation (004 §VI analogue).
     FastprobAb(crate::tput_logs::AbLabArgs),
+    /// `opsel send --fastprob` and `--ab` on the emulated WAN beside fixed-CCA
+    /// transfers: prediction vs the rate after the probe, transfer times.
+    FastprobSend(crate::send_probe_lab::SendLabArgs),
     /// Remove leftover lab namespaces of crashed runs (all `onl*` with --all).
     Down {
         #[arg(long)]
@@ -127,6 +130,7 @@ pub fn main(a: LabArgs) -> Result<()> {
         LabCmd::TputLogs(c) => crate::tput_logs::record(c),
         LabCmd::FastprobEval(c) => crate::tput_logs::eval(c),
         LabCmd::FastprobAb(c) => crate::tput_logs::ab_lab(c),
+        LabCmd::FastprobSend(c) => crate::send_probe_lab::main(c),
         LabCmd::Down { all } => {
             let v = topo::down(all)?;
             println!(

@@ -18,6 +18,7 @@ mod models;
 mod probe;
 mod report;
 mod rtt_series;
+mod send_probe_lab;
 mod tput_logs;
 mod transfer;
 

@@ -261,13 +261,12 @@ pub fn ab_lab(a: AbLabArgs) -> Result<()> {
 /// evaluation: `{"fastprob": {"outcome", "steady_bps"}, "fixed": {...}}`.
 fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
     use opsel::fastprob::{AbMethod, AbSpec};
-    use opsel_netlab::scenario::{bdp_bytes, BASE_PORT};
+    use opsel_netlab::scenario::BASE_PORT;
     use opsel_netlab::sys;
-    use opsel_netlab::topo::{self, Lab, PipeSpec, TopologySpec};
-    use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
+    use opsel_netlab::topo;
+    use opsel_netlab::traffic;
     use std::net::{SocketAddrV4, TcpStream};
-    use std::sync::atomic::Ordering;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
     use std::time::Duration;
 
     sys::require_root()?;
@@ -285,71 +284,13 @@ fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
         samples: a.fixed_samples,
     })
     .validate()?;
-    let bg: Vec<(&str, bool)> = match a.background.as_str() {
-        "none" => vec![],
-        "cubic" => vec![("cubic", false)],
-        "bbr" => vec![("bbr", false)],
-        "cubic+bbr" => vec![("cubic", false), ("bbr", false)],
-        "onoff-cubic" => vec![("cubic", true)],
-        "onoff-bbr" => vec![("bbr", true)],
-        other => {
-            return Err(Error::invalid(format!(
-                "--background {other:?}: expected none, cubic, bbr, cubic+bbr, onoff-cubic or onoff-bbr"
-            )))
-        }
-    };
-    let lab = Lab::up(
-        &TopologySpec::dumbbell(1 + bg.len()),
-        &PipeSpec::tun(
-            a.rate_mbps,
-            a.rtt_ms,
-            bdp_bytes(a.rate_mbps, a.rtt_ms, a.buffer_bdp),
-            1,
-        ),
-    )?;
-    let stop = Arc::new(AtomicBool::new(false));
-    struct Threads {
-        stop: Arc<AtomicBool>,
-        handles: Vec<std::thread::JoinHandle<Result<u64>>>,
-    }
-    impl Drop for Threads {
-        fn drop(&mut self) {
-            self.stop.store(true, Ordering::SeqCst);
-            for h in self.handles.drain(..) {
-                let _ = h.join();
-            }
-        }
-    }
-    let mut th = Threads {
-        stop: stop.clone(),
-        handles: Vec::new(),
-    };
-    let t0 = sys::now_ns();
     let total_ns = (a.evals as u64 + 1) * 120_000_000_000;
-    let events: traffic::Events = Arc::new(Mutex::new(Vec::new()));
-    for (i, (cca, onoff)) in bg.iter().enumerate() {
-        let fp = FlowPlan {
-            name: format!("bg{i}-{cca}"),
-            traffic: Traffic::Tcp {
-                cca: cca.to_string(),
-                on_off_s: onoff.then_some((1.5, 1.5)),
-            },
-            src_ns: lab.sender_ns[1 + i].clone(),
-            dst_ns: lab.receiver_ns[1 + i].clone(),
-            dst: SocketAddrV4::new(topo::receiver_ip(1 + i), BASE_PORT + i as u16),
-            start_ns: 0,
-            stop_ns: total_ns,
-        };
-        let b = Arc::new(Bins::new(t0, total_ns));
-        th.handles
-            .push(traffic::spawn_receiver(&fp, b, stop.clone())?);
-        th.handles
-            .push(traffic::spawn_sender(fp, t0, stop.clone(), events.clone())?);
-    }
+    let mut bl = bg_lab(a.rate_mbps, a.rtt_ms, a.buffer_bdp, &a.background, total_ns)?;
+    let stop = bl.stop.clone();
     // The foreground sink: every connection read until EOF or stop.
     let dst = SocketAddrV4::new(topo::receiver_ip(0), BASE_PORT + 60);
-    th.handles.push(traffic::spawn_sink(
-        &lab.receiver_ns[0],
+    bl.th.handles.push(traffic::spawn_sink(
+        &bl.lab.receiver_ns[0],
         "ab-sink",
         dst,
         stop.clone(),
@@ -361,7 +302,7 @@ fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
         spec(AbMethod::Fastprob),
         spec(AbMethod::Fixed { samples: fixed }),
     );
-    let rows = sys::in_netns(&lab.sender_ns[0], move || {
+    let rows = sys::in_netns(&bl.lab.sender_ns[0], move || {
         let mut rows = Vec::new();
         for e in 0..evals {
             let mut row = serde_json::Map::new();
@@ -391,10 +332,100 @@ fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
         }
         Ok(rows)
     })?;
-    stop.store(true, Ordering::SeqCst);
-    drop(th);
-    drop(lab);
+    drop(bl);
     Ok(rows)
+}
+
+/// A netlab path (TUN pipe: rate, RTT, drop-tail buffer in BDPs) with
+/// background flows running from the start: `none`, `cubic`, `bbr`,
+/// `cubic+bbr`, `onoff-cubic`, `onoff-bbr` (pairs 1.. of the lab; pair 0 is
+/// the foreground's). Dropping it stops the flows and every thread pushed
+/// onto `th`, then takes the lab down (also on error).
+pub(crate) struct BgLab {
+    // Declared first: the threads stop before the lab goes down.
+    pub th: BgThreads,
+    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub lab: opsel_netlab::topo::Lab,
+}
+
+/// Threads of a [`BgLab`], stopped and joined on drop.
+pub(crate) struct BgThreads {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub handles: Vec<std::thread::JoinHandle<Result<u64>>>,
+}
+
+impl Drop for BgThreads {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+pub(crate) fn bg_lab(
+    rate_mbps: f64,
+    rtt_ms: f64,
+    buffer_bdp: f64,
+    background: &str,
+    total_ns: u64,
+) -> Result<BgLab> {
+    use opsel_netlab::scenario::{bdp_bytes, BASE_PORT};
+    use opsel_netlab::sys;
+    use opsel_netlab::topo::{self, Lab, PipeSpec, TopologySpec};
+    use opsel_netlab::traffic::{self, Bins, FlowPlan, Traffic};
+    use std::net::SocketAddrV4;
+    use std::sync::{Arc, Mutex};
+
+    let bg: Vec<(&str, bool)> = match background {
+        "none" => vec![],
+        "cubic" => vec![("cubic", false)],
+        "bbr" => vec![("bbr", false)],
+        "cubic+bbr" => vec![("cubic", false), ("bbr", false)],
+        "onoff-cubic" => vec![("cubic", true)],
+        "onoff-bbr" => vec![("bbr", true)],
+        other => {
+            return Err(Error::invalid(format!(
+                "--background {other:?}: expected none, cubic, bbr, cubic+bbr, onoff-cubic or onoff-bbr"
+            )))
+        }
+    };
+    let lab = Lab::up(
+        &TopologySpec::dumbbell(1 + bg.len()),
+        &PipeSpec::tun(
+            rate_mbps,
+            rtt_ms,
+            bdp_bytes(rate_mbps, rtt_ms, buffer_bdp),
+            1,
+        ),
+    )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut th = BgThreads {
+        stop: stop.clone(),
+        handles: Vec::new(),
+    };
+    let t0 = sys::now_ns();
+    let events: traffic::Events = Arc::new(Mutex::new(Vec::new()));
+    for (i, (cca, onoff)) in bg.iter().enumerate() {
+        let fp = FlowPlan {
+            name: format!("bg{i}-{cca}"),
+            traffic: Traffic::Tcp {
+                cca: cca.to_string(),
+                on_off_s: onoff.then_some((1.5, 1.5)),
+            },
+            src_ns: lab.sender_ns[1 + i].clone(),
+            dst_ns: lab.receiver_ns[1 + i].clone(),
+            dst: SocketAddrV4::new(topo::receiver_ip(1 + i), BASE_PORT + i as u16),
+            start_ns: 0,
+            stop_ns: total_ns,
+        };
+        let b = Arc::new(Bins::new(t0, total_ns));
+        th.handles
+            .push(traffic::spawn_receiver(&fp, b, stop.clone())?);
+        th.handles
+            .push(traffic::spawn_sender(fp, t0, stop.clone(), events.clone())?);
+    }
+    Ok(BgLab { th, stop, lab })
 }
 
 /// The markdown summary: probe seconds, choices, agreement, throughput after the choice.

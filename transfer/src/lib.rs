@@ -26,12 +26,15 @@
 //!   [`send_reader`] sends from any `Read` of a known size;
 //! * [`send::send_on`] with a [`send::Drive`]: any way of pushing the bytes
 //!   (the CLI's OPS and DPS drivers), on a connected control socket;
+//!   [`probe::ProbeDrive`] makes the first seconds a FastProb probe or a
+//!   CCA A/B on the data connection (`opsel send --fastprob` / `--ab`);
 //! * [`recv::Receiver`]: a listener serving one transfer or many (`serve`).
 //!
 //! The receiver also answers UDP echoes on its listen port, so the sender's
 //! RTT probe (000 §3.2) needs no privilege.
 
 pub mod hashing;
+pub mod probe;
 pub mod proto;
 pub mod recv;
 pub mod send;

@@ -222,6 +222,116 @@ pub struct SendArgs {
     /// refused). The receiver accepts either.
     #[arg(long, value_parser = ["xxh3", "blake3"])]
     hash: Option<String>,
+    /// The first seconds of the transfer are a FastProb probe (004) on the
+    /// data connection: TCP_INFO samples at the model's interval until the
+    /// model says the converged throughput is predictable; then it prints the
+    /// prediction, the probe time and the ETA of the rest of the file. The
+    /// file's own bytes are the probe: it costs nothing extra. One stream,
+    /// fixed --cca (not with --ops or --dps).
+    #[arg(long)]
+    fastprob: bool,
+    /// FastProb model: a file or a shipped name (default fastprob-netlab;
+    /// its interval and cap are the probe's).
+    #[arg(long, value_name = "FILE")]
+    fastprob_model: Option<PathBuf>,
+    /// CCA A/B on the data connection at the start of the transfer (e.g.
+    /// cubic,bbr): switch to each candidate, probe it with FastProb, keep the
+    /// best one the fairness rule allows, send the rest of the file with it.
+    /// Not with --cca, --ops, --dps or --streams > 1.
+    #[arg(long, value_delimiter = ',', conflicts_with = "cca")]
+    ab: Vec<String>,
+    /// With --ab: the background class (unknown; cubic = CUBIC only, then
+    /// BBR is never switched on nor chosen; bbr = BBR present). OPS's class,
+    /// e.g. from `opsel classify`.
+    #[arg(long, requires = "ab")]
+    background: Option<String>,
+    /// Print the result as one JSON object on stdout (with the FastProb or
+    /// A/B report under "fastprob"); progress and notices go to stderr.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The FastProb options of `opsel send` as the transfer's probe options
+/// (`None` without --fastprob or --ab); the checks are the A/B spec's.
+fn probe_opts(a: &SendArgs) -> Result<Option<send::ProbeOpts>> {
+    if !a.fastprob && a.ab.is_empty() {
+        if a.fastprob_model.is_some() {
+            return Err(Error::invalid("--fastprob-model needs --fastprob or --ab"));
+        }
+        return Ok(None);
+    }
+    let ab = if a.ab.is_empty() {
+        None
+    } else {
+        let spec = opsel::fastprob::AbSpec {
+            candidates: a.ab.clone(),
+            background: a.background.as_deref().unwrap_or("unknown").parse()?,
+            settle_samples: 1,
+            method: opsel::fastprob::AbMethod::Fastprob,
+        };
+        spec.validate()?;
+        Some(spec)
+    };
+    Ok(Some(send::ProbeOpts {
+        model: a.fastprob_model.clone(),
+        ab,
+    }))
+}
+
+fn mbit(bps: f64) -> String {
+    format!("{:.2} Mbit/s", bps / 1e6)
+}
+
+/// The line(s) printed when the start probe stops (or, at the end, that
+/// the file ended first).
+fn probe_lines(r: &opsel::fastprob::StartReport) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(ab) = &r.ab {
+        for c in &ab.candidates {
+            v.push(if c.probed {
+                format!(
+                    "A/B {}: {} after {:.1} s ({} samples{})",
+                    c.cca,
+                    mbit(c.estimate_bps),
+                    c.probe_ns as f64 / 1e9,
+                    c.samples,
+                    if c.forced { ", at the cap" } else { "" }
+                )
+            } else if r.stop.is_some() {
+                format!(
+                    "A/B {}: not probed (the background is CUBIC only: BBR is never switched on there)",
+                    c.cca
+                )
+            } else {
+                format!("A/B {}: not probed (the file ended first)", c.cca)
+            });
+        }
+    }
+    match &r.stop {
+        Some(s) => {
+            let what = match &r.ab {
+                Some(ab) => format!("A/B chose {}; ", ab.chosen),
+                None => "FastProb: ".into(),
+            };
+            v.push(format!(
+                "{what}converged throughput ≈ {} after {:.1} s of probing ({} samples{}); the rest of the file ({} bytes) in ≈ {}",
+                mbit(s.predicted_bps),
+                s.probe_ns as f64 / 1e9,
+                s.samples,
+                if s.forced { ", at the cap" } else { "" },
+                s.remaining_bytes,
+                s.eta_ns
+                    .map_or("? s".into(), |e| format!("{:.1} s", e as f64 / 1e9)),
+            ));
+        }
+        None => v.push(format!(
+            "{}: the transfer ended after {} samples, before {} stopped: no prediction (the file is too short for the model)",
+            if r.ab.is_some() { "A/B" } else { "FastProb" },
+            r.samples_taken,
+            if r.ab.is_some() { "the A/B" } else { "FastProb" },
+        )),
+    }
+    v
 }
 
 fn bytes_bar(len: Option<u64>) -> ProgressBar {
@@ -514,11 +624,16 @@ pub fn send_main(a: SendArgs) -> Result<()> {
             .map(super::proto::HashAlgo::parse)
             .transpose()
             .map_err(|e| Error::invalid(e.0))?,
+        probe: probe_opts(&a)?,
     };
     // Ctrl-C raises the signal flag, which the driver reads as its stop flag.
     opsel_netlab::sys::install_interrupt_handler();
     let pb = bytes_bar(Some(size.saturating_sub(a.offset.unwrap_or(0))));
+    if a.json {
+        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
     pb.set_message(match &opts.strategy {
+        Strategy::Fixed(_) if !a.ab.is_empty() => "a/b".to_string(),
         Strategy::Fixed(c) => c.to_string(),
         Strategy::Ops(o) => o.initial_cca.to_string(),
         Strategy::Dps(_) => "dps".to_string(),
@@ -563,13 +678,51 @@ pub fn send_main(a: SendArgs) -> Result<()> {
         )),
         _ => {}
     };
-    let r = send::run(
+    let json = a.json;
+    let pb2 = pb.clone();
+    let mut on_probe = |r: &opsel::fastprob::StartReport| {
+        if r.stop.is_some() {
+            for l in probe_lines(r) {
+                if json {
+                    eprintln!("{l}");
+                } else {
+                    pb2.println(l);
+                }
+            }
+        }
+    };
+    let (r, probe) = send::run(
         &opts,
         opsel::sys::linux::signal::interrupt_flag(),
         &mut on_event,
+        &mut on_probe,
     )?;
     pb.finish_and_clear();
     let secs = (r.driver.ended_ns - r.driver.started_ns) as f64 / 1e9;
+    if json {
+        let mut v = serde_json::to_value(&r).map_err(|e| Error::invalid(e.to_string()))?;
+        v["elapsed_s"] = secs.into();
+        v["rate_bps"] = (r.driver.bytes_sent as f64 * 8.0 / secs.max(1e-9)).into();
+        v["fastprob"] = serde_json::to_value(&probe).unwrap_or_default();
+        println!("{v}");
+        return Ok(());
+    }
+    if let Some(p) = &probe {
+        if p.start.stop.is_none() {
+            for l in probe_lines(&p.start) {
+                println!("{l}");
+            }
+        } else if let (Some(s), Some(bps), Some(t)) =
+            (&p.start.stop, p.after_probe_bps, p.after_probe_s)
+        {
+            println!(
+                "after the probe: {} measured over {t:.1} s (predicted {}, {:+.1} %)",
+                mbit(bps),
+                mbit(s.predicted_bps),
+                (s.predicted_bps - bps) / bps.max(1e-9) * 100.0
+            );
+        }
+    }
     println!(
         "sent {} bytes in {:.1} s ({:.2} Mbit/s), confirmed by the receiver, {} {}",
         r.driver.bytes_sent,

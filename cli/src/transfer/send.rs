@@ -4,7 +4,8 @@
 //! every byte and its digest. The protocol, the hashing and the send loop are
 //! `opsel_transfer::send::send_on`; this module adds what the command line
 //! has on top: the OPS controller from a model file, DPS under the fairness
-//! manager, the decision cache and the JSON-lines log.
+//! manager, FastProb or a CCA A/B on the first seconds of the transfer
+//! (`opsel_transfer::probe`), the decision cache and the JSON-lines log.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -26,6 +27,8 @@ use opsel::sys::linux::tcp_rtt::TcpInfoRttProbe;
 use opsel::{Error, Result};
 use serde_json::{json, Value};
 
+use opsel_transfer::probe::ProbeDrive;
+pub use opsel_transfer::probe::ProbeReport;
 use opsel_transfer::proto::{HashAlgo, Key};
 pub use opsel_transfer::send::SendReport;
 use opsel_transfer::send::{self as xfer, Drive, FixedCca};
@@ -95,6 +98,16 @@ pub struct OpsOpts {
     pub gate_threshold: Option<f64>,
 }
 
+/// FastProb at the start of the transfer (`--fastprob`, `--ab`, 004 §IV and
+/// the §VI analogue): the first seconds of the file are the probe.
+#[derive(Debug, Clone)]
+pub struct ProbeOpts {
+    /// FastProb model file or shipped name (`None`: fastprob-netlab).
+    pub model: Option<PathBuf>,
+    /// A CCA A/B instead of an estimate on the fixed CCA.
+    pub ab: Option<opsel::fastprob::AbSpec>,
+}
+
 #[derive(Debug, Clone)]
 pub struct SendOpts {
     pub to: SocketAddr,
@@ -119,6 +132,25 @@ pub struct SendOpts {
     pub streams: u16,
     /// The whole-transfer check; `None`: `opsel_transfer::send::default_hash`.
     pub hash: Option<HashAlgo>,
+    /// FastProb or a CCA A/B on the first seconds (fixed-CCA strategy only).
+    pub probe: Option<ProbeOpts>,
+}
+
+/// Why a start probe cannot run with the strategy: OPS and DPS switch the
+/// CCA themselves.
+fn probe_conflict(strategy: &Strategy) -> Option<&'static str> {
+    match strategy {
+        Strategy::Fixed(_) => None,
+        // OPS's probing pattern (silences, forced CCA segments) is not one
+        // CCA's convergence, which is what the FastProb model was trained
+        // on, and OPS's first decision would override an A/B's choice.
+        Strategy::Ops(_) => Some(
+            "--fastprob and --ab exclude --ops: OPS probes with its own pattern and switches the CCA at each decision, so the first seconds are not one CCA converging (what FastProb predicts) and OPS would override an A/B's choice. Run the A/B with OPS's class instead: --ab cubic,bbr --background cubic|bbr (the class `opsel classify` or an earlier OPS run gave)",
+        ),
+        Strategy::Dps(_) => Some(
+            "--fastprob and --ab exclude --dps: DPS switches the CCA itself from its own measurements",
+        ),
+    }
 }
 
 /// Wall-clock seconds since the Unix epoch: the decision cache's time base,
@@ -476,11 +508,18 @@ impl Drive for Logged<'_> {
 /// demo accounting); `stop` ends the sending early (then the transfer is
 /// completed and confirmed up to the bytes sent, and the receiver keeps
 /// them as a verified prefix for a resume).
+/// With `opts.probe`, `on_probe` sees the probe's report the moment it
+/// stops (the transfer goes on) and the second value is the final one.
 pub fn run(
     opts: &SendOpts,
     stop: &AtomicBool,
     on_event: &mut dyn FnMut(&DriverEvent),
-) -> Result<SendReport> {
+    on_probe: &mut dyn FnMut(&opsel::fastprob::StartReport),
+) -> Result<(SendReport, Option<ProbeReport>)> {
+    if let (Some(_), Some(why)) = (&opts.probe, probe_conflict(&opts.strategy)) {
+        return Err(Error::invalid(why));
+    }
+    let probe_out = std::rc::Rc::new(std::cell::RefCell::new(None::<ProbeReport>));
     let xopts = xfer::SendOpts {
         file: opts.file.clone(),
         time_s: opts.time_s,
@@ -499,7 +538,29 @@ pub fn run(
     };
     let mut classes = Vec::new();
     let inner: Box<dyn Drive + '_> = match &opts.strategy {
-        Strategy::Fixed(c) => Box::new(FixedCca(*c)),
+        Strategy::Fixed(c) => match &opts.probe {
+            None => Box::new(FixedCca(*c)),
+            Some(p) => {
+                let model = Arc::new(crate::probe::fastprob_model(p.model.as_deref())?);
+                let notify: Box<dyn FnMut(&opsel::fastprob::StartReport) + '_> =
+                    Box::new(|r| on_probe(r));
+                let d = match &p.ab {
+                    None => ProbeDrive::estimate(model, *c, notify, probe_out.clone()),
+                    Some(spec) => ProbeDrive::ab(model, spec.clone(), notify, probe_out.clone())?,
+                };
+                // A candidate the kernel lacks would fail mid-transfer: refuse now.
+                let ccas = match &p.ab {
+                    Some(spec) => spec
+                        .candidates
+                        .iter()
+                        .map(|c| CcaName::new(c))
+                        .collect::<Result<Vec<_>>>()?,
+                    None => vec![*c],
+                };
+                opsel::sys::linux::ops_driver::check_ccas_available(&ccas)?;
+                Box::new(d)
+            }
+        },
         Strategy::Ops(o) => {
             // A prior from the cache: start with the CCA OPS chose toward this
             // prefix last time, and let the first probe end early when it
@@ -577,7 +638,9 @@ pub fn run(
     };
     let r = xfer::send_on(ctl_sock, &xopts, &mut drive, stop, &mut cb);
     drop(cb);
+    drop(drive);
     let r = r?;
+    let probe_report = probe_out.borrow_mut().take();
     // What OPS decided toward this prefix, for the next transfer there.
     if let (Some(c), Some(path), Some(d)) = (cache.as_mut(), &opts.decision_cache, decided) {
         c.record(opts.to.ip(), d)?;
@@ -595,11 +658,11 @@ pub fn run(
             "next_offset": r.offset + r.driver.bytes_sent, "confirmed": true,
             "complete": r.complete, "hash": r.hash, "digest": r.digest,
             "file_identical": r.file_identical, "file_size": r.file_size,
-            "end": r.driver.end, "stats": r.driver.stats});
+            "end": r.driver.end, "stats": r.driver.stats, "fastprob": probe_report});
         let _ = writeln!(w, "{v}");
         let _ = w.flush();
     }
-    Ok(r)
+    Ok((r, probe_report))
 }
 
 #[cfg(test)]

@@ -283,6 +283,16 @@ impl AbEvaluator {
         }
     }
 
+    /// The outcome of an evaluation cut short (the transfer ended first):
+    /// the candidates probed so far, `chosen` empty until it is done.
+    pub fn outcome_so_far(&self) -> AbOutcome {
+        let mut o = self.outcome();
+        if !self.done {
+            o.chosen.clear();
+        }
+        o
+    }
+
     /// Feed the throughput of the interval that just ended (bit/s) for the
     /// current candidate.
     pub fn push(&mut self, sample_bps: f64) -> Result<AbAction> {

@@ -16,6 +16,8 @@
 //! - [`retrain`]: the batch-of-30 / 20 % retraining rule (004 §V).
 //! - [`ab`]: fast CCA A/B evaluation on a live socket, the analogue of 004 §VI
 //!   (notes 004 §8 B.2), sans-IO.
+//! - [`start`]: FastProb or the A/B as the first seconds of a transfer
+//!   (`opsel send --fastprob` / `--ab`): prediction, ETA, sans-IO.
 //!
 //! Training lives in Python (`opsel.train_fastprob`, scikit-learn); inference runs
 //! on [`crate::trees`], equal to scikit-learn.
@@ -45,9 +47,11 @@ pub mod eval;
 pub mod metrics;
 pub mod model;
 pub mod retrain;
+pub mod start;
 
 pub use ab::{AbAction, AbEvaluator, AbMethod, AbOutcome, AbSpec, Background, CandidateResult};
 pub use baselines::{ArVariant, Baseline, Denominator};
 pub use metrics::{mape_pct, pct_error, t_avg, Estimate, Summary, TransferLog};
 pub use model::{Decision, FastProbModel, FastProbSpec, Features, Prediction, Prober};
 pub use retrain::{BatchVerdict, RetrainMonitor, RetrainPolicy};
+pub use start::{StartAction, StartProbe, StartReport, StartStop};

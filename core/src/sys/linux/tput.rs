@@ -160,6 +160,27 @@ impl<F: AsFd> ThroughputSampler<F> {
             }
         }
     }
+
+    /// Monotonic time of the next grid point (ns): the deadline of an event
+    /// loop that calls [`ThroughputSampler::poll`] instead of sleeping here.
+    pub fn due_ns(&self) -> u64 {
+        self.next_ns
+    }
+
+    /// The non-blocking form of [`ThroughputSampler::wait_next`] for a loop
+    /// that also moves bytes (`opsel send`'s pump): `None` before the next
+    /// grid point; at or after it, the sample, and the grid moves past `now_ns`
+    /// (missed points are skipped as in `wait_next`).
+    pub fn poll(&mut self, now_ns: u64) -> Result<Option<ThroughputSample>> {
+        if now_ns < self.next_ns {
+            return Ok(None);
+        }
+        let missed = (now_ns - self.next_ns) / self.interval_ns + 1;
+        self.next_ns = self
+            .next_ns
+            .saturating_add(missed.saturating_mul(self.interval_ns));
+        self.sample_now()
+    }
 }
 
 #[cfg(test)]

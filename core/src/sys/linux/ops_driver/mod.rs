@@ -44,7 +44,10 @@ pub use ccas::check_ccas_available;
 pub use config::DriverConfig;
 pub use driver::OpsDriver;
 pub use events::{DriverEvent, DriverReport, EndReason};
-pub use fixed::{send_fixed, send_fixed_source, send_follower_source};
+pub use fixed::{
+    send_fixed, send_fixed_source, send_follower_source, send_sampled_source, SampleAction,
+    Sampling,
+};
 pub use pump::{FileSource, Source};
 pub use rtt_source::RttSource;
 
