@@ -150,7 +150,9 @@ pub fn send_file(
         let spec: SendSpec = core_value_or_default(spec, "send spec")?;
         dup(fd)?;
         let stop = stop_on_abort(&env, signal)?;
-        Ok(AsyncTask::new(Transfer(Some(Job::Send(fd, path, spec, stop)))))
+        Ok(AsyncTask::new(Transfer(Some(Job::Send(
+            fd, path, spec, stop,
+        )))))
     })
 }
 
