@@ -3,7 +3,7 @@
 # delay, a 5 s run each; bbr needs root, reno is used otherwise. And the OPS
 # send_file examples (examples/python/send_file_ops.py,
 # examples/node/send_file_ops.js; examples/c/send_ops.c runs in test-c): a
-# file over loopback with a 3 s silent probe, one decision. The C test and
+# file over loopback with a silent probe of 3 samples, one decision. The C test and
 # example run in test-c (examples/c: test_ops_driver, ops_driver), the pytest
 # file bindings/python/tests/test_ops_driver.py in test-python and the
 # node:test file bindings/node/test/ops_driver.test.js in test-node.

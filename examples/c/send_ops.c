@@ -12,7 +12,7 @@
  *
  *   ./send_ops tests/fixtures/ops_send_silent.model.json S3
  *
- * (a tiny model whose probe is 3 s of silence: one decision, then the file).
+ * (a tiny model whose probe is 3 silent RTT samples: one decision, then the file).
  * Without arguments it uses the shipped passive model ("default"). */
 #include <opsel.h>
 

@@ -12,7 +12,7 @@
 //
 //   node examples/node/send_file_ops.js tests/fixtures/ops_send_silent.model.json S3
 //
-// (a tiny model whose probe is 3 s of silence: one decision, then the file).
+// (a tiny model whose probe is 3 silent RTT samples: one decision, then the file).
 // Without arguments it uses the shipped passive model ("default"), whose
 // first decision needs a 40 s window: on loopback the file is sent before.
 'use strict'

@@ -11,7 +11,7 @@
    on_event callback saw.
 
 Run: python examples/python/send_file_ops.py tests/fixtures/ops_send_silent.model.json S3
-(a tiny model whose probe is 3 s of silence: one decision, then the file).
+(a tiny model whose probe is 3 silent RTT samples: one decision, then the file).
 Without arguments it uses the shipped passive model ("default"), whose first
 decision needs a 40 s window: on loopback the file is sent before that.
 """

@@ -177,7 +177,7 @@ fn a_reader_is_sent_and_a_short_one_leaves_a_verified_prefix() {
     assert!(e.contains("reader"), "{e}");
 }
 
-/// The shared fixture model of the OPS send tests: a silent 3 s probe
+/// The shared fixture model of the OPS send tests: a silent probe of 3 samples
 /// (tests/fixtures/README.md, `ops_send_silent.model.json`).
 fn silent_model() -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -186,8 +186,8 @@ fn silent_model() -> String {
         .to_string()
 }
 
-/// `send_file` with an `ops` section: the controller probes (a silent 3 s
-/// probe, RTT by UDP echo to the receiver's port), decides by the table
+/// `send_file` with an `ops` section: the controller probes (a silent probe
+/// of 3 samples, RTT by UDP echo to the receiver's port), decides by the table
 /// policy, switches the live connection and sends the file byte-identically;
 /// the report lists the decision and the CCAs used.
 #[test]

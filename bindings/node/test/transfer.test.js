@@ -72,7 +72,7 @@ test('a bad spec or descriptor is refused with a code', async () => {
   l.h.close()
 })
 
-// The shared model of the OPS send tests: a silent 3 s probe, so the decision
+// The shared model of the OPS send tests: a silent probe of 3 samples, so the decision
 // comes before any byte moves however fast loopback is (tests/fixtures/README.md).
 const SILENT = path.join(__dirname, '..', '..', '..', 'tests', 'fixtures', 'ops_send_silent.model.json')
 const OPS = { model: SILENT, pattern: 'S3', steadyS: 0, leadIn: false, policy: '*=reno' }

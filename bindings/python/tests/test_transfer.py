@@ -91,7 +91,7 @@ def test_a_bad_spec_raises_before_anything_is_sent(tmp_path):
     lst.close()
 
 
-# The shared model of the OPS send tests: a silent 3 s probe, so the decision
+# The shared model of the OPS send tests: a silent probe of 3 samples, so the decision
 # comes before any byte moves however fast loopback is (tests/fixtures/README.md).
 SILENT = str(pathlib.Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "ops_send_silent.model.json")
 OPS = {"model": SILENT, "pattern": "S3", "steady_s": 0, "lead_in": False, "policy": "*=reno"}

@@ -212,8 +212,10 @@ pub struct SendArgs {
     /// segment each. One CCA decision for all: every CCA the first stream
     /// is switched to (--cca, or OPS's probe segments and decisions) is set
     /// on every stream, and an active pattern's silences pause every stream.
-    /// Not with --time or DPS alone. A failed stream fails the transfer;
-    /// --resume continues after the contiguous prefix the receiver kept.
+    /// Not with DPS alone. With --time every stream stops at T and the
+    /// receiver keeps the contiguous prefix (segment 0 up to the first
+    /// segment not sent whole); a failed stream fails the transfer; --resume
+    /// continues after the contiguous prefix the receiver kept.
     #[arg(long, default_value_t = 1)]
     streams: u16,
     /// Whole-transfer check: xxh3 (XXH3-128: detects accidental corruption,
