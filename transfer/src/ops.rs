@@ -62,7 +62,7 @@ impl RttVia {
             // TCP_INFO readings need ACKs: an active pattern's silences would be lost samples.
             "tcp-info" | "tcp_info" if passive => Ok(RttVia::TcpInfo),
             "tcp-info" | "tcp_info" => Err(Error::invalid(
-                "rtt tcp-info needs passive probing: the data socket's RTT is only fresh while it sends, and an active pattern has silences",
+                "rtt tcp-info needs passive probing (`--pattern passive`; no pattern in a send spec): the data socket's RTT is only fresh while it sends, and an active pattern has silences",
             )),
             other => Err(Error::invalid(format!(
                 "rtt {other:?}: use udp (the receiver's echo responder), icmp or tcp-info (the data socket's own RTT)"

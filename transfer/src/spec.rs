@@ -109,7 +109,7 @@ impl SendSpec {
                 .resolve()
                 .and_then(|o| OpsDrive::new(o, None))
                 .map(|d| SpecDrive::Ops(Box::new(d)))
-                .map_err(|e| in_ops(e)),
+                .map_err(in_ops),
         }
     }
 }

@@ -25,7 +25,7 @@ use opsel_transfer::{RecvSpec, SendSpec};
 type R<T> = napi::Result<T, Code>;
 
 enum Job {
-    Send(i32, String, SendSpec, Arc<AtomicBool>),
+    Send(i32, String, Box<SendSpec>, Arc<AtomicBool>),
     Recv(i32, String, RecvSpec),
 }
 
@@ -151,7 +151,10 @@ pub fn send_file(
         dup(fd)?;
         let stop = stop_on_abort(&env, signal)?;
         Ok(AsyncTask::new(Transfer(Some(Job::Send(
-            fd, path, spec, stop,
+            fd,
+            path,
+            Box::new(spec),
+            stop,
         )))))
     })
 }

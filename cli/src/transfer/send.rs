@@ -354,9 +354,7 @@ pub fn run(
             _ => {}
         }
     };
-    let r = xfer::send_on(ctl_sock, &xopts, &mut drive, stop, &mut cb);
-    drop(cb);
-    let r = r?;
+    let r = xfer::send_on(ctl_sock, &xopts, &mut drive, stop, &mut cb)?;
     // What OPS decided toward this prefix, for the next transfer there.
     if let (Some(c), Some(path), Some(d)) = (cache.as_mut(), &opts.decision_cache, decided) {
         c.record(opts.to.ip(), d)?;
