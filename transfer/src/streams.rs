@@ -364,12 +364,12 @@ mod tests {
 
     #[test]
     fn the_contiguous_prefix_stops_at_the_first_short_segment() {
-        // 10 bytes from 0 over 3 streams: segments [0, 4), [4, 7), [7, 10).
-        assert_eq!(proto::stripe(0, 10, 3, 1), (4, 7));
-        assert_eq!(contiguous_sent(0, 10, &[4, 3, 3]), 10);
-        assert_eq!(contiguous_sent(0, 10, &[4, 1, 3]), 5);
-        assert_eq!(contiguous_sent(0, 10, &[2, 3, 3]), 2);
-        assert_eq!(contiguous_sent(0, 10, &[0, 3, 3]), 0);
+        // 10 bytes from 0 over 3 streams: segments [0, 4), [4, 8), [8, 10).
+        assert_eq!(proto::stripe(0, 10, 3, 1), (4, 8));
+        assert_eq!(contiguous_sent(0, 10, &[4, 4, 2]), 10);
+        assert_eq!(contiguous_sent(0, 10, &[4, 1, 2]), 5);
+        assert_eq!(contiguous_sent(0, 10, &[2, 4, 2]), 2);
+        assert_eq!(contiguous_sent(0, 10, &[0, 4, 2]), 0);
         // From a resume offset, the prefix counts from there.
         let (a, b) = proto::stripe(100, 110, 2, 0);
         assert_eq!(contiguous_sent(100, 110, &[b - a, 2]), b - a + 2);
