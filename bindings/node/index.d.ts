@@ -654,9 +654,15 @@ export interface Burst {
  * Send the file at `path` over `fd` (a connected TCP socket) to an opsel
  * receiver; resolves to the report once the receiver confirmed every byte
  * and its digest. `spec`: `{cca, hash: "xxh3"|"blake3", offset, resume,
- * name, streams, timeS, intervalS, key}`, every field optional.
+ * name, streams, timeS, intervalS, key, ops}`, every field optional; `ops`
+ * (`{model, pattern, steadyS, initialCca, gate, gateThreshold, rtt, leadIn,
+ * adaptive, earlyExit, earlyConfidence, cycles, extendBelow, jitter, seed,
+ * policy, dps}`, `{}` for every default) lets OPS choose the CCA, and the
+ * report's `ops` lists the decisions and the CCAs used. `signal`: an
+ * `AbortSignal`; aborting it ends the sending early (the report's
+ * `driver.end` is "stopped", the receiver keeps a verified prefix).
  */
-export declare function sendFile(fd: number, path: string, spec?: Record<string, any> | string): Promise<Record<string, any>>
+export declare function sendFile(fd: number, path: string, spec?: Record<string, any> | string | null, signal?: AbortSignal): Promise<Record<string, any>>
 /**
  * Receive one transfer into `path` on `fd` (a listening TCP socket; the
  * sender's control and data connections arrive there); resolves to the

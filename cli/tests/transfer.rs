@@ -437,7 +437,7 @@ fn tcp_info_rtt_needs_passive_probing() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("--rtt tcp-info needs --pattern passive"),
+        err.contains("tcp-info needs passive probing") && err.contains("--pattern passive"),
         "{err}"
     );
 }

@@ -955,16 +955,21 @@ fn striped_transfers_and_a_dead_stream_then_resume() {
     );
 }
 
-/// `--streams N --time T` is refused before connecting: stopping N
-/// contiguous segments at a time limit leaves gaps that a resume by offset
-/// cannot continue (docs/results/datapath.md, "Parallel streams").
+/// `--streams N --time T`: every stream stops at T, the sender confirms the
+/// contiguous prefix (segment 0 up to the first segment not sent whole) and
+/// the receiver keeps exactly that as its verified part file; `--resume`
+/// (with another stream count) then completes the file byte-identically.
 #[test]
-fn striped_sends_refuse_a_time_limit() {
+fn striped_send_stopped_at_time_keeps_the_contiguous_prefix() {
     let d = TempDir::new("streams-time");
     let src = d.0.join("src.bin");
-    write_file(&src, 1000, 5);
-    // Nobody listens there: the refusal must come first.
+    // 64 MiB over 4 streams, stopped after 1 ms: each stream sends at most a
+    // few MiB of its 16 MiB segment (loopback moves a few GB/s).
+    let data = write_file(&src, 64 << 20, 5);
+    let dst = d.0.join("dst.bin");
+    let part = d.0.join(".dst.bin.opsel-part");
     let addr = format!("127.0.0.1:{}", free_port());
+    let rx = fast_recv(&addr, &dst, &["--idle-timeout", "10"], None);
     let tx = spawn(
         &[
             "send",
@@ -975,19 +980,50 @@ fn striped_sends_refuse_a_time_limit() {
             "--cca",
             "cubic",
             "--streams",
-            "2",
+            "4",
             "--time",
-            "1",
+            "0.001",
         ],
         None,
     );
-    let (ok, out) = tx.finish(Duration::from_secs(30), "send");
-    assert!(!ok, "{out}");
+    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(60), "send");
+    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(60), "recv");
+    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    assert!(out_tx.contains("stopped at byte"), "{out_tx}");
+    assert!(out_rx.contains("verified prefix"), "{out_rx}");
+    assert!(!dst.exists(), "a prefix is not renamed into place");
+    let kept = std::fs::read(&part).unwrap();
+    assert!(kept.len() < data.len(), "{}", kept.len());
     assert!(
-        out.contains("--time") && out.contains("use one stream"),
-        "{out}"
+        kept == data[..kept.len()],
+        "the part file is the file's prefix"
     );
-    assert!(!out.contains("connect"), "refused after connecting: {out}");
+    assert!(
+        out_tx.contains(&format!("stopped at byte {} ", kept.len())),
+        "the sender names the kept prefix: {out_tx}"
+    );
+    // Resume over 3 streams from the kept prefix.
+    let rx = fast_recv(&addr, &dst, &["--idle-timeout", "10"], None);
+    let tx = spawn(
+        &[
+            "send",
+            "--to",
+            &addr,
+            "--file",
+            &s(&src),
+            "--cca",
+            "cubic",
+            "--streams",
+            "3",
+            "--resume",
+        ],
+        None,
+    );
+    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(60), "send");
+    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(60), "recv");
+    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    assert!(out_tx.contains("byte-identical"), "{out_tx}");
+    assert!(std::fs::read(&dst).unwrap() == data);
 }
 
 /// A digest as protocol v4 writes it: XXH3-128 in its canonical form

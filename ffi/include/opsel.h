@@ -545,6 +545,13 @@ typedef struct opsel_rate_adapter opsel_rate_adapter;
 typedef struct opsel_rtt_prober opsel_rtt_prober;
 
 /**
+ * A stop flag for `opsel_transfer_send_fd()` (opaque; an atomic flag).
+ * Thread-safety: `opsel_stop_set()` and `opsel_stop_is_set()` may be called
+ * from any thread while a send reads it; free it only after that send returned.
+ */
+typedef struct opsel_stop opsel_stop;
+
+/**
  * Polls `TCP_INFO` of one socket and yields per-interval throughput and RTT.
  * Opaque: `opsel_tcp_sampler_new()` / `opsel_tcp_sampler_free()`.
  * One thread at a time.
@@ -2811,15 +2818,46 @@ opsel_status opsel_udp_echo_responder_stop(opsel_udp_echo_responder *responder,
 void opsel_udp_echo_responder_free(opsel_udp_echo_responder *responder);
 
 /**
+ * Make a stop flag (not set) into `*out`; release it with `opsel_stop_free()`.
+ * Errors: NULL_POINTER (`out`).
+ */
+opsel_status opsel_stop_new(opsel_stop **out);
+
+/**
+ * Raise the flag: a send reading it ends early (within one chunk), and
+ * the receiver keeps the bytes sent as a verified prefix. Stays raised.
+ * Errors: NULL_POINTER.
+ */
+opsel_status opsel_stop_set(const opsel_stop *stop);
+
+/**
+ * Whether the flag is raised (false for NULL).
+ */
+bool opsel_stop_is_set(const opsel_stop *stop);
+
+/**
+ * Release a stop flag (NULL ignored); not while a send still reads it.
+ */
+void opsel_stop_free(opsel_stop *stop);
+
+/**
  * Send the file at `path` over `fd`, a connected TCP socket to an opsel
  * receiver (`opsel recv`, `opsel serve`, `opsel_transfer_recv_fd()`), and
  * block until the receiver confirmed every byte and its digest. Data
  * connections go to the address `fd` is connected to. `spec_json`: the
  * send spec, e.g. `{"hash":"blake3","cca":"cubic"}` (fields cca, hash,
- * offset, resume, name, streams, time_s, interval_s, key; NULL = defaults:
- * CUBIC, XXH3-128 or keyed BLAKE3 with a key). On success `*report_json`
- * (if `report_json` is not NULL) receives the report as JSON, released with
- * `opsel_string_free()`; on failure it is set to NULL.
+ * offset, resume, name, streams, time_s, interval_s, key, ops; NULL =
+ * defaults: CUBIC, XXH3-128 or keyed BLAKE3 with a key). `ops` lets OPS
+ * choose the CCA on the live connection, e.g. `{"ops":{}}` (passive probing
+ * with the shipped passive model) or `{"ops":{"pattern":"S5-C5-S5-B5",
+ * "steady_s":100,"gate":"default"}}`; the report's `ops` then lists the
+ * decisions and the CCAs used. `stop`: NULL, or a flag from
+ * `opsel_stop_new()` that another thread may raise with `opsel_stop_set()`
+ * to end the sending early (the report's `driver.end` is then "stopped",
+ * `complete` false, and the receiver keeps the bytes sent as a verified
+ * prefix). On success `*report_json` (if `report_json` is not NULL)
+ * receives the report as JSON, released with `opsel_string_free()`; on
+ * failure it is set to NULL.
  * Errors: INVALID_INPUT (a bad spec or descriptor, the transfer refused or
  * not confirmed), IO (the file, the connection), NULL_POINTER (`path`).
  * Thread-safety: any thread; blocks for the whole transfer.
@@ -2827,6 +2865,7 @@ void opsel_udp_echo_responder_free(opsel_udp_echo_responder *responder);
 opsel_status opsel_transfer_send_fd(int fd,
                                     const char *path,
                                     const char *spec_json,
+                                    const opsel_stop *stop,
                                     char **report_json);
 
 /**

@@ -90,4 +90,5 @@ handles! {
     crate::sys::opsel_probe_receiver => "receiver",
     crate::sys::opsel_rtt_prober => "prober",
     crate::sys::opsel_udp_echo_responder => "responder",
+    crate::transfer::opsel_stop => "stop",
 }

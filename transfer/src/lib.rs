@@ -21,11 +21,14 @@
 //! sender's file before a resume) and the destination untouched.
 //!
 //! Entry points:
-//! * [`send_file`] / [`recv_file`]: one transfer, fixed CCA, specs as serde
-//!   structs ([`SendSpec`], [`RecvSpec`]) — what the bindings call;
+//! * [`send_file`] / [`recv_file`]: one transfer, specs as serde structs
+//!   ([`SendSpec`], [`RecvSpec`]) — what the bindings call; a fixed CCA, or
+//!   OPS with the spec's `ops` section ([`ops`]: the controller over a model
+//!   found by [`models`]' rule, the RTT prober, live CCA switching, the
+//!   probe gate); a stop flag ends either early with a verified prefix;
 //!   [`send_reader`] sends from any `Read` of a known size;
 //! * [`send::send_on`] with a [`send::Drive`]: any way of pushing the bytes
-//!   (the CLI's OPS and DPS drivers), on a connected control socket;
+//!   ([`ops::OpsDrive`], the CLI's DPS driver), on a connected control socket;
 //!   [`probe::ProbeDrive`] makes the first seconds a FastProb probe or a
 //!   CCA A/B on the data connection (`opsel send --fastprob` / `--ab`);
 //! * [`recv::Receiver`]: a listener serving one transfer or many (`serve`).
@@ -34,6 +37,8 @@
 //! RTT probe (000 §3.2) needs no privilege.
 
 pub mod hashing;
+pub mod models;
+pub mod ops;
 pub mod probe;
 pub mod proto;
 pub mod recv;
@@ -46,6 +51,7 @@ use std::io::Write;
 use opsel::{Error, Result};
 use serde_json::Value;
 
+pub use ops::{OpsReport, OpsSpec};
 pub use proto::{Digest, HashAlgo, Key};
 pub use recv::{Limits, Receiver, RecvOpts, RecvReport, Target};
 pub use send::{Drive, FixedCca, SendOpts, SendReport};

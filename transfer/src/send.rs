@@ -93,6 +93,9 @@ pub struct SendReport {
     pub file_digest: String,
     /// Streams 1..N of a striped transfer (empty with one stream).
     pub streams: Vec<crate::streams::StreamReport>,
+    /// With OPS ([`crate::send_file`] with an `ops` spec): the decisions
+    /// made and the CCAs used; `None` otherwise.
+    pub ops: Option<crate::ops::OpsReport>,
 }
 
 /// How the bytes of stream 0 go onto its data connection.
@@ -190,11 +193,6 @@ pub fn check(opts: &SendOpts, drive: &dyn Drive) -> Result<u64> {
     }
     if n > 1 {
         drive.allows_streams(n)?;
-        if opts.time_s.is_some() {
-            return Err(Error::invalid(
-                "--streams > 1 sends N contiguous segments at once: stopping at --time would leave gaps the receiver cannot keep (a resume continues one contiguous prefix); use one stream with --time",
-            ));
-        }
     }
     Ok(size)
 }
@@ -464,6 +462,9 @@ fn send_impl(
         whole: prefix_state.clone(),
         sent: 0,
     });
+    // A striped send that stops early confirms its contiguous prefix, hashed
+    // again from this state (`streams::hash_range`).
+    let striped_prefix = (n_streams > 1).then(|| prefix_state.clone());
     let (hasher, ahead) = if hashing_reader.is_some() || inline.is_some() {
         (None, None)
     } else if n_streams == 1 {
@@ -543,14 +544,17 @@ fn send_impl(
             .collect();
         (driven, others)
     });
-    // A striped transfer succeeds only with every segment sent whole.
+    // A failed stream fails a striped transfer; streams that stopped early
+    // (the time limit, the stop flag) leave the contiguous prefix
+    // (`streams::contiguous_sent`), which is what the receiver keeps and
+    // what the completion message then covers.
     let mut stream_reports = Vec::with_capacity(others.len());
     let driven = driven.and_then(|mut d| {
-        let mut total = d.bytes_sent;
+        let mut sent = vec![d.bytes_sent];
         for (i, r) in others.into_iter().enumerate() {
             let (r, intervals) =
                 r.map_err(|e| Error::invalid(format!("data stream {}: {e}", i + 1)))?;
-            total += r.bytes_sent;
+            sent.push(r.bytes_sent);
             stream_reports.push(crate::streams::StreamReport {
                 stream: i as u16 + 1,
                 bytes_sent: r.bytes_sent,
@@ -558,13 +562,9 @@ fn send_impl(
                 intervals,
             });
         }
-        if n_streams > 1 && total != size - offset {
-            return Err(Error::invalid(format!(
-                "stopped after {total} of {} bytes over {n_streams} streams",
-                size - offset
-            )));
+        if n_streams > 1 {
+            d.bytes_sent = crate::streams::contiguous_sent(offset, size, &sent);
         }
-        d.bytes_sent = total;
         Ok(d)
     });
     let driver = match driven {
@@ -595,9 +595,16 @@ fn send_impl(
     let (hashed, range_sha, file_sha) = match (hasher, ahead, hashing_reader) {
         _ if inline.is_some() => inline.take().map(|h| h.finish(offset)).expect("inline"),
         (Some(h), _, _) => h.finish(end)?,
-        (None, Some(h), _) => h
-            .join()
-            .unwrap_or_else(|_| Err(Error::invalid("the hashing thread failed")))?,
+        (None, Some(h), _) => {
+            let ahead = h
+                .join()
+                .unwrap_or_else(|_| Err(Error::invalid("the hashing thread failed")))?;
+            match striped_prefix {
+                // Stopped early: the digests of the contiguous prefix only.
+                Some(p) if end < size => crate::streams::hash_range(path, offset, end, p, hash)?,
+                _ => ahead,
+            }
+        }
         // From a reader the offset is 0: the range is the whole file.
         (None, None, Some(r)) => (r.read, r.hash.finalize(), r.hash.finalize()),
         (None, None, None) => unreachable!("one of the hashers runs"),
@@ -649,5 +656,6 @@ fn send_impl(
         digest: sha,
         file_digest: file_sha.hex(),
         streams: stream_reports,
+        ops: None,
     })
 }

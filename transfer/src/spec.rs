@@ -15,9 +15,10 @@ use opsel::sys::linux::ops_driver::DriverEvent;
 use opsel::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::ops::{OpsDrive, OpsLog, OpsSpec};
 use crate::proto::{HashAlgo, Key};
 use crate::recv::{Limits, Receiver, RecvOpts, RecvReport, Target};
-use crate::send::{send_on, FixedCca, SendOpts, SendReport};
+use crate::send::{send_on, Drive, FixedCca, SendOpts, SendReport};
 
 /// How to send one file. Every field may be left out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -42,6 +43,15 @@ pub struct SendSpec {
     /// Pre-shared key text (at least 16 bytes once surrounding whitespace
     /// is removed); both sides prove they hold it.
     pub key: Option<String>,
+    /// OPS chooses the CCA on the live connection (excludes `cca`); `{}`
+    /// for every default (passive probing, the shipped passive model).
+    pub ops: Option<OpsSpec>,
+}
+
+/// The drive a send spec asks for.
+enum SpecDrive {
+    Fixed(FixedCca),
+    Ops(Box<OpsDrive>),
 }
 
 impl SendSpec {
@@ -64,6 +74,11 @@ impl SendSpec {
                 )));
             }
         }
+        if let (Some(c), Some(_)) = (&self.cca, &self.ops) {
+            return Err(Error::invalid(format!(
+                "send spec: cca {c:?} and ops exclude each other (OPS chooses the CCA; set ops.initial_cca for the one it starts with)"
+            )));
+        }
         let cca = CcaName::new(self.cca.as_deref().unwrap_or("cubic"))?;
         let hash = self
             .hash
@@ -83,6 +98,54 @@ impl SendSpec {
             hash,
         };
         Ok((opts, cca))
+    }
+
+    /// The drive: the fixed CCA, or OPS with its controller built (a bad
+    /// `ops` section fails here, before any connection).
+    fn drive(&self, cca: CcaName) -> Result<SpecDrive> {
+        match &self.ops {
+            None => Ok(SpecDrive::Fixed(FixedCca(cca))),
+            Some(o) => o
+                .resolve()
+                .and_then(|o| OpsDrive::new(o, None))
+                .map(|d| SpecDrive::Ops(Box::new(d)))
+                .map_err(in_ops),
+        }
+    }
+}
+
+/// `e` said of the spec's `ops` section, its kind kept (a missing model
+/// file stays an I/O error, a bad one a model error).
+fn in_ops(e: Error) -> Error {
+    let p = "send spec: ops: ";
+    match e {
+        Error::InvalidInput(m) => Error::InvalidInput(format!("{p}{m}")),
+        Error::InvalidModel(m) => Error::InvalidModel(format!("{p}{m}")),
+        Error::Io { context, source } => Error::Io {
+            context: format!("{p}{context}"),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// Run `send` with the spec's drive; with OPS the report gets its `ops`.
+fn with_drive(
+    drive: SpecDrive,
+    on_event: &mut dyn FnMut(&DriverEvent),
+    send: impl FnOnce(&mut dyn Drive, &mut dyn FnMut(&DriverEvent)) -> Result<SendReport>,
+) -> Result<SendReport> {
+    match drive {
+        SpecDrive::Fixed(mut f) => send(&mut f, on_event),
+        SpecDrive::Ops(mut d) => {
+            let mut log = OpsLog::new(d.classes().to_vec());
+            let mut r = send(&mut *d, &mut |e| {
+                log.event(e);
+                on_event(e)
+            })?;
+            r.ops = Some(log.into_report());
+            Ok(r)
+        }
     }
 }
 
@@ -162,9 +225,13 @@ fn key(k: &Option<String>) -> Result<Option<Key>> {
 }
 
 /// Send `path` over `ctl`, a TCP connection to a receiver ([`recv_file`],
-/// `opsel recv`, `opsel serve`), with the spec's fixed CCA; returns once the
-/// receiver confirmed every byte and its digest. Data connections go to the
-/// same address as `ctl`. `on_event` sees every interval and CCA event.
+/// `opsel recv`, `opsel serve`), with the spec's fixed CCA or OPS; returns
+/// once the receiver confirmed every byte and its digest. Data connections
+/// go to the same address as `ctl`. `on_event` sees every interval, CCA and
+/// OPS event. Raising `stop` (from any thread) ends the sending early: the
+/// bytes sent are then confirmed as a verified prefix the receiver keeps for
+/// a resume, and the report says so (`complete` false, `driver.end`
+/// "stopped"); the same holds at `time_s`.
 pub fn send_file(
     ctl: TcpStream,
     path: &Path,
@@ -173,7 +240,9 @@ pub fn send_file(
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<SendReport> {
     let (opts, cca) = spec.to_opts(path)?;
-    send_on(ctl, &opts, &mut FixedCca(cca), stop, on_event)
+    with_drive(spec.drive(cca)?, on_event, |d, ev| {
+        send_on(ctl, &opts, d, stop, ev)
+    })
 }
 
 /// [`send_file`] from a reader of `size` bytes instead of a file
@@ -188,7 +257,9 @@ pub fn send_reader(
     on_event: &mut dyn FnMut(&DriverEvent),
 ) -> Result<SendReport> {
     let (opts, cca) = spec.to_opts(Path::new(""))?;
-    crate::send::send_reader_on(ctl, reader, size, &opts, &mut FixedCca(cca), stop, on_event)
+    with_drive(spec.drive(cca)?, on_event, |d, ev| {
+        crate::send::send_reader_on(ctl, reader, size, &opts, d, stop, ev)
+    })
 }
 
 /// Receive one transfer into `path` on `listener` (bound by the caller; the
@@ -250,6 +321,32 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("at least 16"));
+
+        // An ops section: every default, or checked fields; not with cca.
+        let s = SendSpec::from_json(r#"{"ops":{}}"#).unwrap();
+        assert_eq!(s.ops, Some(OpsSpec::default()));
+        let (_, cca) = s.to_opts(Path::new("f")).unwrap();
+        assert!(matches!(s.drive(cca), Ok(SpecDrive::Ops(_))));
+        let s = SendSpec::from_json(r#"{"ops":{"pattern":"S5-C5-S5-B5","steady_s":0}}"#).unwrap();
+        let (_, cca) = s.to_opts(Path::new("f")).unwrap();
+        assert!(s.drive(cca).is_ok());
+        let s = SendSpec::from_json(r#"{"cca":"bbr","ops":{}}"#).unwrap();
+        let e = s.to_opts(Path::new("f")).unwrap_err().to_string();
+        assert!(e.contains("exclude"), "{e}");
+        let e = SendSpec::from_json(r#"{"ops":{"steady":5}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("steady"), "{e}");
+        let s = SendSpec::from_json(r#"{"ops":{"model":"/no/such/model.json"}}"#).unwrap();
+        let e = match s.drive(CcaName::CUBIC) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a missing model was accepted"),
+        };
+        assert!(
+            e.starts_with("invalid input: send spec: ops: model")
+                && e.contains("/no/such/model.json"),
+            "{e}"
+        );
 
         let r = RecvSpec::from_json(r#"{"idle_s":2.5,"force":true}"#).unwrap();
         let o = r

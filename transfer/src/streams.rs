@@ -11,7 +11,11 @@
 //!   its own thread from the page cache while the data goes out.
 //! * Receiver: one thread per connection writes its segment with `pwrite`;
 //!   the calling thread hashes the contiguous written prefix in file order,
-//!   reading it back from the part file. When a stream fails, every
+//!   reading it back from the part file. A stream that ends short (the
+//!   sender stopped at `--time` or on its stop flag) is not a failure: the
+//!   part file is cut to the contiguous prefix, and the sender's completion
+//!   message, which covers exactly that prefix, verifies it (a resume then
+//!   continues after it; bytes sent past it are sent again). When a stream fails, every
 //!   connection is shut down, the part file is cut back to that prefix
 //!   (hashed, so a resume continues from it) and the error names the stream.
 
@@ -63,6 +67,9 @@ pub(super) fn receive(
     let finished = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let first_err: Mutex<Option<String>> = Mutex::new(None);
+    // The first stream that ended short: named in the error if the transfer
+    // then fails (a sender that died, not one that stopped).
+    let first_short: Mutex<Option<String>> = Mutex::new(None);
     let closers: Vec<TcpStream> = conns.iter().filter_map(|c| c.try_clone().ok()).collect();
     let back = match File::open(part) {
         Ok(f) => f,
@@ -82,6 +89,7 @@ pub(super) fn receive(
             for (i, mut c) in conns.into_iter().enumerate() {
                 let (a, b) = segs[i];
                 let (file, progress, finished, fail_all) = (&file, &progress, &finished, &fail_all);
+                let first_short = &first_short;
                 sc.spawn(move || {
                     let r = (|| -> std::result::Result<(), String> {
                         c.set_read_timeout(Some(idle))
@@ -90,11 +98,20 @@ pub(super) fn receive(
                         let (want, mut got) = (b - a, 0u64);
                         loop {
                             let k = match c.read(&mut buf) {
-                                Ok(0) if got == want => return Ok(()),
+                                // A stream may end short: the sender stopped
+                                // (`--time`, a stop flag). The contiguous
+                                // prefix is what the completion message then
+                                // covers; without one the transfer fails.
                                 Ok(0) => {
-                                    return Err(format!(
-                                        "data stream {i} ended after {got} of its {want} bytes"
-                                    ))
+                                    if got < want {
+                                        first_short
+                                            .lock()
+                                            .unwrap_or_else(|e| e.into_inner())
+                                            .get_or_insert(format!(
+                                            "data stream {i} ended after {got} of its {want} bytes"
+                                        ));
+                                    }
+                                    return Ok(());
                                 }
                                 Ok(k) => k,
                                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -167,20 +184,28 @@ pub(super) fn receive(
             }
         });
     match hashed {
-        Ok((pos, whole, range)) if pos == size => {
+        Ok((pos, whole, range)) => {
+            // Streams that ended short (a stopped sender) leave bytes past
+            // the contiguous prefix `pos`: only the prefix is hashed and
+            // kept, and the sender's completion message covers exactly it.
+            if pos < size {
+                if let Err(e) = file.set_len(pos) {
+                    return Err((
+                        file,
+                        pos - offset,
+                        format!("cut {} to {pos} bytes: {e}", part.display()),
+                    ));
+                }
+            }
             let whole = whole.finalize();
             let range = range.map_or(whole, |r| r.finalize());
-            Ok((file, size - offset, range, whole))
-        }
-        Ok((pos, ..)) => {
-            let _ = file.set_len(pos);
-            Err((
-                file,
-                pos - offset,
-                format!("internal: striped receive ended at byte {pos} of {size}"),
-            ))
+            Ok((file, pos - offset, range, whole))
         }
         Err(m) => {
+            let m = match first_short.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                Some(short) => format!("{short}; then {m}"),
+                None => m,
+            };
             // Only the contiguous prefix may remain (a resume checks it).
             let kept = contiguous(&segs, &progress);
             let _ = file.set_len(kept);
@@ -210,26 +235,53 @@ pub(super) fn hash_ahead(
     prefix: Hasher,
     spec: HashSpec,
 ) -> JoinHandle<Result<super::hashing::Digests>> {
-    std::thread::spawn(move || {
-        let mut f = File::open(&path)
-            .map_err(|e| Error::io(format!("open {} to hash it", path.display()), e))?;
-        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(offset))
-            .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
-        let mut whole = prefix;
-        // From offset 0 the range is the whole file: one hash, not two.
-        let mut range = (offset > 0).then(|| spec.hasher());
-        let mut buf = vec![0u8; 256 << 10];
-        let n = {
-            let mut hs: Vec<&mut Hasher> = vec![&mut whole];
-            if let Some(r) = range.as_mut() {
-                hs.push(r);
-            }
-            super::hashing::hash_from(&mut f, &path, size - offset, &mut buf, &mut hs)?
-        };
-        let whole = whole.finalize();
-        let range = range.map_or(whole, |r| r.finalize());
-        Ok((offset + n, range, whole))
-    })
+    std::thread::spawn(move || hash_range(&path, offset, size, prefix, spec))
+}
+
+/// The digests of `[offset, end)` of `path` (range, and whole file continuing
+/// `prefix`): what [`hash_ahead`] computes, and the contiguous prefix of a
+/// striped send that stopped early.
+pub(super) fn hash_range(
+    path: &Path,
+    offset: u64,
+    end: u64,
+    prefix: Hasher,
+    spec: HashSpec,
+) -> Result<super::hashing::Digests> {
+    let mut f = File::open(path)
+        .map_err(|e| Error::io(format!("open {} to hash it", path.display()), e))?;
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(offset))
+        .map_err(|e| Error::io(format!("seek {} to {offset}", path.display()), e))?;
+    let mut whole = prefix;
+    // From offset 0 the range is the whole file: one hash, not two.
+    let mut range = (offset > 0).then(|| spec.hasher());
+    let mut buf = vec![0u8; 256 << 10];
+    let n = {
+        let mut hs: Vec<&mut Hasher> = vec![&mut whole];
+        if let Some(r) = range.as_mut() {
+            hs.push(r);
+        }
+        super::hashing::hash_from(&mut f, path, end - offset, &mut buf, &mut hs)?
+    };
+    let whole = whole.finalize();
+    let range = range.map_or(whole, |r| r.finalize());
+    Ok((offset + n, range, whole))
+}
+
+/// The contiguous prefix of a striped range: the bytes from the start of
+/// segment 0 up to the first segment that was not sent whole (`sent[i]`
+/// bytes of segment `i`). What a receiver keeps of a stopped striped send.
+pub fn contiguous_sent(offset: u64, size: u64, sent: &[u64]) -> u64 {
+    let n = sent.len() as u16;
+    let mut total = 0;
+    for (i, &s) in sent.iter().enumerate() {
+        let (a, b) = proto::stripe(offset, size, n, i as u16);
+        total += s.min(b - a);
+        if s < b - a {
+            break;
+        }
+    }
+    total
 }
 
 /// What one of streams 1..N of a striped send did.
@@ -303,5 +355,23 @@ pub(super) fn follow_cca(conns: &[TcpStream], e: &DriverEvent, sets: &mut [u64])
                 *n += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_contiguous_prefix_stops_at_the_first_short_segment() {
+        // 10 bytes from 0 over 3 streams: segments [0, 4), [4, 8), [8, 10).
+        assert_eq!(proto::stripe(0, 10, 3, 1), (4, 8));
+        assert_eq!(contiguous_sent(0, 10, &[4, 4, 2]), 10);
+        assert_eq!(contiguous_sent(0, 10, &[4, 1, 2]), 5);
+        assert_eq!(contiguous_sent(0, 10, &[2, 4, 2]), 2);
+        assert_eq!(contiguous_sent(0, 10, &[0, 4, 2]), 0);
+        // From a resume offset, the prefix counts from there.
+        let (a, b) = proto::stripe(100, 110, 2, 0);
+        assert_eq!(contiguous_sent(100, 110, &[b - a, 2]), b - a + 2);
     }
 }

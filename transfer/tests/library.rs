@@ -176,3 +176,185 @@ fn a_reader_is_sent_and_a_short_one_leaves_a_verified_prefix() {
     .to_string();
     assert!(e.contains("reader"), "{e}");
 }
+
+/// The shared fixture model of the OPS send tests: a silent probe of 3 samples
+/// (tests/fixtures/README.md, `ops_send_silent.model.json`).
+fn silent_model() -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/ops_send_silent.model.json")
+        .display()
+        .to_string()
+}
+
+/// `send_file` with an `ops` section: the controller probes (a silent probe
+/// of 3 samples, RTT by UDP echo to the receiver's port), decides by the table
+/// policy, switches the live connection and sends the file byte-identically;
+/// the report lists the decision and the CCAs used.
+#[test]
+fn an_ops_send_decides_switches_and_moves_the_file() {
+    let d = TempDir::new("ops");
+    let src = d.0.join("src.bin");
+    let bytes = data(5_000_011);
+    std::fs::write(&src, &bytes).unwrap();
+    let dst = d.0.join("dst.bin");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let out = dst.clone();
+    let rx = std::thread::spawn(move || {
+        let spec = RecvSpec::from_json(r#"{"idle_s": 20, "accept_timeout_s": 30}"#).unwrap();
+        recv_file(listener, &out, &spec)
+    });
+    let spec = SendSpec::from_json(&format!(
+        r#"{{"ops": {{"model": "{}", "pattern": "S3", "steady_s": 0, "lead_in": false, "policy": "*=reno"}}}}"#,
+        silent_model()
+    ))
+    .unwrap();
+    let mut selected = 0;
+    let sent = send_file(
+        TcpStream::connect(addr).unwrap(),
+        &src,
+        &spec,
+        &AtomicBool::new(false),
+        &mut |e| {
+            if let opsel::sys::linux::ops_driver::DriverEvent::Ops(opsel::ops::Event::Selected {
+                ..
+            }) = e
+            {
+                selected += 1
+            }
+        },
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    assert_eq!(std::fs::read(&dst).unwrap(), bytes);
+    assert!(
+        sent.complete && sent.file_identical && got.verified,
+        "{sent:?}"
+    );
+    let ops = sent.ops.as_ref().expect("an OPS report");
+    assert_eq!(ops.decisions.len(), 1, "{ops:?}");
+    assert_eq!(ops.decisions[0].cca, "reno");
+    assert_eq!(ops.decisions[0].samples, 3);
+    assert_eq!(ops.ccas, vec!["cubic", "reno"]);
+    assert_eq!((sent.driver.stats.decisions, selected), (1, 1));
+    // The JSON form the bindings return carries the same.
+    let v = serde_json::to_value(&sent).unwrap();
+    assert_eq!(v["ops"]["decisions"][0]["cca"], "reno", "{v}");
+}
+
+/// The stop flag, raised from another thread once the receiver holds data,
+/// ends the transfer early: the bytes sent are confirmed and kept as the
+/// verified prefix of the part file, and a resume completes the file.
+#[test]
+fn a_stop_from_another_thread_keeps_a_verified_prefix() {
+    use std::sync::atomic::Ordering;
+    let d = TempDir::new("stop");
+    let src = d.0.join("src.bin");
+    // Large enough that the transfer is still running when the stop comes
+    // (the watcher reacts within a few ms; loopback moves a few GB/s).
+    let block = data(1 << 20);
+    let n_blocks = 128;
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&src).unwrap();
+        for _ in 0..n_blocks {
+            f.write_all(&block).unwrap();
+        }
+    }
+    let size = (n_blocks << 20) as u64;
+    let dst = d.0.join("dst.bin");
+    let part = d.0.join(".dst.bin.opsel-part");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let recv = |dst: PathBuf| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let spec = RecvSpec::from_json(r#"{"idle_s": 20, "accept_timeout_s": 30, "append": true}"#)
+            .unwrap();
+        (
+            addr,
+            std::thread::spawn(move || recv_file(listener, &dst, &spec)),
+        )
+    };
+    let (addr, rx) = recv(dst.clone());
+    let watcher = {
+        let (stop, part) = (stop.clone(), part.clone());
+        std::thread::spawn(move || {
+            while std::fs::metadata(&part).map_or(0, |m| m.len()) < 1 << 20 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let sent = send_file(
+        TcpStream::connect(addr).unwrap(),
+        &src,
+        &SendSpec::default(),
+        &stop,
+        &mut |_| {},
+    )
+    .unwrap();
+    watcher.join().unwrap();
+    let got = rx.join().unwrap().unwrap();
+    let n = sent.driver.bytes_sent;
+    assert!(n >= 1 << 20 && n < size, "{n} of {size}");
+    assert_eq!(
+        sent.driver.end,
+        opsel::sys::linux::ops_driver::EndReason::Stopped
+    );
+    assert!(!sent.complete && got.verified && !got.complete, "{got:?}");
+    assert!(!dst.exists());
+    let kept = std::fs::read(&part).unwrap();
+    assert_eq!(kept.len() as u64, n);
+    assert!(
+        kept.chunks(1 << 20).all(|c| c == &block[..c.len()]),
+        "the part file is the file's prefix"
+    );
+    // A resume sends the rest.
+    let (addr, rx) = recv(dst.clone());
+    let spec = SendSpec {
+        resume: true,
+        ..SendSpec::default()
+    };
+    let sent = send_file(
+        TcpStream::connect(addr).unwrap(),
+        &src,
+        &spec,
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap();
+    rx.join().unwrap().unwrap();
+    assert!(sent.complete && sent.file_identical && sent.offset == n);
+    assert_eq!(std::fs::metadata(&dst).unwrap().len(), size);
+}
+
+/// A bad `ops` section is refused before anything is sent, naming the field.
+#[test]
+fn a_bad_ops_spec_is_a_clear_error() {
+    let d = TempDir::new("badops");
+    let src = d.0.join("src.bin");
+    std::fs::write(&src, b"x").unwrap();
+    for (spec, want) in [
+        (r#"{"ops": {"steady_s": -2}}"#, "steady_s"),
+        (r#"{"ops": {"model": "no-such-model"}}"#, "no-such-model"),
+        (r#"{"ops": {"rtt": "pigeon"}}"#, "pigeon"),
+        (r#"{"ops": {}, "cca": "bbr"}"#, "exclude"),
+    ] {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let e = send_file(
+            sock,
+            &src,
+            &SendSpec::from_json(spec).unwrap(),
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(want) && e.contains("send spec"), "{spec}: {e}");
+    }
+    let e = SendSpec::from_json(r#"{"ops": {"patern": "S3"}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("patern"), "{e}");
+}

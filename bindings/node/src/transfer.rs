@@ -5,24 +5,27 @@
 //! would deadlock). Conversions only: the descriptor is duplicated (the
 //! caller's socket stays open and theirs), the spec (camelCase object or JSON
 //! text) goes through the crate's `SendSpec` / `RecvSpec`, the report comes
-//! back in its serde form with camelCase keys.
+//! back in its serde form with camelCase keys. A send takes an optional
+//! `AbortSignal`: aborting it raises the transfer's stop flag (the sending
+//! ends early and the receiver keeps a verified prefix).
 
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::convert::{core_value_or_default, js_form};
 use crate::error::{coded_error_value, guard, invalid, to_js, Code};
 use crate::sys::off_loop;
 use napi::bindgen_prelude::*;
-use napi::JsUnknown;
+use napi::{JsFunction, JsObject, JsUnknown};
 use napi_derive::napi;
 use opsel_transfer::{RecvSpec, SendSpec};
 
 type R<T> = napi::Result<T, Code>;
 
 enum Job {
-    Send(i32, String, SendSpec),
+    Send(i32, String, Box<SendSpec>, Arc<AtomicBool>),
     Recv(i32, String, RecvSpec),
 }
 
@@ -53,9 +56,8 @@ impl Task for Transfer {
                 .take()
                 .ok_or_else(|| invalid("this transfer already ran"))?
             {
-                Job::Send(fd, path, spec) => {
+                Job::Send(fd, path, spec, stop) => {
                     let ctl = TcpStream::from(dup(fd)?);
-                    let stop = AtomicBool::new(false);
                     opsel_transfer::send_file(ctl, path.as_ref(), &spec, &stop, &mut |_| {})
                         .map(|r| js_form(&r))
                 }
@@ -76,20 +78,84 @@ impl Task for Transfer {
     }
 }
 
+/// A stop flag raised when `signal` (an `AbortSignal`) aborts: already
+/// aborted, or on its `abort` event (the listener runs on the event loop
+/// and only stores the flag the transfer thread reads).
+fn stop_on_abort(env: &Env, signal: Option<JsObject>) -> R<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let Some(sig) = signal else {
+        return Ok(stop);
+    };
+    let not_signal = || invalid("signal must be an AbortSignal (new AbortController().signal)");
+    let add: JsFunction = sig
+        .get_named_property::<JsUnknown>("addEventListener")
+        .ok()
+        .filter(|f| matches!(f.get_type(), Ok(napi::ValueType::Function)))
+        .map(|f| unsafe { f.cast::<JsFunction>() })
+        .ok_or_else(not_signal)?;
+    let aborted: bool = sig
+        .get_named_property::<napi::JsBoolean>("aborted")
+        .and_then(|b| b.get_value())
+        .map_err(|_| not_signal())?;
+    if aborted {
+        stop.store(true, Ordering::Relaxed);
+        return Ok(stop);
+    }
+    let flag = Arc::clone(&stop);
+    let listener = env
+        .create_function_from_closure("opselStopOnAbort", move |ctx| {
+            flag.store(true, Ordering::Relaxed);
+            ctx.env.get_undefined()
+        })
+        .map_err(|e| invalid(format!("signal: {e}")))?;
+    let event = env
+        .create_string("abort")
+        .map_err(|e| invalid(format!("signal: {e}")))?;
+    let mut once = env
+        .create_object()
+        .map_err(|e| invalid(format!("signal: {e}")))?;
+    once.set_named_property("once", true)
+        .map_err(|e| invalid(format!("signal: {e}")))?;
+    add.call(
+        Some(&sig),
+        &[
+            event.into_unknown(),
+            listener.into_unknown(),
+            once.into_unknown(),
+        ],
+    )
+    .map_err(|e| invalid(format!("signal.addEventListener: {e}")))?;
+    Ok(stop)
+}
+
 /// Send the file at `path` over `fd` (a connected TCP socket) to an opsel
 /// receiver; resolves to the report once the receiver confirmed every byte
 /// and its digest. `spec`: `{cca, hash: "xxh3"|"blake3", offset, resume,
-/// name, streams, timeS, intervalS, key}`, every field optional.
+/// name, streams, timeS, intervalS, key, ops}`, every field optional; `ops`
+/// (`{model, pattern, steadyS, initialCca, gate, gateThreshold, rtt, leadIn,
+/// adaptive, earlyExit, earlyConfidence, cycles, extendBelow, jitter, seed,
+/// policy, dps}`, `{}` for every default) lets OPS choose the CCA, and the
+/// report's `ops` lists the decisions and the CCAs used. `signal`: an
+/// `AbortSignal`; aborting it ends the sending early (the report's
+/// `driver.end` is "stopped", the receiver keeps a verified prefix).
 #[napi(ts_return_type = "Promise<Record<string, any>>")]
 pub fn send_file(
+    env: Env,
     fd: i32,
     path: String,
-    #[napi(ts_arg_type = "Record<string, any> | string")] spec: Option<serde_json::Value>,
+    #[napi(ts_arg_type = "Record<string, any> | string | null")] spec: Option<serde_json::Value>,
+    #[napi(ts_arg_type = "AbortSignal")] signal: Option<JsObject>,
 ) -> napi::Result<AsyncTask<Transfer>, Code> {
     guard(|| {
         let spec: SendSpec = core_value_or_default(spec, "send spec")?;
         dup(fd)?;
-        Ok(AsyncTask::new(Transfer(Some(Job::Send(fd, path, spec)))))
+        let stop = stop_on_abort(&env, signal)?;
+        Ok(AsyncTask::new(Transfer(Some(Job::Send(
+            fd,
+            path,
+            Box::new(spec),
+            stop,
+        )))))
     })
 }
 

@@ -71,3 +71,100 @@ test('a bad spec or descriptor is refused with a code', async () => {
   await assert.rejects(sendFile(l.fd, __filename, {}), (e) => e.code !== undefined)
   l.h.close()
 })
+
+// The shared model of the OPS send tests: a silent probe of 3 samples, so the decision
+// comes before any byte moves however fast loopback is (tests/fixtures/README.md).
+const SILENT = path.join(__dirname, '..', '..', '..', 'tests', 'fixtures', 'ops_send_silent.model.json')
+const OPS = { model: SILENT, pattern: 'S3', steadyS: 0, leadIn: false, policy: '*=reno' }
+
+test('an OPS send decides, switches and moves the file', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'opsel-node-ops-'))
+  try {
+    const src = path.join(dir, 'src.bin')
+    const dst = path.join(dir, 'dst.bin')
+    const data = crypto.randomBytes(2_000_003)
+    fs.writeFileSync(src, data)
+    const l = boundSocket()
+    const received = recvFile(l.fd, dst, { idleS: 20, acceptTimeoutS: 30 })
+    const c = await connectPaused(l.port)
+    const sent = await sendFile(c._handle.fd, src, { ops: OPS })
+    const got = await received
+    c.destroy()
+    l.h.close()
+    assert.deepStrictEqual(fs.readFileSync(dst), data)
+    assert.ok(sent.complete && sent.fileIdentical && got.verified)
+    assert.deepStrictEqual(sent.ops.decisions.map((d) => d.cca), ['reno'])
+    assert.strictEqual(sent.ops.decisions[0].samples, 3)
+    assert.deepStrictEqual(sent.ops.ccas, ['cubic', 'reno'])
+    assert.strictEqual(sent.driver.stats.decisions, 1)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('aborting the signal stops the send with a verified prefix', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'opsel-node-stop-'))
+  try {
+    const src = path.join(dir, 'src.bin')
+    const dst = path.join(dir, 'dst.bin')
+    const part = path.join(dir, '.dst.bin.opsel-part')
+    const block = crypto.randomBytes(1 << 20)
+    const nBlocks = 128
+    const fd = fs.openSync(src, 'w')
+    for (let i = 0; i < nBlocks; i++) fs.writeSync(fd, block)
+    fs.closeSync(fd)
+    const l = boundSocket()
+    const received = recvFile(l.fd, dst, { idleS: 20, acceptTimeoutS: 30 })
+    const c = await connectPaused(l.port)
+    const ac = new AbortController()
+    // Abort once the receiver holds data (the transfer is then running).
+    const timer = setInterval(() => {
+      if (fs.existsSync(part) && fs.statSync(part).size >= 1 << 20) {
+        clearInterval(timer)
+        ac.abort()
+      }
+    }, 1)
+    const sent = await sendFile(c._handle.fd, src, { cca: 'cubic' }, ac.signal)
+    clearInterval(timer)
+    const got = await received
+    c.destroy()
+    l.h.close()
+    const n = sent.driver.bytesSent
+    assert.ok(ac.signal.aborted)
+    assert.ok(n >= 1 << 20 && n < nBlocks << 20, `${n}`)
+    assert.strictEqual(sent.driver.end, 'stopped')
+    assert.ok(!sent.complete && got.verified && !got.complete)
+    assert.ok(!fs.existsSync(dst))
+    const kept = fs.readFileSync(part)
+    assert.strictEqual(kept.length, n)
+    for (let off = 0; off < n; off += block.length) {
+      const k = Math.min(block.length, n - off)
+      assert.ok(kept.subarray(off, off + k).equals(block.subarray(0, k)), `prefix at ${off}`)
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('bad ops specs and signals are clear errors', async () => {
+  for (const [spec, want] of [
+    [{ ops: { steadyS: -1 } }, /steady_s/],
+    [{ ops: { model: 'no-such-model' } }, /no-such-model/],
+    [{ ops: { patern: 'S3' } }, /patern/],
+    [{ ops: {}, cca: 'bbr' }, /exclude/]
+  ]) {
+    const l = boundSocket()
+    const received = recvFile(l.fd, path.join(os.tmpdir(), 'opsel-node-never'), { acceptTimeoutS: 1 })
+    const c = await connectPaused(l.port)
+    // A spec that does not parse throws at the call, a bad value rejects.
+    await assert.rejects(async () => sendFile(c._handle.fd, __filename, spec), (e) => {
+      assert.match(e.message, want)
+      assert.strictEqual(e.code, 'OPSEL_INVALID_INPUT')
+      return true
+    })
+    c.destroy()
+    await assert.rejects(received)
+    l.h.close()
+  }
+  assert.throws(() => sendFile(0, __filename, null, {}), /AbortSignal/)
+})

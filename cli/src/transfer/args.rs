@@ -9,13 +9,13 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use opsel::ops::Event;
-use opsel::probe::{CcaName, Pattern};
+use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::DriverEvent;
 use opsel::{Error, Result};
 
 use super::proto::Key;
 use super::recv::{Limits, Receiver, RecvOpts, Target};
-use super::send::{self, OpsOpts, RttVia, SendOpts, Strategy};
+use super::send::{self, SendOpts, Strategy};
 
 /// Options `recv` and `serve` share: authentication and limits.
 #[derive(Args, Clone)]
@@ -212,8 +212,10 @@ pub struct SendArgs {
     /// segment each. One CCA decision for all: every CCA the first stream
     /// is switched to (--cca, or OPS's probe segments and decisions) is set
     /// on every stream, and an active pattern's silences pause every stream.
-    /// Not with --time or DPS alone. A failed stream fails the transfer;
-    /// --resume continues after the contiguous prefix the receiver kept.
+    /// Not with DPS alone. With --time every stream stops at T and the
+    /// receiver keeps the contiguous prefix (segment 0 up to the first
+    /// segment not sent whole); a failed stream fails the transfer; --resume
+    /// continues after the contiguous prefix the receiver kept.
     #[arg(long, default_value_t = 1)]
     streams: u16,
     /// Whole-transfer check: xxh3 (XXH3-128: detects accidental corruption,
@@ -378,26 +380,7 @@ pub fn load_key(file: Option<&Path>) -> Result<Option<Key>> {
     }
 }
 
-/// The probe gate `--gate ARG` names for the OPS model at `model`: `None`
-/// without `--gate`; `default` is the `gate.json` shipped beside the model
-/// (the gate is trained for that model's window and classes, 004 §8 B.1);
-/// anything else is a gate file's path (checked when the controller is built).
-pub fn resolve_gate(arg: Option<&str>, model: &Path) -> Result<Option<PathBuf>> {
-    match arg {
-        None => Ok(None),
-        Some("default") => {
-            let g = model.parent().map(|d| d.join("gate.json"));
-            match g {
-                Some(g) if g.is_file() => Ok(Some(g)),
-                _ => Err(Error::invalid(format!(
-                    "--gate default: no gate.json beside the model {} (a gate ships with the passive model only, models/passive/gate.json); pass --gate FILE",
-                    model.display()
-                ))),
-            }
-        }
-        Some(p) => Ok(Some(PathBuf::from(p))),
-    }
-}
+pub use opsel_transfer::ops::resolve_gate;
 
 /// Bytes with an optional K/M/G/T suffix (powers of 1024).
 pub fn parse_size(s: &str) -> Result<u64> {
@@ -530,58 +513,34 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
 
 pub fn send_main(a: SendArgs) -> Result<()> {
     let strategy = if a.ops {
-        let passive = a.pattern.eq_ignore_ascii_case("passive");
-        let pattern = if passive {
-            None
-        } else {
-            Some(Pattern::parse(&a.pattern)?)
-        };
-        // The shipped model by name wherever it is installed (or built in).
-        let default = if passive {
-            "passive"
-        } else {
-            "active-s5c5s5b5"
-        };
-        let model = crate::models::as_path(&crate::models::locate(a.model.as_deref(), default)?)?;
-        let dps = a
-            .dps
-            .as_deref()
-            .map(crate::dps_send::load_spec)
-            .transpose()?;
-        let rtt = match a.rtt.as_str() {
-            "udp" => RttVia::UdpEcho,
-            "icmp" => RttVia::Icmp,
-            // TCP_INFO readings need ACKs: an active pattern's silences would be lost samples.
-            "tcp-info" if passive => RttVia::TcpInfo,
-            "tcp-info" => {
-                return Err(Error::invalid(
-                    "--rtt tcp-info needs --pattern passive: the data socket's RTT is only fresh while it sends, and an active pattern has silences",
-                ))
-            }
-            other => {
-                return Err(Error::invalid(format!(
-                    "--rtt {other:?}: use udp (the receiver's echo responder), icmp or tcp-info (the data socket's own RTT)"
-                )))
-            }
-        };
-        Strategy::Ops(OpsOpts {
-            pattern,
-            steady_s: a.steady,
+        // The library's OPS spec resolves and checks the options (the model
+        // by name wherever it is installed, or built in; the gate; the RTT
+        // source), as for the bindings' send_file.
+        let spec = opsel_transfer::OpsSpec {
+            model: a.model.as_ref().map(|m| m.display().to_string()),
+            pattern: Some(a.pattern.clone()),
+            steady_s: Some(a.steady),
+            initial_cca: Some(a.initial_cca.clone()),
+            gate: a.gate.clone(),
+            gate_threshold: a.gate_threshold,
+            rtt: Some(a.rtt.clone()),
+            lead_in: Some(!a.no_lead_in),
             adaptive: a.adaptive,
             early_exit: a.early_exit,
-            rtt,
-            seed: a.seed,
-            lead_in: !a.no_lead_in,
-            jitter: a.jitter,
             early_confidence: a.early_confidence,
-            cycles: a.cycles,
+            cycles: Some(a.cycles),
             extend_below: a.extend_below,
-            initial_cca: CcaName::new(&a.initial_cca)?,
-            dps,
-            gate: resolve_gate(a.gate.as_deref(), &model)?,
-            gate_threshold: a.gate_threshold,
-            model,
-        })
+            jitter: Some(a.jitter),
+            seed: Some(a.seed),
+            policy: None,
+            // Checked against this kernel's CCAs (crate::dps_send::load_spec).
+            dps: a
+                .dps
+                .as_deref()
+                .map(crate::dps_send::load_spec)
+                .transpose()?,
+        };
+        Strategy::Ops(spec.resolve()?)
     } else if let Some(d) = a.dps.as_deref() {
         if let Some(c) = &a.cca {
             return Err(Error::invalid(format!(
@@ -809,10 +768,7 @@ mod tests {
         let e = resolve_gate(Some("default"), &models("active-s5c5s5b5/model.json"))
             .unwrap_err()
             .to_string();
-        assert!(
-            e.contains("no gate.json") && e.contains("--gate FILE"),
-            "{e}"
-        );
+        assert!(e.contains("no gate.json") && e.contains("gate file"), "{e}");
         assert_eq!(
             resolve_gate(Some("my/gate.json"), &passive).unwrap(),
             Some(PathBuf::from("my/gate.json"))
@@ -824,13 +780,13 @@ mod tests {
     /// passive model, and a bad threshold is the spec's error.
     #[test]
     fn the_gate_reaches_the_controller_spec() {
-        let mut o = OpsOpts {
+        let mut o = send::OpsOpts {
             pattern: None,
-            steady_s: 60.0,
+            steady_s: Some(60.0),
             model: models("passive/model.json"),
             adaptive: false,
             early_exit: false,
-            rtt: RttVia::UdpEcho,
+            rtt: send::RttVia::UdpEcho,
             seed: 0,
             lead_in: true,
             jitter: 0.0,
@@ -838,11 +794,12 @@ mod tests {
             cycles: 1,
             extend_below: None,
             initial_cca: CcaName::new("cubic").unwrap(),
+            policy: None,
             dps: None,
             gate: Some(models("passive/gate.json")),
             gate_threshold: None,
         };
-        let s = send::spec(&o);
+        let s = opsel_transfer::ops::spec(&o);
         assert_eq!(s.gate, o.gate);
         assert!(s.probe_gate().unwrap().is_some());
         assert!(send::controller(&o).is_ok());

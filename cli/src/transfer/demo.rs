@@ -576,7 +576,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
     let steady = a.steady.unwrap_or(if passive { 60.0 } else { 100.0 });
     let ops = OpsOpts {
         pattern: pattern.clone(),
-        steady_s: steady,
+        steady_s: Some(steady),
         model: model.clone(),
         adaptive: false,
         early_exit: false,
@@ -588,6 +588,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         cycles: a.cycles,
         extend_below: a.extend_below,
         initial_cca: CcaName::new(&a.initial_cca)?,
+        policy: None,
         dps: None,
         gate: super::args::resolve_gate(a.gate.as_deref(), &model)?,
         gate_threshold: a.gate_threshold,

@@ -1,10 +1,11 @@
 //! `opsel send`: send a file (from an offset) over one control and one data
 //! connection, with a fixed CCA or with OPS choosing the CCA on the live data
 //! connection (000 Ch. 7, iPerfOPS), then wait until the receiver confirms
-//! every byte and its digest. The protocol, the hashing and the send loop are
-//! `opsel_transfer::send::send_on`; this module adds what the command line
-//! has on top: the OPS controller from a model file, DPS under the fairness
-//! manager, FastProb or a CCA A/B on the first seconds of the transfer
+//! every byte and its digest. The protocol, the hashing, the send loop and
+//! the OPS drive are the `opsel-transfer` crate's (`send::send_on`,
+//! `ops::OpsDrive`, what the bindings' `send_file` runs too); this module
+//! adds what the command line has on top: DPS under the fairness manager,
+//! FastProb or a CCA A/B on the first seconds of the transfer
 //! (`opsel_transfer::probe`), the decision cache and the JSON-lines log.
 
 use std::io::Write;
@@ -13,17 +14,10 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use opsel::dps::DpsPolicy;
 use opsel::flows::decision_cache::{CacheSpec, Decision, DecisionCache};
-use opsel::ops::{
-    AdaptiveSpec, AnyPolicy, Classifier, Controller, ControllerSpec, Event, Labeled, ModeSpec,
-    PolicySpec, ProgressiveSpec,
-};
-use opsel::probe::{CcaName, Pattern};
-use opsel::sys::linux::ops_driver::{
-    DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource, Source,
-};
-use opsel::sys::linux::tcp_rtt::TcpInfoRttProbe;
+use opsel::ops::{Event, Labeled};
+use opsel::probe::CcaName;
+use opsel::sys::linux::ops_driver::{DriverConfig, DriverEvent, DriverReport, Source};
 use opsel::{Error, Result};
 use serde_json::{json, Value};
 
@@ -33,9 +27,8 @@ use opsel_transfer::proto::{HashAlgo, Key};
 pub use opsel_transfer::send::SendReport;
 use opsel_transfer::send::{self as xfer, Drive, FixedCca};
 
-/// Shipped models (trained on netlab; owned by the training issue).
-pub const ACTIVE_MODEL: &str = "models/active-s5c5s5b5/model.json";
-pub const PASSIVE_MODEL: &str = "models/passive/model.json";
+use opsel_transfer::ops::OpsDrive;
+pub use opsel_transfer::ops::{controller, OpsOpts, RttVia, ACTIVE_MODEL, PASSIVE_MODEL};
 
 /// How the CCA is chosen.
 #[derive(Debug, Clone)]
@@ -44,58 +37,6 @@ pub enum Strategy {
     Ops(OpsOpts),
     /// DPS on its own, optionally under the fairness manager (`--dps` without `--ops`).
     Dps(crate::dps_send::DpsOpts),
-}
-
-/// Where OPS's 1 Hz RTT samples come from (000 §3.2 probes with echoes
-/// toward the peer; TCP_INFO reads the transfer's own socket instead).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RttVia {
-    /// UDP echoes to the receiver's echo responder (its listen port).
-    UdpEcho,
-    /// ICMP echo, or ICMPv6 toward an IPv6 receiver.
-    Icmp,
-    /// The data socket's smoothed RTT from TCP_INFO (passive probing only).
-    TcpInfo,
-}
-
-#[derive(Debug, Clone)]
-pub struct OpsOpts {
-    /// Active pattern, or `None` for passive probing.
-    pub pattern: Option<Pattern>,
-    /// Steady time Y in seconds (0 = probe once).
-    pub steady_s: f64,
-    pub model: PathBuf,
-    /// Adaptive Y (000 §6 future work).
-    pub adaptive: bool,
-    /// Progressive probing with early exit (000 §6 future work).
-    pub early_exit: bool,
-    /// Where the RTT samples come from.
-    pub rtt: RttVia,
-    pub seed: u64,
-    /// Run the pattern's last segment before each probe (DriverConfig::lead_in).
-    pub lead_in: bool,
-    /// Randomise each steady time by up to ±this fraction (ops::Config::steady_jitter).
-    pub jitter: f64,
-    /// Early exit: the minimum 1-NN margin that ends a probe
-    /// (`Progressive::min_confidence`; `None` = its default, 0.8).
-    pub early_confidence: Option<f64>,
-    /// Windows (pattern cycles) per decision (`ops::Config::cycles`; 1 = one
-    /// window as in 000, n > 1 = min-sum over n back-to-back windows).
-    pub cycles: usize,
-    /// Margin-gated probing: with `cycles` = N > 1, decide after the first
-    /// window whose running min-sum margin reaches this value, else after N
-    /// windows (`opsel.train gated`; docs/results/ops.md §1c).
-    pub extend_below: Option<f64>,
-    /// CCA before the first decision (`ops::Config::initial_cca`): passive
-    /// probing sends with it while the first window fills.
-    pub initial_cca: CcaName,
-    /// DPS (002) as the decision policy instead of the stump (`--dps`).
-    pub dps: Option<opsel::dps::DpsSpec>,
-    /// A probe gate file (`ops::ProbeGate`, 004 §8 B.1; `--gate`): each probe
-    /// ends at the first prefix check the gate accepts, else runs the window.
-    pub gate: Option<PathBuf>,
-    /// Override of the gate file's threshold (`--gate-threshold`).
-    pub gate_threshold: Option<f64>,
 }
 
 /// FastProb at the start of the transfer (`--fastprob`, `--ab`, 004 §IV and
@@ -157,91 +98,6 @@ fn probe_conflict(strategy: &Strategy) -> Option<&'static str> {
 /// shared between runs (a monotonic clock restarts with each process).
 fn unix_now_s() -> f64 {
     opsel::sys::linux::clock::realtime_ns() as f64 / 1e9
-}
-
-/// The CLI's options as the core's controller spec (field for field; the
-/// defaults and checks are the spec's).
-pub fn spec(o: &OpsOpts) -> ControllerSpec {
-    ControllerSpec {
-        mode: if o.pattern.is_some() {
-            ModeSpec::Active
-        } else {
-            ModeSpec::Passive
-        },
-        pattern: o.pattern.as_ref().map(Pattern::to_string),
-        steady_s: Some(o.steady_s),
-        initial_cca: o.initial_cca.to_string(),
-        adaptive: o.adaptive.then(AdaptiveSpec::default),
-        progressive: o.early_exit.then(|| {
-            let mut p = ProgressiveSpec::default();
-            if let Some(c) = o.early_confidence {
-                p.min_confidence = c;
-            }
-            p
-        }),
-        cycles: o.cycles,
-        gate_margin: o.extend_below,
-        gate: o.gate.clone(),
-        gate_threshold: o.gate_threshold,
-        steady_jitter: o.jitter,
-        seed: o.seed,
-        model: Some(o.model.clone()),
-        // DPS is handed to `build` as the policy object.
-        policy: if o.dps.is_some() {
-            PolicySpec::Callback
-        } else {
-            PolicySpec::default()
-        },
-        ..ControllerSpec::default()
-    }
-}
-
-/// The OPS controller the CLI runs: the spec of `o` over its model file
-/// (checked against the pattern by the spec).
-pub type CliController = Controller<Box<dyn Classifier + Send>, AnyPolicy<DpsPolicy>>;
-
-/// Build the OPS controller from a model file (checked against the pattern).
-pub fn controller(o: &OpsOpts) -> Result<CliController> {
-    controller_with_classes(o, None).map(|(c, _)| c)
-}
-
-/// [`controller`] and the model's class names (the log names classes by them).
-/// With `--dps` the policy is DPS; the driver hands it each interval's
-/// TCP_INFO feedback (`Controller::handle_feedback`).
-/// `prior`: a decision cache's class label for this destination; with it the
-/// first probe may end early when a prefix agrees (`ops::PriorProbe`).
-fn controller_with_classes(
-    o: &OpsOpts,
-    prior: Option<&str>,
-) -> Result<(CliController, Vec<String>)> {
-    let mut spec = spec(o);
-    if prior.is_some() {
-        spec.prior = Some(opsel::ops::PriorSpec::default());
-    }
-    let shipped = if o.pattern.is_some() {
-        ACTIVE_MODEL
-    } else {
-        PASSIVE_MODEL
-    };
-    let mf = spec.load_model().map_err(|e| {
-        Error::invalid(format!(
-            "{e}; pass --model with a model trained for {} probing (shipped: {shipped})",
-            o.pattern
-                .as_ref()
-                .map_or("passive".into(), |p| p.to_string()),
-        ))
-    })?;
-    let dps = o.dps.as_ref().map(DpsPolicy::new).transpose()?;
-    let c = spec
-        .build(&mf, dps)
-        .map_err(|e| Error::invalid(format!("{e} (model {})", o.model.display())))?;
-    let classes = mf.model.classes().to_vec();
-    let mut c = c;
-    // A label the model does not know (another model wrote the cache) is no prior.
-    if let Some(i) = prior.and_then(|l| classes.iter().position(|c| c == l)) {
-        c.set_prior_class(i)?;
-    }
-    Ok((c, classes))
 }
 
 /// JSON-lines logger: one line per interval and per OPS event, each the
@@ -351,78 +207,6 @@ fn open_log(log: &Option<(PathBuf, String)>) -> Result<Log> {
         last_rtt: None,
         classes: Vec::new(),
     })
-}
-
-/// OPS on stream 0 (passive probing without TCP_NOTSENT_LOWAT). With an
-/// active pattern and `--streams N` the driver mirrors its silences into
-/// `gate`, and streams 1..N pause with it (`streams::spawn_senders`).
-struct OpsDrive {
-    ctl: Option<CliController>,
-    opts: OpsOpts,
-    to: SocketAddr,
-    gate: Arc<AtomicBool>,
-}
-
-impl Drive for OpsDrive {
-    fn first_cca(&self) -> CcaName {
-        self.ctl
-            .as_ref()
-            .map_or(self.opts.initial_cca, |c| c.socket_cca())
-    }
-    fn allows_streams(&self, _: u16) -> Result<()> {
-        // One prober, one controller: its CCA switches are set on every
-        // stream (`streams::follow_cca`), its silences pause every stream.
-        Ok(())
-    }
-    fn sending_gate(&self) -> Option<Arc<AtomicBool>> {
-        self.opts.pattern.is_some().then(|| self.gate.clone())
-    }
-    fn drive(
-        &mut self,
-        data: &TcpStream,
-        src: &mut Source<'_>,
-        dcfg: DriverConfig,
-        stop: &AtomicBool,
-        on_event: &mut dyn FnMut(&DriverEvent),
-    ) -> Result<DriverReport> {
-        let o = &self.opts;
-        let ctl = self
-            .ctl
-            .take()
-            .ok_or_else(|| Error::invalid("internal: the OPS controller runs once"))?;
-        let rtt = match o.rtt {
-            RttVia::Icmp => Ok(RttSource::Icmp(self.to.ip())),
-            RttVia::UdpEcho => Ok(RttSource::UdpEcho(self.to)),
-            RttVia::TcpInfo => {
-                TcpInfoRttProbe::new(data).map(|p| RttSource::Custom(Box::new(p)) as RttSource)
-            }
-        };
-        // Passive probing has no silent segments (only an active pattern's S
-        // segments are silences, 000 §3.2), so it needs no TCP_NOTSENT_LOWAT
-        // either: with 128 KiB unsent at most, a sender thread that the
-        // scheduler delays by more than the time the socket takes to drain it
-        // (1.3 ms at 800 Mbit/s) leaves the path idle
-        // (docs/results/datapath.md, netlab). Active probing keeps it.
-        let passive = o.pattern.is_none();
-        let dcfg = DriverConfig {
-            lead_in: o.lead_in,
-            notsent_lowat_bytes: if passive {
-                None
-            } else {
-                dcfg.notsent_lowat_bytes
-            },
-            chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
-            ..dcfg
-        };
-        let gate = (!passive).then(|| self.gate.clone());
-        rtt.and_then(|rtt| OpsDriver::new(ctl, rtt, dcfg))
-            .and_then(|mut drv| {
-                if let Some(g) = gate {
-                    drv.publish_sending(g);
-                }
-                drv.run_source(data, src, stop, on_event)
-            })
-    }
 }
 
 /// DPS on its own (`--dps` without `--ops`), one stream.
@@ -576,14 +360,9 @@ pub fn run(
                 None => o.clone(),
             };
             let label = prior.as_ref().map(|p| p.decision.label.as_str());
-            let (c, cl) = controller_with_classes(&o, label)?;
-            classes = cl;
-            Box::new(OpsDrive {
-                ctl: Some(c),
-                opts: o,
-                to: opts.to,
-                gate: Arc::new(AtomicBool::new(false)),
-            })
+            let d = OpsDrive::new(o, label)?;
+            classes = d.classes().to_vec();
+            Box::new(d)
         }
         Strategy::Dps(d) => {
             // Refuse a bad stream count before joining the fairness manager.
@@ -663,142 +442,4 @@ pub fn run(
         let _ = w.flush();
     }
     Ok((r, probe_report))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use opsel::ops::ProbeMode;
-
-    fn shipped(rel: &str) -> PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join(rel)
-    }
-
-    fn opts(pattern: Option<&str>, model: &str) -> OpsOpts {
-        OpsOpts {
-            pattern: pattern.map(|p| Pattern::parse(p).unwrap()),
-            steady_s: 60.0,
-            model: shipped(model),
-            adaptive: false,
-            early_exit: false,
-            rtt: RttVia::UdpEcho,
-            seed: 7,
-            lead_in: true,
-            jitter: 0.0,
-            early_confidence: None,
-            cycles: 1,
-            extend_below: None,
-            initial_cca: CcaName::CUBIC,
-            dps: None,
-            gate: None,
-            gate_threshold: None,
-        }
-    }
-
-    #[test]
-    fn initial_cca_reaches_the_controller() {
-        let mut o = opts(None, PASSIVE_MODEL);
-        assert_eq!(controller(&o).unwrap().socket_cca(), CcaName::CUBIC);
-        o.initial_cca = CcaName::BBR;
-        let c = controller(&o).unwrap();
-        assert_eq!(
-            (c.config().initial_cca, c.socket_cca()),
-            (CcaName::BBR, CcaName::BBR)
-        );
-    }
-
-    #[test]
-    fn cycles_reach_the_controller_and_are_validated() {
-        let mut o = opts(Some("S5-C5-S5-B5"), ACTIVE_MODEL);
-        assert_eq!(controller(&o).unwrap().config().cycles, 1);
-        o.cycles = 3;
-        let c = controller(&o).unwrap();
-        assert_eq!(c.config().cycles, 3);
-        o.early_exit = true; // min-sum checks at window boundaries
-        assert_eq!(controller(&o).unwrap().config().cycles, 3);
-        o.cycles = 0;
-        let e = controller(&o).err().unwrap().to_string();
-        assert!(e.contains("cycles = 0"), "{e}");
-    }
-
-    #[test]
-    fn extend_below_gates_a_multi_window_probe_and_is_validated() {
-        let mut o = opts(None, PASSIVE_MODEL);
-        o.extend_below = Some(0.1);
-        let e = controller(&o).err().unwrap().to_string();
-        assert!(e.contains("needs cycles >= 2"), "{e}");
-        o.cycles = 3;
-        let c = controller(&o).unwrap();
-        assert_eq!(c.config().cycles, 3);
-        let p = c
-            .config()
-            .progressive
-            .expect("the gate is progressive probing");
-        assert_eq!((p.min_confidence, p.agree), (0.1, 1));
-        o.extend_below = Some(1.5);
-        let e = controller(&o).err().unwrap().to_string();
-        assert!(e.contains("[0, 1]"), "{e}");
-        o.extend_below = Some(f64::NAN);
-        assert!(controller(&o).is_err());
-        o.extend_below = Some(0.1);
-        o.early_exit = true;
-        let e = controller(&o).err().unwrap().to_string();
-        assert!(e.contains("use one"), "{e}");
-    }
-
-    #[test]
-    fn passive_ops_60_with_the_shipped_passive_model() {
-        // 000 Table 6.2: passive probing, OPS-60, at the shipped model's w
-        // (the pooled default has w = 40, the thesis w = 20).
-        let o = opts(None, PASSIVE_MODEL);
-        let c = controller(&o).unwrap();
-        assert_eq!(c.config().mode, ProbeMode::Passive);
-        assert_eq!(c.config().steady_ns, 60_000_000_000);
-        let w = opsel::model::KnnModelFile::load(&o.model)
-            .unwrap()
-            .model
-            .window();
-        assert_eq!(c.window_len(), w);
-        assert_eq!(c.config().steady_jitter, 0.0);
-        assert!(c.config().adaptive.is_none() && c.config().progressive.is_none());
-    }
-
-    #[test]
-    fn options_reach_the_controller_config() {
-        let mut o = opts(Some("S5-C5-S5-B5"), ACTIVE_MODEL);
-        o.adaptive = true;
-        o.early_exit = true;
-        o.jitter = 0.2;
-        o.early_confidence = Some(0.3);
-        let c = controller(&o).unwrap();
-        assert_eq!(c.config().progressive.unwrap().min_confidence, 0.3);
-        assert_eq!(c.config().steady_jitter, 0.2);
-        assert_eq!(c.config().seed, 7);
-        let a = c.config().adaptive.unwrap();
-        assert_eq!((a.min_ns, a.max_ns), (30_000_000_000, 480_000_000_000));
-        assert!(c.config().progressive.is_some());
-        // A jitter outside [0, 0.5] is refused by the controller, naming the value.
-        o.jitter = 0.9;
-        let e = controller(&o).err().unwrap().to_string();
-        assert!(e.contains("0.9"), "{e}");
-    }
-
-    #[test]
-    fn probing_mode_must_match_the_model() {
-        let e = controller(&opts(Some("S5-C5-S5-B5"), PASSIVE_MODEL))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("passive probing") && e.contains("active S5-C5-S5-B5"),
-            "{e}"
-        );
-        let e = controller(&opts(None, ACTIVE_MODEL))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("active probing") && e.contains("passive"), "{e}");
-    }
 }

@@ -112,6 +112,7 @@ try:
         get_max_pacing_rate,
         jain,
         read_nfcapd,
+        Stop,
         recv_file,
         send_file,
         send_fixed,
@@ -126,7 +127,7 @@ try:
         "UdpEchoProber", "UdpEchoResponder", "allowed_ccas", "available_ccas", "detect_txtime",
         "fair_share", "get_cca", "get_max_pacing_rate", "jain", "set_cca", "set_max_pacing_rate",
         "tcp_info", "tcp_rtt_ns", "OpsDriver", "send_fixed", "DpsAgent", "FairManager",
-        "AlphaIdentifier", "QosPlan", "DecisionCache", "send_file", "recv_file", "read_nfcapd",
+        "AlphaIdentifier", "QosPlan", "DecisionCache", "send_file", "recv_file", "Stop", "read_nfcapd",
     ]
 except ImportError:  # not Linux
     pass

@@ -465,13 +465,24 @@ class RateAdapter:
 
 # ---- transfer (opsel-transfer: the data path of `opsel send` / `opsel recv`) ----
 
+class Stop:
+    """A stop flag for send_file: set() (any thread) ends a running transfer
+    early; the receiver keeps the bytes sent as a verified prefix."""
+    def __init__(self) -> None: ...
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
+
 def send_file(
     sock: Any,  # connected TCP socket (or its int descriptor) to an opsel receiver; left open
     path: str | os.PathLike[str],
     spec: Optional[dict[str, Any] | str] = None,  # SendSpec: cca, hash ("xxh3"|"blake3"), offset,
-    # resume, name, streams, time_s, interval_s, key
+    # resume, name, streams, time_s, interval_s, key, ops (OpsSpec: model, pattern, steady_s,
+    # initial_cca, gate, gate_threshold, rtt, lead_in, adaptive, early_exit, early_confidence,
+    # cycles, extend_below, jitter, seed, policy, dps)
+    stop: Optional[Stop] = None,
+    on_event: Optional[Callable[[dict[str, Any]], Any]] = None,
 ) -> dict[str, Any]: ...  # SendReport: driver, offset, file_identical, complete, file_size,
-# hash, digest, file_digest
+# hash, digest, file_digest, streams, ops (decisions, ccas, failed_decisions; None without ops)
 
 def recv_file(
     sock: Any,  # listening TCP socket (or its int descriptor); left open, blocking
