@@ -5,6 +5,7 @@
 #define OPSEL_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int passed, failed;
 #define CHECK(cond, ...)                                         \
@@ -18,5 +19,14 @@ static int passed, failed;
             fprintf(stderr, " [last error: %s]\n", opsel_last_error_message()); \
         }                                                        \
     } while (0)
+
+/* A fresh directory "$TMPDIR/<name>-XXXXXX" (/tmp without TMPDIR) in buf;
+ * 0 on success. */
+static inline int temp_dir(char *buf, size_t n, const char *name) {
+    const char *t = getenv("TMPDIR");
+    if (!t || !*t) t = "/tmp";
+    if (snprintf(buf, n, "%s/%s-XXXXXX", t, name) >= (int)n) return -1;
+    return mkdtemp(buf) ? 0 : -1;
+}
 
 #endif

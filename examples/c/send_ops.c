@@ -55,7 +55,10 @@ int main(int argc, char **argv) {
     const char *model = argc > 1 ? argv[1] : "default";
     const char *pattern = argc > 2 ? argv[2] : NULL;
     const char *after = getenv("STOP_AFTER_S");
-    char dir[] = "/tmp/opsel-send-ops-XXXXXX";
+    /* A scratch directory under $TMPDIR (or /tmp). */
+    const char *tmp = getenv("TMPDIR");
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/opsel-send-ops-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) return 2;
     char src[512], dst[512], part[512];
     snprintf(src, sizeof src, "%s/src.bin", dir);

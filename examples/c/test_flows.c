@@ -154,7 +154,8 @@ static void nfcapd(const char *dir) {
 int main(int argc, char **argv) {
     identifier();
     qos();
-    cache(argc > 1 ? argv[1] : "/tmp");
+    const char *tmp = getenv("TMPDIR");
+    cache(argc > 1 ? argv[1] : tmp && *tmp ? tmp : "/tmp");
     nfcapd(argc > 2 ? argv[2] : "../../tests/fixtures/flows");
     printf("flows: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -99,7 +99,7 @@ static void test_dtw(const mj_value *golden) {
 static void test_round_trips(const opsel_model *model, const char *model_path, const mj_value *golden) {
     const mj_value *queries = mj_get(golden, "queries");
     const mj_value *q = &queries->items[3];
-    char *json = NULL, *text, tmpl[] = "/tmp/opsel-c-test-XXXXXX", path[64];
+    char *json = NULL, *text, tmpl[400], path[512];
     size_t len = 0, n, i;
     opsel_model *again = NULL, *loaded = NULL, *fitted = NULL;
     opsel_workspace *ws = NULL;
@@ -115,7 +115,7 @@ static void test_round_trips(const opsel_model *model, const char *model_path, c
     CHECK(opsel_model_classify(again, ws, win, n, &p) == OPSEL_OK, "classify after JSON round trip");
     check_prediction(&p, q, "json");
 
-    if (mkdtemp(tmpl)) {
+    if (temp_dir(tmpl, sizeof tmpl, "opsel-c-test") == 0) {
         snprintf(path, sizeof path, "%s/m.json", tmpl);
         CHECK(opsel_model_save(again, path) == OPSEL_OK, "save");
         CHECK(opsel_model_load(path, &loaded) == OPSEL_OK, "load saved");

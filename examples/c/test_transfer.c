@@ -232,8 +232,8 @@ static void one_transfer(const char *dir, const char *hash) {
 }
 
 int main(int argc, char **argv) {
-    char dir[] = "/tmp/opsel-c-transfer-XXXXXX";
-    if (!mkdtemp(dir)) return 2;
+    char dir[400];
+    if (temp_dir(dir, sizeof dir, "opsel-c-transfer") != 0) return 2;
     char src[512];
     snprintf(src, sizeof src, "%s/src.bin", dir);
     FILE *f = fopen(src, "wb");
