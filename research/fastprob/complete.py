@@ -166,6 +166,34 @@ def pick(a):
     return 0
 
 
+def table(a):
+    """The validation table of the doc: every configuration at thresholds 0.5, 0.4, 0.6."""
+    rows = [r for f in a.out.split(",") for r in json.load(open(f))]
+    env = envelope([json.loads(l) for l in open(a.curve) if l.strip()])
+
+    def saving(x):
+        le = l_eq(env, x["all"]["mape_pct"])
+        return "" if le is None else f"{(1 - x['all']['mean_probe_s'] / le) * 100:.0f} %"
+
+    def cell(x):
+        sav = saving(x)
+        return (f"{x['all']['mape_pct']:.2f} at {x['all']['mean_probe_s']:.2f} (wan {x['wan']['mape_pct']:.1f}"
+                + (f"; {sav}" if sav else "") + ")")
+
+    print("| gate labels | cap | gates every (first) | P % | forests | MB | thr 0.5: MAPE % at s "
+          "| lan / wan / shared | saving | thr 0.4 | thr 0.6 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        c, v = r["config"], r["val"]
+        x = v["0.5"]
+        print(f"| {c['labels']} | {c['cap']} | {c['every']} ({c['first']}) | {c['p']:g} | "
+              f"{c['trees']}x{c['depth']}, leaf {c['leaf']} | {r['model_bytes'] / 1e6:.2f} | "
+              f"{x['all']['mape_pct']:.2f} at {x['all']['mean_probe_s']:.2f} | {x['lan']['mape_pct']:.1f} / "
+              f"{x['wan']['mape_pct']:.1f} / {x['shared']['mape_pct']:.1f} | {saving(x)} | "
+              f"{cell(v['0.4'])} | {cell(v['0.6'])} |")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -178,8 +206,11 @@ def main():
     p.add_argument("--curve", required=True)
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--json")
+    t = sub.add_parser("table")
+    t.add_argument("--out", required=True, help="search output(s), comma-separated")
+    t.add_argument("--curve", required=True)
     a = ap.parse_args()
-    return search(a) if a.cmd == "search" else pick(a)
+    return {"search": search, "pick": pick, "table": table}[a.cmd](a)
 
 
 if __name__ == "__main__":
