@@ -526,9 +526,13 @@ mod tests {
         }
         // Fixed: 1 settle + 20 samples of 100 ms per candidate.
         assert_eq!(x["total_probe_ns"].as_u64().unwrap(), 2 * 21 * 100_000_000);
-        // FastProb: at most 1 settle + the cap (45) per candidate.
+        // FastProb: at most the model's cap (50 samples) per candidate.
+        let cap = FastProbModel::load(&a.model.clone().unwrap())
+            .unwrap()
+            .spec()
+            .cap as u64;
         for c in f["candidates"].as_array().unwrap() {
-            assert!(c["samples"].as_u64().unwrap() <= 45);
+            assert!(c["samples"].as_u64().unwrap() <= cap);
         }
     }
 }

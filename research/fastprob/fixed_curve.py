@@ -4,6 +4,7 @@ on the train slice with the given inputs). Used to state "the best fixed-length
 method" at a given error. Run::
 
     python research/fastprob/fixed_curve.py --corpus corpus2040.jsonl --slice val
+    python research/fastprob/fixed_curve.py --corpus corpus3000.jsonl --split 1800,2400 --slice val --trees 20
 """
 
 import argparse
@@ -26,11 +27,18 @@ def main():
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--leaf", type=int, default=3)
     ap.add_argument("--lengths", default="10,15,20,25,30,35,40,45,50,60")
+    ap.add_argument("--split", help="TRAIN_END,VAL_END transfer counts (default: 60 %% and 80 %% of the corpus); "
+                                    "val fits on 1..TRAIN_END and scores TRAIN_END+1..VAL_END, test fits on "
+                                    "1..VAL_END and scores the rest")
     a = ap.parse_args()
     from sklearn.ensemble import RandomForestRegressor
 
     logs = tf.load_logs(a.corpus)
     n_tr, n_va = int(round(0.6 * len(logs))), int(round(0.8 * len(logs)))
+    if a.split:
+        n_tr, n_va = (int(v) for v in a.split.split(","))
+    if a.slice == "val":
+        logs = logs[:n_va]  # the held-out transfers are not even loaded into the fit
     # Validation: fit on the train slice. Held out: fit on train + validation (as the shipped model).
     train, ev = (logs[:n_tr], logs[n_tr:n_va]) if a.slice == "val" else (logs[:n_va], logs[n_va:])
     out = []

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reproduce the held-out tables of docs/results/fastprob.md ("The shipped model").
+# Reproduce the held-out tables of docs/results/fastprob.md ("The model shipped before", 2 040 transfers).
 # Run from the repository root; writes into target/fastprob/. Needs the release
 # `opsel` binary (cargo build --release -p opsel-cli) and numpy + scikit-learn.
 #   sh research/fastprob/heldout.sh [python]
@@ -24,12 +24,13 @@ for fam in ("lan", "wan", "shared"):
     open(f"{w}/xfam-train-no-{fam}.jsonl", "w").write("\n".join(other) + "\n")
 PYEOF
 CHOSEN="--features ratio+stats --cap 45 --last-gate-n 44 --gate-every 5 --trees 20 --depth 8 --min-samples-leaf 3 --label-error-pct 5"
-# The shipped model: trained on transfers 1-1632 (the trainer's time-ordered 80/20).
-$TRAIN --logs $W/corpus2040.jsonl $CHOSEN --fixed-n 3,10,30 -o models/fastprob-netlab/model.json --report $W/report-final.json
+# The model shipped before (commit c9d3d91): trained on transfers 1-1632 (the time-ordered 80/20);
+# written to $W, not over the model now shipped in models/fastprob-netlab.
+$TRAIN --logs $W/corpus2040.jsonl $CHOSEN --fixed-n 3,10,30 -o $W/final.json --report $W/report-final.json
 # The 004-faithful baseline: raw samples, a gate at every length, 20 trees of depth 12.
 $TRAIN --logs $W/corpus2040.jsonl --cap 45 --last-gate-n 44 --trees 20 --depth 12 --fixed-n 3,10,30 -o $W/raw004.json --report $W/report-raw004.json
 for run in final raw; do
-  m=models/fastprob-netlab/model.json; [ $run = raw ] && m=$W/raw004.json
+  m=$W/final.json; [ $run = raw ] && m=$W/raw004.json
   $OPSEL lab fastprob-eval --model $m --logs $W/corpus2040.jsonl --fixed-n 3,10,30,45 --json $W/eval-$run-all.json
   for f in lan wan shared; do
     $OPSEL lab fastprob-eval --model $m --logs $W/test-$f.jsonl --from-fraction 0 --fixed-n 3,10,30,45 --json $W/eval-$run-$f.json
