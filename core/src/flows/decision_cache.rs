@@ -252,7 +252,7 @@ impl DecisionCache {
     /// Entries sorted by prefix (for listing and for a stable file).
     pub fn entries(&self) -> Vec<(Prefix, &Decision)> {
         let mut v: Vec<_> = self.entries.iter().map(|(p, d)| (*p, d)).collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.sort_by_key(|a| a.0);
         v
     }
 

@@ -277,7 +277,7 @@ impl Model {
             for &o in ZSCORE_GUESSES_SD.iter() {
                 let x = prev + o * sd;
                 // A flat prefix has one guess; a huge one may overflow.
-                if !x.is_finite() || (p.guesses > 0 && !(sd > 0.0)) {
+                if !x.is_finite() || (p.guesses > 0 && (sd.is_nan() || sd <= 0.0)) {
                     continue;
                 }
                 let q = &mut ws.query[..w];

@@ -37,6 +37,9 @@ pub enum Source<'a> {
     File(FileSource<'a>),
 }
 
+/// The copy mode's callback: every byte the socket took, in order.
+pub type OnSent<'a> = &'a mut dyn FnMut(&[u8]);
+
 /// `[offset, end)` of a regular file for `sendfile(2)`. The file's own
 /// position is not used or moved (sendfile takes an explicit offset).
 pub struct FileSource<'a> {
@@ -46,7 +49,7 @@ pub struct FileSource<'a> {
     end: u64,
     progress: Option<&'a AtomicU64>,
     /// Copy mode ([`FileSource::copied`]): every byte the socket took.
-    on_sent: Option<&'a mut dyn FnMut(&[u8])>,
+    on_sent: Option<OnSent<'a>>,
 }
 
 impl<'a> FileSource<'a> {
@@ -89,7 +92,7 @@ impl<'a> FileSource<'a> {
     /// pages themselves, so the receiver's copy reads the file from memory
     /// instead of segments the sender just wrote, and the receiver, the
     /// slower side, pays for it (docs/results/datapath.md, "Loopback").
-    pub fn copied(mut self, on_sent: &'a mut dyn FnMut(&[u8])) -> Self {
+    pub fn copied(mut self, on_sent: OnSent<'a>) -> Self {
         self.on_sent = Some(on_sent);
         self
     }
