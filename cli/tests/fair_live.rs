@@ -47,26 +47,11 @@ impl Drop for Kids {
 }
 
 fn spawn(prefix: &[&str], args: &[&str]) -> Child {
-    let mut c = if prefix.is_empty() {
-        Command::new(BIN)
-    } else {
-        let mut c = Command::new(prefix[0]);
-        c.args(&prefix[1..]).arg(BIN);
-        c
-    };
-    c.args(args)
-        .env("OPSEL_KEY", KEY)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    common::spawn_opsel(prefix, args, KEY)
 }
 
 fn wait(c: Child, limit: Duration, what: &str) -> (bool, String) {
-    match common::wait_within(c, limit) {
-        (Some(ok), out) => (ok, out),
-        (None, out) => panic!("{what} did not finish within {limit:?}: {out}"),
-    }
+    common::wait_ok(c, limit, what)
 }
 
 fn json_lines(p: &Path) -> Vec<serde_json::Value> {

@@ -8,7 +8,7 @@
 //!   ~60 s (children are killed after 90 s).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -18,8 +18,6 @@ use opsel::mix::SIX_CLASSES;
 use opsel::model::{KnnModelFile, Metadata, Probing, ProbingMode};
 use opsel::series::synth;
 use opsel_netlab::topo::receiver_ip;
-
-const BIN: &str = env!("CARGO_BIN_EXE_opsel");
 
 struct TempDir(PathBuf);
 impl TempDir {
@@ -88,27 +86,11 @@ fn write_model(p: &Path, w: usize, pattern: &str) {
 }
 
 fn wait(c: Child, limit: Duration, what: &str) -> (bool, String) {
-    match common::wait_within(c, limit) {
-        (Some(ok), out) => (ok, out),
-        (None, _) => panic!("{what} did not finish within {limit:?}"),
-    }
+    common::wait_ok(c, limit, what)
 }
 
 fn spawn(prefix: &[&str], args: &[&str]) -> Child {
-    let mut cmd = if prefix.is_empty() {
-        Command::new(BIN)
-    } else {
-        let mut c = Command::new(prefix[0]);
-        c.args(&prefix[1..]).arg(BIN);
-        c
-    };
-    // The netlab test listens on a non-loopback address: both sides share a key.
-    cmd.args(args)
-        .env("OPSEL_KEY", "netlab transfer test key 0123456789")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    common::spawn_opsel(prefix, args, "netlab transfer test key 0123456789")
 }
 
 /// One sender/receiver pair behind a netlab TUN pipe (rate, one-way delay,

@@ -13,14 +13,12 @@
 //!   after 60 s.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 mod common;
 
 use opsel_netlab::topo::receiver_ip;
-
-const BIN: &str = env!("CARGO_BIN_EXE_opsel");
 
 struct TempDir(PathBuf);
 impl TempDir {
@@ -56,27 +54,11 @@ fn write_file(p: &str, n: usize, seed: u64) {
 }
 
 fn spawn(prefix: &[&str], args: &[&str]) -> Child {
-    let mut cmd = if prefix.is_empty() {
-        Command::new(BIN)
-    } else {
-        let mut c = Command::new(prefix[0]);
-        c.args(&prefix[1..]).arg(BIN);
-        c
-    };
-    cmd.args(args)
-        .env("OPSEL_KEY", "netlab fastprob test key 0123456789")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    common::spawn_opsel(prefix, args, "netlab fastprob test key 0123456789")
 }
 
 fn wait(c: Child, what: &str) -> (bool, String) {
-    let limit = Duration::from_secs(60);
-    match common::wait_within(c, limit) {
-        (Some(ok), out) => (ok, out),
-        (None, _) => panic!("{what} did not finish within {limit:?}"),
-    }
+    common::wait_ok(c, Duration::from_secs(60), what)
 }
 
 fn free_port() -> u16 {

@@ -37,23 +37,29 @@ def find(rows, name):
     return None
 
 
-def main(d):
-    print("| method (held-out 408) | MAPE % | median error % | mean probe s | error > 50 % | forced % |")
+def print_tables(d, rows, held_out, per_family=""):
+    """The overall table (`held_out` names the slice) and the per-family table
+    (`per_family`: the transfers per family, appended to each family's header)."""
+    print(f"| method ({held_out}) | MAPE % | median error % | mean probe s | error > 50 % | forced % |")
     print("|---|---|---|---|---|---|")
-    for label, run, name in ROWS:
+    for label, run, name in rows:
         s = find(load(d, run, "all"), name)
         if s:
             print(f"| {label} | {s['mape_pct']:.2f} | {s['median_error_pct']:.2f} | {s['mean_probe_s']:.2f} | "
                   f"{s['over_50_pct']:.1f} % | {s['forced_pct']:.1f} |")
     print()
-    print("| method | `lan` (136) | `wan` (136) | `shared` (136) |")
+    print(f"| method | `lan`{per_family} | `wan`{per_family} | `shared`{per_family} |")
     print("|---|---|---|---|")
-    for label, run, name in ROWS:
+    for label, run, name in rows:
         cells = []
         for fam in ("lan", "wan", "shared"):
             s = find(load(d, run, fam), name)
             cells.append("" if not s else f"{s['mape_pct']:.1f} at {s['mean_probe_s']:.2f} s; {s['over_50_pct']:.1f} %")
         print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def main(d):
+    print_tables(d, ROWS, "held-out 408", " (136)")
     print()
     print("| held-out family | FastProb trained without it | same family's model (shipped) | fixed-n RF n = 45 trained without it |")
     print("|---|---|---|---|")

@@ -11,6 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from complete import envelope, l_eq  # noqa: E402
+from tables import find, load, print_tables  # noqa: E402
 
 ROWS = [
     ("FastProb, picked on validation", "pick", "FastProb"),
@@ -28,37 +29,8 @@ ROWS = [
 ]
 
 
-def load(d, run, part):
-    try:
-        return {r["method"]: r["summary"] for r in json.load(open(f"{d}/eval-{run}-{part}.json"))}
-    except FileNotFoundError:
-        return {}
-
-
-def find(rows, name):
-    for k, v in rows.items():
-        if k == name or (name == "fixed size" and k.startswith("fixed size")):
-            return v
-    return None
-
-
 def main(d):
-    print("| method (held-out 600) | MAPE % | median error % | mean probe s | error > 50 % | forced % |")
-    print("|---|---|---|---|---|---|")
-    for label, run, name in ROWS:
-        s = find(load(d, run, "all"), name)
-        if s:
-            print(f"| {label} | {s['mape_pct']:.2f} | {s['median_error_pct']:.2f} | {s['mean_probe_s']:.2f} | "
-                  f"{s['over_50_pct']:.1f} % | {s['forced_pct']:.1f} |")
-    print()
-    print("| method | `lan` | `wan` | `shared` |")
-    print("|---|---|---|---|")
-    for label, run, name in ROWS:
-        cells = []
-        for fam in ("lan", "wan", "shared"):
-            s = find(load(d, run, fam), name)
-            cells.append("" if not s else f"{s['mape_pct']:.1f} at {s['mean_probe_s']:.2f} s; {s['over_50_pct']:.1f} %")
-        print(f"| {label} | " + " | ".join(cells) + " |")
+    print_tables(d, ROWS, "held-out 600")
     print()
     curve = [json.loads(l) for l in open(f"{d}/curve-test.jsonl") if l.strip()]
     print("fixed-n RF held-out curve (n: all / lan / wan / shared MAPE %):")

@@ -405,13 +405,12 @@ impl Drive for OpsDrive {
         let passive = o.pattern.is_none();
         let dcfg = DriverConfig {
             lead_in: o.lead_in,
-            notsent_lowat_bytes: if passive {
-                None
-            } else {
-                dcfg.notsent_lowat_bytes
-            },
-            chunk_bytes: if passive { 1 << 20 } else { dcfg.chunk_bytes },
             ..dcfg
+        };
+        let dcfg = if passive {
+            crate::send::without_silences(dcfg)
+        } else {
+            dcfg
         };
         let gate = (!passive).then(|| self.gate.clone());
         rtt.and_then(|rtt| OpsDriver::new(ctl, rtt, dcfg))

@@ -124,12 +124,8 @@ impl Drive for ProbeDrive<'_> {
         stop: &AtomicBool,
         on_event: &mut dyn FnMut(&DriverEvent),
     ) -> Result<DriverReport> {
-        // As FixedCca: the send buffer may stay full (no silences to start on time).
-        let cfg = DriverConfig {
-            notsent_lowat_bytes: None,
-            chunk_bytes: 1 << 20,
-            ..cfg
-        };
+        // As FixedCca: no silences to start on time.
+        let cfg = crate::send::without_silences(cfg);
         let base = acked(data)?;
         let interval_ns = self.probe.interval_ns();
         let probe = &mut self.probe;

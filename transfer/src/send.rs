@@ -147,15 +147,19 @@ impl Drive for FixedCca {
         stop: &AtomicBool,
         on_event: &mut dyn FnMut(&DriverEvent),
     ) -> Result<DriverReport> {
-        // A fixed CCA has no silent segments to start on time, so the send
-        // buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups) and the
-        // file is read in larger pieces.
-        let cfg = DriverConfig {
-            notsent_lowat_bytes: None,
-            chunk_bytes: 1 << 20,
-            ..cfg
-        };
-        send_fixed_source(data, src, self.0, &cfg, stop, on_event)
+        send_fixed_source(data, src, self.0, &without_silences(cfg), stop, on_event)
+    }
+}
+
+/// The driver configuration of a sending loop with no silent segments to
+/// start on time (a fixed CCA, passive OPS, a FastProb probe): the send
+/// buffer may stay full (no TCP_NOTSENT_LOWAT: fewer wake-ups) and the file
+/// is read in larger pieces.
+pub(crate) fn without_silences(cfg: DriverConfig) -> DriverConfig {
+    DriverConfig {
+        notsent_lowat_bytes: None,
+        chunk_bytes: 1 << 20,
+        ..cfg
     }
 }
 
@@ -499,11 +503,7 @@ fn send_impl(
     };
     drive.accepted(offset, size);
     let first_cca = drive.first_cca();
-    let extra_cfg = DriverConfig {
-        notsent_lowat_bytes: None,
-        chunk_bytes: 1 << 20,
-        ..dcfg
-    };
+    let extra_cfg = without_silences(dcfg);
     let gate = if n_streams > 1 {
         drive.sending_gate()
     } else {

@@ -235,29 +235,12 @@ impl<'a> Pump<'a> {
             self.pos = 0;
             self.len = n;
         }
-        let chunk = &self.buf[self.pos..self.len];
-        // SAFETY: chunk is a valid readable buffer; fd is the caller's socket.
-        let rc = unsafe {
-            libc::send(
-                self.fd.as_raw_fd(),
-                chunk.as_ptr().cast(),
-                chunk.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
+        let Some(k) = self.send_buffered()? else {
+            return Ok(false);
         };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
-                _ => Err(os_error("send (transfer data)", self.fd, e)),
-            };
-        }
-        let k = rc as usize;
         if let Some(cb) = f.on_sent.as_mut() {
-            cb(&chunk[..k]);
+            cb(&self.buf[self.pos - k..self.pos]);
         }
-        self.pos += k;
-        self.total += k as u64;
         f.pos += k as u64;
         if let Some(p) = f.progress {
             p.store(f.pos, Ordering::Release);
@@ -317,6 +300,13 @@ impl<'a> Pump<'a> {
             self.pos = 0;
             self.len = n;
         }
+        Ok(self.send_buffered()?.is_some())
+    }
+
+    /// Send what the buffer holds (`buf[pos..len]`) without blocking;
+    /// `Some(k)`: the socket took `k` bytes (`pos` and `total` advanced),
+    /// `None`: it would block.
+    fn send_buffered(&mut self) -> Result<Option<usize>> {
         let chunk = &self.buf[self.pos..self.len];
         // SAFETY: chunk is a valid readable buffer; fd is the caller's socket.
         let rc = unsafe {
@@ -330,13 +320,14 @@ impl<'a> Pump<'a> {
         if rc < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
                 _ => Err(os_error("send (transfer data)", self.fd, e)),
             };
         }
-        self.pos += rc as usize;
-        self.total += rc as u64;
-        Ok(true)
+        let k = rc as usize;
+        self.pos += k;
+        self.total += k as u64;
+        Ok(Some(k))
     }
 
     /// Why a sending loop ends now, if it does: the stop flag, the time
