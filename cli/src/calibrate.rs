@@ -290,7 +290,7 @@ pub fn read_windows(path: &Path, w: usize, mode: &Mode) -> Result<Vec<Vec<f64>>>
         .map_err(|e| Error::io(format!("read trace {}", path.display()), e))?;
     let rows = collect::parse_trace(&text)?;
     let stride = match mode {
-        Mode::Passive => w,
+        Mode::Passive | Mode::PassiveEvery { .. } => w,
         Mode::Active { pattern, .. } => {
             let p = (pattern.total_ns() / 1_000_000_000).max(1) as usize;
             w.div_ceil(p) * p

@@ -19,7 +19,7 @@ pub struct CollectArgs {
     /// --rate-mbps, --rtt-ms and --buffer-bdp.
     #[arg(long, default_value = "default")]
     condition: String,
-    /// `passive` or an active pattern such as S5-C5-S5-B5.
+    /// `passive` (1 sample/s), `passive-<ms>ms` (e.g. passive-200ms: a sample every 200 ms) or an active pattern such as S5-C5-S5-B5.
     #[arg(long, default_value = "passive")]
     mode: String,
     /// Override or define the condition's bottleneck rate.
@@ -42,7 +42,7 @@ pub struct CollectArgs {
     /// Windows wanted per trace.
     #[arg(long, default_value_t = 300)]
     windows: usize,
-    /// Window length in samples (1 Hz); resume counts windows of this length.
+    /// Window length in samples (1 Hz; 5 per second with passive-200ms); resume counts windows of this length.
     #[arg(long, default_value_t = 20)]
     w: usize,
     /// Windows per lab session before moving to the next trace (plans).

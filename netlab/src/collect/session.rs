@@ -123,7 +123,7 @@ pub(super) fn sidecar_conditions(spec: &TraceSpec, cfg: &CollectConfig) -> serde
         "buffer_bytes": spec.condition.buffer_bytes(),
         "mtu": spec.condition.mtu,
         "pipe": "tun",
-        "mode": match spec.mode { Mode::Passive => "passive", Mode::Active { .. } => "active" },
+        "mode": if spec.mode.is_active() { "active" } else { "passive" },
         "pattern": spec.mode.pattern_text(),
         "active_transport": spec.mode.pattern_text().map(|_| "one persistent TCP connection, CCA switched live (TCP_CONGESTION) at each burst, TCP_NOTSENT_LOWAT 128 KiB, nothing sent in silences"),
         "class": spec.class,
@@ -136,7 +136,7 @@ pub(super) fn sidecar_conditions(spec: &TraceSpec, cfg: &CollectConfig) -> serde
             "transport": "udp-echo",
             "echoes_per_sample": ECHOES,
             "echo_interval_ms": 1.0,
-            "sample_interval_ms": 1000.0,
+            "sample_interval_ms": spec.mode.sample_ns() as f64 / 1e6,
         },
         "window": cfg.w,
         "warmup_s": cfg.warmup_s,
@@ -160,6 +160,7 @@ fn spawn_stream_prober(
     ns: &str,
     dst: SocketAddrV4,
     first_tick_ns: u64,
+    period_ns: u64,
     out: mpsc::Sender<Tick>,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<Result<()>>> {
@@ -172,7 +173,7 @@ fn spawn_stream_prober(
         let cfg = traffic::burst_config();
         let mut k: u64 = 0;
         while !stop.load(Ordering::Relaxed) {
-            let tick = first_tick_ns + k * NS;
+            let tick = first_tick_ns + k * period_ns;
             while now_ns() < tick {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(());
@@ -333,7 +334,8 @@ pub fn collect_session(
     let first_tick = now_ns() + 300_000_000;
     let bg_start = first_tick + BASE_RTT_SAMPLES * NS;
     let rec_start = bg_start + (cfg.warmup_s * 1e9) as u64;
-    let total_ns = rec_start - bg_start + samples * NS + 2 * NS;
+    let period = spec.mode.sample_ns();
+    let total_ns = rec_start - bg_start + samples * period + 2 * NS;
 
     struct Threads {
         stop: Arc<AtomicBool>,
@@ -424,6 +426,7 @@ pub fn collect_session(
         &lab.sender_ns[0],
         echo,
         first_tick,
+        period,
         tx,
         stop.clone(),
     )?);
@@ -466,14 +469,14 @@ pub fn collect_session(
     let mut f = open_append(&csv)?;
     let per_run = match &spec.mode {
         Mode::Active { pattern, .. } => Some((pattern.clone(), pattern.samples_per_run(NS)?)),
-        Mode::Passive => None,
+        Mode::Passive | Mode::PassiveEvery { .. } => None,
     };
     let mut base = Vec::new();
     let mut written = 0u64;
     let mut lost = 0u64;
     let mut rtt_sum = 0.0;
     let mut interrupted = false;
-    let deadline = rec_start + (samples + 5) * NS;
+    let deadline = rec_start + samples * period + 5 * NS;
     while written < samples {
         if cancel.load(Ordering::Relaxed) || sys::interrupted() {
             interrupted = true;
@@ -506,7 +509,7 @@ pub fn collect_session(
         if t.tick_ns < rec_start {
             continue;
         }
-        let k = (t.tick_ns - rec_start + NS / 2) / NS;
+        let k = (t.tick_ns - rec_start + period / 2) / period;
         let (cycle, phase, segment) = match &per_run {
             Some((p, per)) => {
                 let seg = p.segment_of_sample(k, NS)?;
@@ -575,7 +578,7 @@ pub fn collect_session(
         );
         o.insert("base_rtt_ms".into(), serde_json::json!(base));
         o.insert("background_mbps".into(), serde_json::Value::Object(bgm));
-        if spec.mode != Mode::Passive {
+        if spec.mode.is_active() {
             o.insert(
                 "active_mbps_mean".into(),
                 serde_json::json!(mean_mbps(&active_bins)),

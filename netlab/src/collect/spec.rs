@@ -142,17 +142,47 @@ pub(super) fn valid_name(s: &str) -> bool {
 /// Passive or active probing (with its pattern).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
+    /// One echo-burst sample a second (000 §3.2).
     Passive,
-    Active { pattern: Pattern, text: String },
+    /// Passive probing with a sample every `period_ms` (< 1000): the same
+    /// 10-echo bursts, more often. Our extension, to test whether a finer
+    /// time resolution resolves queue dynamics that 1 Hz aliases (a short
+    /// CUBIC sawtooth at a shallow buffer, BBR's 200 ms ProbeRTT dip); every
+    /// `1000 / period_ms`-th sample of such a trace is a 1 Hz series, so
+    /// both resolutions are compared on the same traffic.
+    PassiveEvery {
+        period_ms: u32,
+    },
+    Active {
+        pattern: Pattern,
+        text: String,
+    },
 }
 
 impl Mode {
-    /// `passive`, or a pattern such as `S5-C5-S5-B5` (with or without an
-    /// `active:` / `active-` prefix).
+    /// `passive`, `passive-<ms>ms` (e.g. `passive-200ms`, a divisor of 1000
+    /// from 10 to 500), or a pattern such as `S5-C5-S5-B5` (with or without
+    /// an `active:` / `active-` prefix).
     pub fn parse(s: &str) -> Result<Mode> {
         let t = s.trim();
         if t.eq_ignore_ascii_case("passive") {
             return Ok(Mode::Passive);
+        }
+        if let Some(ms) = t
+            .to_ascii_lowercase()
+            .strip_prefix("passive-")
+            .and_then(|r| r.strip_suffix("ms"))
+        {
+            let period_ms = ms
+                .parse::<u32>()
+                .ok()
+                .filter(|p| (10..=500).contains(p) && 1000 % p == 0)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "mode {s:?}: the sample period must be a divisor of 1000 ms from 10 to 500, e.g. passive-200ms"
+                    ))
+                })?;
+            return Ok(Mode::PassiveEvery { period_ms });
         }
         let p = t
             .strip_prefix("active:")
@@ -170,10 +200,11 @@ impl Mode {
         })
     }
 
-    /// Folder name: `passive` or `active-s5c5s5b5`.
+    /// Folder name: `passive`, `passive-200ms` or `active-s5c5s5b5`.
     pub fn dir_name(&self) -> String {
         match self {
             Mode::Passive => "passive".into(),
+            Mode::PassiveEvery { period_ms } => format!("passive-{period_ms}ms"),
             Mode::Active { text, .. } => format!(
                 "active-{}",
                 text.chars()
@@ -184,9 +215,21 @@ impl Mode {
         }
     }
 
+    /// Time between two samples of the RTT series.
+    pub fn sample_ns(&self) -> u64 {
+        match self {
+            Mode::PassiveEvery { period_ms } => *period_ms as u64 * 1_000_000,
+            Mode::Passive | Mode::Active { .. } => super::NS,
+        }
+    }
+
+    pub fn is_active(&self) -> bool {
+        matches!(self, Mode::Active { .. })
+    }
+
     pub fn pattern_text(&self) -> Option<&str> {
         match self {
-            Mode::Passive => None,
+            Mode::Passive | Mode::PassiveEvery { .. } => None,
             Mode::Active { text, .. } => Some(text),
         }
     }

@@ -132,6 +132,22 @@ fn specs_modes_and_conditions() {
         "active-c5b5c5s5"
     );
     assert!(Mode::parse("sometimes").is_err());
+    let f = Mode::parse("passive-200ms").unwrap();
+    assert_eq!(f, Mode::PassiveEvery { period_ms: 200 });
+    assert_eq!(f.dir_name(), "passive-200ms");
+    assert_eq!(f.sample_ns(), 200_000_000);
+    assert!(!f.is_active() && f.pattern_text().is_none());
+    assert_eq!(Mode::Passive.sample_ns(), 1_000_000_000);
+    for bad in [
+        "passive-300ms",
+        "passive-0ms",
+        "passive-1000ms",
+        "passive-5ms",
+        "passive-xms",
+    ] {
+        let e = Mode::parse(bad).unwrap_err().to_string();
+        assert!(e.contains("divisor of 1000"), "{bad}: {e}");
+    }
     let s = TraceSpec::new(d.clone(), Mode::Passive, "B1-B1").unwrap();
     assert_eq!(s.background(), vec!["bbr", "bbr"]);
     let s = TraceSpec::new(d.clone(), Mode::Passive, "B1-C1").unwrap();
