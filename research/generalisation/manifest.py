@@ -54,11 +54,15 @@ def main(argv=None):
                 c = tr.meta.get("conditions", {})
                 runs = tr.meta.get("runs", [])
                 loads = [v for v in (load1(r) for r in runs) if v is not None]
+                # Windows of w seconds: w samples at 1 Hz, 5 w with passive-200ms.
+                period_ms = float(c.get("probe", {}).get("sample_interval_ms", 1000.0))
+                ws = max(1, round(a.w * 1000.0 / period_ms))
                 entries.append({
                     "condition": cond, "mode": mode, "class": cl,
                     "rate_mbps": c.get("rate_mbps"), "rtt_ms": c.get("rtt_ms"),
                     "buffer_bdp": c.get("buffer_bdp"), "buffer_bytes": c.get("buffer_bytes"),
-                    "windows": int(len(trace_windows(tr, a.w))), "w": a.w,
+                    "windows": int(len(trace_windows(tr, ws))), "w": ws,
+                    "sample_interval_ms": period_ms,
                     "samples": int(len(tr.k)), "runs": len(runs),
                     "kernels": sorted({r.get("kernel", "?") for r in runs}),
                     "load1_at_start": loads,
@@ -67,7 +71,7 @@ def main(argv=None):
                 })
     with open(os.path.join(a.root, "MANIFEST.json"), "w") as f:
         json.dump({"format": "opsel-corpus-manifest", "version": 1, "w": a.w, "traces": entries}, f, indent=1)
-    print(f"| condition | mode | rate Mbit/s | RTT ms | buffer × BDP | windows of w = {a.w} per class "
+    print(f"| condition | mode | rate Mbit/s | RTT ms | buffer × BDP | windows of {a.w} s per class "
           f"({', '.join(SIX_CLASSES)}) | runs | load at run start (min / median / max) |")
     print("|---|---|---|---|---|---|---|---|")
     keys = sorted({(e["condition"], e["mode"]) for e in entries},
