@@ -398,6 +398,10 @@ def condvote(D, ry, rc, train_conds, rule):
     return np.argmax(votes, axis=1)
 
 
+# Indices of the --train-only conditions: references in every fold, never held out.
+TRAIN_ONLY: list[int] = []
+
+
 def score(y, p):
     return float(np.mean(p == y)), float(np.mean(BBR[p] == BBR[y]))
 
@@ -410,7 +414,7 @@ def loco_scores(bank, mat, conds_idx, rule, preds=None):
     out = {}
     for c in conds_idx:
         ti = np.flatnonzero(bank.cond == c)
-        p = fold(D, ry, rc, ti, [x for x in conds_idx if x != c], rule, amps)
+        p = fold(D, ry, rc, ti, [x for x in conds_idx if x != c] + TRAIN_ONLY, rule, amps)
         if preds is not None:
             preds[ti] = p
         out[c] = score(bank.y[ti], p)
@@ -501,11 +505,24 @@ def main(argv=None):
                     help="also a random forest on window summaries, with and without the echo-burst spread")
     ap.add_argument("--near-oracle", action="store_true",
                     help="also divide-min 1-NN restricted to the conditions nearest the held-out one (oracle)")
+    ap.add_argument("--exclude", default="", help="comma-separated conditions to leave out entirely")
+    ap.add_argument("--train-only", default="",
+                    help="comma-separated conditions used as references in every fold but never held out "
+                         "(does adding them lift LOCO on the others?)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     os.makedirs(a.cache, exist_ok=True)
     conds = load(a.root, a.w, a.min_windows)
-    names = sorted(conds, key=lambda c: (conds[c]["rate"], conds[c]["rtt"], conds[c]["buffer_bytes"]))
+    for c in filter(None, a.exclude.split(",")):
+        conds.pop(c, None)
+    extra = [c for c in filter(None, a.train_only.split(",")) if c in conds]
+    missing = set(filter(None, a.train_only.split(","))) - set(extra)
+    if missing:
+        raise SystemExit(f"--train-only: not in the corpus with all six classes: {', '.join(sorted(missing))}")
+    names = sorted((c for c in conds if c not in extra),
+                   key=lambda c: (conds[c]["rate"], conds[c]["rtt"], conds[c]["buffer_bytes"]))
+    TRAIN_ONLY[:] = list(range(len(names), len(names) + len(extra)))
+    names += extra
     bank = Bank(conds, names, a.w, a.radius, a.cache)
     t0 = time.time()
     print(f"{len(names)} conditions, {len(bank.y)} windows of w = {a.w}, radius {a.radius}")
@@ -521,7 +538,9 @@ def main(argv=None):
                   [i for i in range(len(names)) if i != c], "1nn")
         print(f"check {names[c]}: opsel and matrix agree on {np.mean(p1 == p2) * 100:.1f} % of {len(p1)}")
     cfgs = [c.strip() for c in a.configs.split(";") if c.strip()]
-    idx = list(range(len(names)))
+    idx = [i for i in range(len(names)) if i not in TRAIN_ONLY]
+    if extra:
+        print(f"references only, never held out: {', '.join(extra)}")
     table = {}
     nrefs = {}
     preds = {}
@@ -532,8 +551,8 @@ def main(argv=None):
         preds[cfg] = np.empty(len(bank.y), dtype=int)
         table[cfg] = loco_scores(bank, mat, idx, rule or "1nn", preds[cfg])
     print("\nLOCO 6-class / BBR present (%), per held-out condition:")
-    print("| configuration | references | " + " | ".join(names) + " | median |")
-    print("|---|---|" + "---|" * (len(names) + 1))
+    print("| configuration | references | " + " | ".join(names[i] for i in idx) + " | median |")
+    print("|---|---|" + "---|" * (len(idx) + 1))
     for cfg in cfgs:
         r = table[cfg]
         cells = [f"{100 * r[i][0]:.0f} / {100 * r[i][1]:.0f}" for i in idx]
@@ -568,17 +587,17 @@ def main(argv=None):
             best = max(cfgs, key=lambda k: (inner[k], -cfgs.index(k)))
             D, ry, rc, _, ra = mats[best]
             ti = np.flatnonzero(bank.cond == c)
-            p = fold(D, ry, rc, ti, rest, best.partition("@")[2] or "1nn", (amp(bank.X), ra))
+            p = fold(D, ry, rc, ti, rest + TRAIN_ONLY, best.partition("@")[2] or "1nn", (amp(bank.X), ra))
             nested[names[c]] = dict(zip(("six", "bbr"), score(bank.y[ti], p)), chosen=best,
                                     inner={k: list(v) for k, v in inner.items()})
         print("\nNested LOCO (configuration chosen on the other conditions only):")
         print("| held out | chosen | 6-class | BBR present |")
         print("|---|---|---|---|")
-        for n in names:
+        for n in (names[i] for i in idx):
             r = nested[n]
             print(f"| {n} | `{r['chosen']}` | {100 * r['six']:.1f} | {100 * r['bbr']:.1f} |")
-        print(f"| **median** | | **{100 * np.median([nested[n]['six'] for n in names]):.1f}** | "
-              f"**{100 * np.median([nested[n]['bbr'] for n in names]):.1f}** |")
+        print(f"| **median** | | **{100 * np.median([r['six'] for r in nested.values()]):.1f}** | "
+              f"**{100 * np.median([r['bbr'] for r in nested.values()]):.1f}** |")
     print(f"\n({time.time() - t0:.0f} s)")
     if a.json:
         with open(a.json, "w") as f:
