@@ -33,7 +33,8 @@ pub struct CollectArgs {
     buffer_bdp: Option<f64>,
     /// Several (condition, mode) at once instead of --condition/--mode:
     /// `default/passive@1,default/S5-C5-S5-B5@1,c50/passive@0.4` (weight =
-    /// relative growth speed).
+    /// relative growth speed); `grid/<mode>` and `dense/<mode>` stand for every
+    /// grid or dense-grid condition.
     #[arg(long)]
     plan: Option<String>,
     /// Classes to record (default: all six).

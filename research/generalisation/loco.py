@@ -55,7 +55,7 @@ from opsel.train.data import SIX_CLASSES, find_traces_dir, trace_windows
 BBR_CLASSES = {c for c in SIX_CLASSES if opsel.parse_mix(c)["bbr_present"]}
 REPRESENTATIONS = ("none", "divide-min", "z-score", "queue-ms", "queue-rel", "queue-log", "queue-buf", "queue-buf-err")
 # Further amplitude transforms of the window alone; not in the default sweep (--reps names them).
-SHAPE_REPRESENTATIONS = ("minmax", "log-dm", "div-median", "sqrt-dm", "rank")
+SHAPE_REPRESENTATIONS = ("minmax", "log-dm", "div-median", "sqrt-dm", "rank", "sorted-dm")
 DEPLOYABLE = tuple(r for r in REPRESENTATIONS + SHAPE_REPRESENTATIONS if not r.startswith("queue-buf"))
 
 
@@ -166,6 +166,11 @@ def represent(X: np.ndarray, base: np.ndarray, qdelay_ms: float, how: str) -> np
         return X / np.median(X, axis=1, keepdims=True)
     if how == "sqrt-dm":
         return np.sqrt(X / X.min(axis=1, keepdims=True) - 1.0)
+    if how == "sorted-dm":
+        # The window's quantile function: divide-min with the samples in increasing order. Time
+        # order is dropped, the distribution of queueing delay stays (a sawtooth spreads evenly,
+        # BBR sits near the minimum with spikes); DTW on it warps the quantile axis.
+        return np.sort(X / X.min(axis=1, keepdims=True), axis=1)
     if how == "rank":
         return np.argsort(np.argsort(X, axis=1), axis=1) / (X.shape[1] - 1)
     if how == "queue-buf-err":

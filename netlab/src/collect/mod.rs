@@ -32,7 +32,7 @@ mod trace;
 
 pub use plan::{collect_plan, parse_plan, pick_next, plan_samples, status, PlanItem};
 pub use session::{collect_session, CollectConfig, SessionResult};
-pub use spec::{parse_grid_name, Condition, Mode, TraceSpec, GRID};
+pub use spec::{parse_grid_name, Condition, Mode, TraceSpec, DENSE, GRID};
 pub use trace::{
     check_sidecar_matches, count_windows, parse_trace, trace_state, Row, TraceState, CSV_HEADER,
     SIDECAR_FORMAT,

@@ -12,7 +12,7 @@ use opsel::{Error, Result};
 use crate::sys;
 
 use super::session::{collect_session, CollectConfig};
-use super::spec::{Condition, Mode, TraceSpec, GRID};
+use super::spec::{Condition, Mode, TraceSpec, DENSE, GRID};
 use super::trace::trace_state;
 
 /// Samples to record in one session: the windows still missing, at most
@@ -59,8 +59,10 @@ pub fn parse_plan(text: &str, classes: &[String]) -> Result<Vec<PlanItem>> {
                 "plan entry {item:?} is not <condition>/<mode>[@weight], e.g. default/passive or default/S5-C5-S5-B5@0.5"
             ))
         })?;
-        let conditions: Vec<Condition> = if cond == "grid" {
-            GRID.iter()
+        let conditions: Vec<Condition> = if cond == "grid" || cond == "dense" {
+            let names: &[&str] = if cond == "grid" { &GRID } else { &DENSE };
+            names
+                .iter()
                 .map(|g| Condition::preset(g))
                 .collect::<Result<_>>()?
         } else {

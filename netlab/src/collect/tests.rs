@@ -188,6 +188,12 @@ fn plans_parse_and_weighted_pick() {
     assert_eq!(p[4].weight, 0.5);
     assert!(parse_plan("default", &classes).is_err());
     // `grid` expands to every grid condition; names carry the parameters.
+    let d = parse_plan("dense/passive-200ms", &classes).unwrap();
+    assert_eq!(d.len(), DENSE.len() * classes.len());
+    for name in DENSE {
+        assert!(!GRID.contains(&name), "{name} is a grid condition");
+        assert!(parse_grid_name(name).is_some(), "{name}");
+    }
     let g = parse_plan("grid/passive", &classes).unwrap();
     assert_eq!(g.len(), GRID.len() * classes.len());
     let c = Condition::preset("r300-d20-b2").unwrap();
