@@ -65,40 +65,54 @@ from dtaidistance import dtw
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import loco  # noqa: E402
-from opsel.train.data import SIX_CLASSES, find_traces_dir, trace_windows_meta  # noqa: E402
+from opsel.train.data import SIX_CLASSES, at_1hz, find_traces_dir, trace_windows_meta  # noqa: E402
+
+# Trace folders read as 1 Hz series (``passive-200ms`` through ``at_1hz``).
+PASSIVE_MODES = ("passive", "passive-200ms")
 
 BBR = np.array([c in loco.BBR_CLASSES for c in SIX_CLASSES])
 CLS = {c: i for i, c in enumerate(SIX_CLASSES)}
 
 
 def load(root, w, min_windows):
-    """Windows of every complete passive condition plus, per window, its run's full series."""
+    """Windows of every complete passive condition plus, per window, its run's full series.
+
+    A condition's 1 Hz series come from its ``passive`` traces and from its ``passive-200ms``
+    traces read at 1 Hz (every fifth sample: what the 1 Hz prober would have seen)."""
     out = {}
     for cond in sorted(os.listdir(root)):
-        d = os.path.join(root, cond, "passive")
-        if not os.path.isdir(d):
-            continue
-        traces = find_traces_dir(d)
-        if len(traces) != len(SIX_CLASSES):
+        per_class = {c: [] for c in SIX_CLASSES}
+        for mode in PASSIVE_MODES:
+            d = os.path.join(root, cond, mode)
+            if os.path.isdir(d):
+                for tr in find_traces_dir(d):
+                    per_class[tr.label].append(at_1hz(tr))
+        if not all(per_class.values()):
             continue
         Xs, ys, bs, series, Ss = [], [], [], [], []
         ok = True
-        for tr in traces:
-            X, runs, starts = trace_windows_meta(tr, w)
-            if len(X) < min_windows:
+        for label in SIX_CLASSES:
+            n = 0
+            for tr in per_class[label]:
+                X, runs, starts = trace_windows_meta(tr, w)
+                if len(X) == 0:
+                    continue
+                n += len(X)
+                Xs.append(X)
+                Ss.append(burst_spread(tr, runs, starts, w))
+                ys += [CLS[tr.label]] * len(X)
+                bs += list(loco.running_min_bases(tr, runs, starts, w))
+                for r in np.unique(tr.run):
+                    sel = tr.run == r
+                    s = np.full(int(tr.k[sel].max()) + 1, np.nan)
+                    s[tr.k[sel]] = tr.rtt_ms[sel]
+                    series.append((CLS[tr.label], s))
+            if n < min_windows:
                 ok = False
                 break
-            Xs.append(X)
-            Ss.append(burst_spread(tr, runs, starts, w))
-            ys += [CLS[tr.label]] * len(X)
-            bs += list(loco.running_min_bases(tr, runs, starts, w))
-            for r in np.unique(tr.run):
-                sel = tr.run == r
-                s = np.full(int(tr.k[sel].max()) + 1, np.nan)
-                s[tr.k[sel]] = tr.rtt_ms[sel]
-                series.append((CLS[tr.label], s))
         if not ok:
             continue
+        traces = [t for v in per_class.values() for t in v]
         rate, rtt, buf = loco.condition_params(traces[0].meta)
         out[cond] = dict(X=np.concatenate(Xs), S=np.concatenate(Ss), y=np.array(ys), base=np.array(bs), series=series,
                          rate=rate, rtt=rtt, buffer_bytes=buf)
@@ -122,7 +136,7 @@ def burst_spread(tr, runs, starts, w):
     out = np.full((len(runs), w), np.nan)
     for i, (r, st) in enumerate(zip(runs, starts)):
         for j in range(w):
-            k = (int(r), int(st) + j)
+            k = (int(r), (int(st) + j) * tr.stride)
             if k in mn:
                 out[i, j] = mx[k] - mn[k]
     return out

@@ -48,6 +48,15 @@ class Trace:
     rtt_ms: np.ndarray  # float, NaN = lost
     segment: list
     meta: dict = field(default_factory=dict)
+    # Recorded samples per sample of this series: 1, or 5 for a 200-ms trace read at 1 Hz
+    # (``at_1hz``); ``k * stride`` is the row's index in the CSV's own numbering.
+    stride: int = 1
+
+    @property
+    def sample_interval_ms(self) -> float:
+        """Time between two recorded samples (1000 unless recorded with ``passive-<ms>ms``)."""
+        probe = (self.meta.get("conditions") or {}).get("probe") or {}
+        return float(probe.get("sample_interval_ms", 1000.0)) * self.stride
 
     @property
     def pattern_len(self) -> int | None:
@@ -95,6 +104,21 @@ def read_trace(path: str) -> Trace:
     mode = parts[-2] if len(parts) >= 2 else "?"
     condition = parts[-3] if len(parts) >= 3 else "?"
     return Trace(path, condition, mode, label, run, k, rtt, seg, meta)
+
+
+def at_1hz(tr: Trace) -> Trace:
+    """A passive trace recorded every ``p`` ms (``passive-200ms``) as the 1 Hz series a
+    one-burst-a-second prober would have recorded on the same traffic: every ``1000 / p``-th
+    sample (k = 0, 5, 10, … at 200 ms), renumbered k // (1000 / p). A 1 Hz trace is returned as is."""
+    p = tr.sample_interval_ms
+    if p >= 1000.0:
+        return tr
+    per = int(round(1000.0 / p))
+    if per * p != 1000.0 or tr.pattern_len:
+        raise ValueError(f"{tr.path}: a {p:g} ms passive trace cannot be read at 1 Hz")
+    keep = tr.k % per == 0
+    return Trace(tr.path, tr.condition, tr.mode, tr.label, tr.run[keep], tr.k[keep] // per,
+                 tr.rtt_ms[keep], [s for s, k in zip(tr.segment, keep) if k], tr.meta, stride=per)
 
 
 def find_traces(root: str, condition: str, mode: str, classes=SIX_CLASSES) -> list[Trace]:
