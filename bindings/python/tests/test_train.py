@@ -16,7 +16,7 @@ from opsel.train import classifier, knn
 from opsel.train import __main__ as cli
 from opsel_eval import __main__ as evaluation
 from opsel_eval import cycles, diagnose, plots
-from opsel.train.data import CSV_HEADER, SIX_CLASSES, dataset, find_traces, read_trace, trace_windows
+from opsel.train.data import CSV_HEADER, SIX_CLASSES, at_1hz, dataset, find_traces, read_trace, trace_windows
 
 HERE = os.path.dirname(__file__)
 FIX = os.path.join(HERE, "fixtures", "traces")
@@ -62,6 +62,29 @@ def test_passive_windows_per_run_skip_lost_samples(tmp_path):
     assert np.all(X[2] == 66.0)
     # Leftovers of run 0 never join run 1.
     assert trace_windows(read_trace(p), 45).shape == (1, 45)
+
+
+def test_a_200ms_trace_read_at_1hz_is_every_fifth_sample(tmp_path):
+    p = tmp_path / "r25-d40-b0.25" / "passive-200ms" / "B0-C1.csv"
+    # Two runs of 10 s at 200 ms; sample k of run r is 40 + r + k / 100 ms; run 0 lost k = 7.
+    write_trace(str(p), [(r, k, None if (r, k) == (0, 7) else 40.0 + r + k / 100) for r in (0, 1) for k in range(50)])
+    with open(os.path.splitext(p)[0] + ".json", "w") as f:
+        json.dump({"conditions": {"probe": {"sample_interval_ms": 200.0}}, "runs": []}, f)
+    t = read_trace(str(p))
+    assert t.sample_interval_ms == 200.0
+    one = at_1hz(t)
+    assert one.sample_interval_ms == 1000.0 and one.stride == 5
+    assert list(one.k[:10]) == list(range(10)) and len(one.k) == 20
+    # Sample k = 5 s of run 1 is recorded sample 25: 40 + 1 + 0.25.
+    assert one.rtt_ms[10 + 5] == pytest.approx(41.25)
+    X = trace_windows(one, 10)
+    assert X.shape == (2, 10) and X[0][2] == pytest.approx(40.10)
+    # The lost sample is not on the 1 Hz grid: both 1 Hz windows stand, one of the 200-ms ones.
+    assert trace_windows(t, 50).shape == (1, 50)
+    # A 1 Hz trace is its own 1 Hz series.
+    q = tmp_path / "default" / "passive" / "B0-C0.csv"
+    write_trace(str(q), [(0, k, 65.0) for k in range(20)])
+    assert at_1hz(read_trace(str(q))).stride == 1
 
 
 def test_active_windows_align_to_the_pattern(tmp_path):
