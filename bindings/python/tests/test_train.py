@@ -274,11 +274,36 @@ def _scaled_condition(src, dst, factor, name):
             json.dump(meta, open(os.path.join(dst, f), "w"))
 
 
+def _at_200ms(src, dst):
+    """A 1 Hz passive condition as if recorded every 200 ms: each sample k becomes sample 5 k, and
+    the four samples between two seconds get other values (the 1 Hz reading must skip them)."""
+    os.makedirs(dst, exist_ok=True)
+    for f in sorted(os.listdir(src)):
+        if f.endswith(".csv"):
+            with open(os.path.join(src, f)) as fi, open(os.path.join(dst, f), "w") as fo:
+                fo.write(fi.readline())
+                for line in fi:
+                    c = line.rstrip("\n").split(",")
+                    k = int(c[1])
+                    for j in range(5):
+                        d = list(c)
+                        d[1] = str(5 * k + j)
+                        if j and d[3]:
+                            d[3] = f"{float(d[3]) * 7:.3f}"
+                        fo.write(",".join(d) + "\n")
+        elif f.endswith(".json"):
+            meta = json.load(open(os.path.join(src, f)))
+            meta.setdefault("conditions", {})["probe"] = {"sample_interval_ms": 200.0}
+            json.dump(meta, open(os.path.join(dst, f), "w"))
+
+
 def test_grid_pools_conditions_and_scores_each_held_out(tmp_path, capsys):
     root = tmp_path / "collect"
     shutil.copytree(os.path.join(FIX, "default"), root / "default")
     _scaled_condition(os.path.join(FIX, "default", "passive"), str(root / "x2" / "passive"), 2.0, "x2")
-    _scaled_condition(os.path.join(FIX, "default", "passive"), str(root / "x3" / "passive"), 3.0, "x3")
+    _scaled_condition(os.path.join(FIX, "default", "passive"), str(tmp_path / "x3-1hz"), 3.0, "x3")
+    # x3 exists only as a 200-ms recording: it joins the grid read at 1 Hz.
+    _at_200ms(str(tmp_path / "x3-1hz"), str(root / "x3" / "passive-200ms"))
     out = tmp_path / "grid"
     cli.main(["grid", str(root), "--mode", "passive", "--w", "10", "--radius", "5", "--min-windows", "1",
               "--out", str(out), "--json", str(tmp_path / "loco.json")])
@@ -287,6 +312,8 @@ def test_grid_pools_conditions_and_scores_each_held_out(tmp_path, capsys):
     assert [c["condition"] for c in m.training["conditions"]] == ["default", "x2", "x3"]
     loco = json.loads((tmp_path / "loco.json").read_text())["loco"]
     assert set(loco) == {"default", "x2", "x3"}
+    shutil.copytree(str(tmp_path / "x3-1hz"), root / "x3" / "passive")
+    shutil.rmtree(root / "x3" / "passive-200ms")
     # The three conditions differ only by an RTT scale, which divide-min removes: each held-out one is
     # classified like its copies, so LOCO accuracy equals the pooled model's on its own windows.
     tr = find_traces(str(root), "x3", "passive")

@@ -25,7 +25,7 @@ import os
 import numpy as np
 
 from . import knn
-from .data import SIX_CLASSES, dataset, find_traces_dir
+from .data import SIX_CLASSES, at_1hz, dataset, find_traces_dir
 
 # The configuration nested LOCO chose for passive windows over the grid
 # (research/generalisation/loco.py --nested; docs/results/generalisation.md).
@@ -36,16 +36,20 @@ GRID_RADIUS = 20
 
 def load_grid(root: str, mode: str, w: int, min_windows: int = 3, exclude=()) -> dict:
     """Every ``root/<condition>/<mode>`` with all six classes and at least
-    ``min_windows`` windows of ``w`` in each: {condition: dict(X, y, traces, conditions)}."""
+    ``min_windows`` windows of ``w`` in each: {condition: dict(X, y, traces, conditions)}.
+    For ``passive``, a condition's ``passive-200ms`` traces are read at 1 Hz and pooled with it."""
     out = {}
     if not os.path.isdir(root):
         raise SystemExit(f"{root} is not a folder of <condition>/<mode>/<class>.csv traces (opsel lab collect --out)")
     for cond in sorted(os.listdir(root)):
         d = os.path.join(root, cond, mode)
-        if cond in exclude or not os.path.isdir(d):
+        if cond in exclude or not os.path.isdir(d) and not (mode == "passive" and finer_passive(root, cond)):
             continue
-        traces = find_traces_dir(d)
-        if len(traces) != len(SIX_CLASSES):
+        traces = find_traces_dir(d) if os.path.isdir(d) else []
+        if mode == "passive":
+            # Traces recorded every 200 ms join as the 1 Hz series on the same traffic.
+            traces += [at_1hz(t) for m in finer_passive(root, cond) for t in find_traces_dir(os.path.join(root, cond, m))]
+        if {t.label for t in traces} != set(SIX_CLASSES):
             continue
         X, y = dataset(traces, w)
         counts = [int(np.sum(y == c)) for c in SIX_CLASSES]
@@ -53,6 +57,13 @@ def load_grid(root: str, mode: str, w: int, min_windows: int = 3, exclude=()) ->
             continue
         out[cond] = {"X": X, "y": y, "traces": traces, "conditions": traces[0].meta.get("conditions") or {}}
     return out
+
+
+def finer_passive(root: str, cond: str) -> list[str]:
+    """The condition's ``passive-<ms>ms`` folders (``opsel lab collect --mode passive-200ms``)."""
+    d = os.path.join(root, cond)
+    return sorted(m for m in os.listdir(d) if m.startswith("passive-") and m.endswith("ms")
+                  and os.path.isdir(os.path.join(d, m))) if os.path.isdir(d) else []
 
 
 def ordered(grid: dict) -> list[str]:
