@@ -52,6 +52,14 @@ pub struct SendLabArgs {
     /// File size (MB, 10^6 bytes).
     #[arg(long, default_value_t = 60.0)]
     size_mb: f64,
+    /// Rotate the order: evaluation e starts with method e (mod the number of
+    /// methods), so no method is always first after the background had the
+    /// path to itself, and run order is separated from the method's effect.
+    #[arg(long)]
+    rotate: bool,
+    /// Leave out the A/B (FastProb and the fixed controls only).
+    #[arg(long)]
+    no_ab: bool,
     /// Write every transfer as JSON here as well.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -117,24 +125,24 @@ pub fn main(a: SendLabArgs) -> Result<()> {
     let src = dir.0.join("src.bin");
     write_file(&src, (a.size_mb * 1e6) as u64)?;
 
-    let mut methods: Vec<(String, Strategy, Option<ProbeOpts>)> = vec![
-        (
-            format!("fastprob ({cca})"),
-            Strategy::Fixed(cca),
-            Some(ProbeOpts {
-                model: a.model.clone(),
-                ab: None,
-            }),
-        ),
-        (
+    let mut methods: Vec<(String, Strategy, Option<ProbeOpts>)> = vec![(
+        format!("fastprob ({cca})"),
+        Strategy::Fixed(cca),
+        Some(ProbeOpts {
+            model: a.model.clone(),
+            ab: None,
+        }),
+    )];
+    if !a.no_ab {
+        methods.push((
             format!("ab ({})", a.candidates.join(",")),
             Strategy::Fixed(cca),
             Some(ProbeOpts {
                 model: a.model.clone(),
                 ab: Some(ab),
             }),
-        ),
-    ];
+        ));
+    }
     for c in fixed {
         methods.push((format!("fixed {c}"), Strategy::Fixed(c), None));
     }
@@ -146,7 +154,10 @@ pub fn main(a: SendLabArgs) -> Result<()> {
     std::thread::sleep(Duration::from_secs(3));
     let mut rows = Vec::new();
     for e in 0..a.evals {
-        for (i, (name, strategy, probe)) in methods.iter().enumerate() {
+        let first = if a.rotate { e % methods.len() } else { 0 };
+        for j in 0..methods.len() {
+            let i = (first + j) % methods.len();
+            let (name, strategy, probe) = &methods[i];
             if opsel::sys::linux::signal::interrupt_flag()
                 .load(std::sync::atomic::Ordering::Relaxed)
             {
@@ -162,6 +173,11 @@ pub fn main(a: SendLabArgs) -> Result<()> {
                 strategy.clone(),
                 probe.clone(),
             )?;
+            let mut row = row;
+            if let Some(o) = row.as_object_mut() {
+                o.insert("eval".into(), json!(e));
+                o.insert("position".into(), json!(j));
+            }
             eprintln!("eval {}/{}: {row}", e + 1, a.evals);
             rows.push(row);
         }
@@ -175,7 +191,7 @@ pub fn main(a: SendLabArgs) -> Result<()> {
         let v = json!({
             "conditions": {"rate_mbps": a.rate_mbps, "rtt_ms": a.rtt_ms, "buffer_bdp": a.buffer_bdp,
                            "background": a.background, "class": a.class, "size_mb": a.size_mb,
-                           "candidates": a.candidates, "cca": a.cca},
+                           "candidates": a.candidates, "cca": a.cca, "rotate": a.rotate},
             "transfers": rows,
         });
         std::fs::write(p, serde_json::to_string_pretty(&v).unwrap_or_default())
