@@ -75,6 +75,45 @@ def load(root, w, min_windows=3):
     )
 
 
+def dtw_rows(a, b, radius):
+    """Banded DTW (|a − b| cost, summed over the path) of a[k] against b[k] for every k: the DP of
+    study.dtw_all_pairs on given pairs."""
+    m, n = a.shape
+    prev = np.full((n + 1, m), np.inf)
+    for i in range(n):
+        cur = np.full((n + 1, m), np.inf)
+        for j in range(max(0, i - radius), min(n - 1, i + radius) + 1):
+            c = np.abs(a[:, i] - b[:, j])
+            if i == 0 and j == 0:
+                cur[1] = c
+                continue
+            cur[j + 1] = c + np.minimum(np.minimum(prev[j + 1], cur[j]), prev[j])
+        prev = cur
+    return prev[n]
+
+
+def segment_matrix(X, n, radius, cache_dir, block=200_000):
+    """DTW of every window's first n samples against every n-sample segment (offsets 0, n, 2n, …)
+    of every window: the references of a decision on a shorter window w = n cut from all of each
+    recording, not only its prefixes. Returns (windows × windows × offsets)."""
+    offs = list(range(0, X.shape[1] - n + 1, n))
+    h = hashlib.sha1(X.tobytes()).hexdigest()[:12]
+    path = os.path.join(cache_dir, f"seg-{h}-n{n}-r{radius}.npy") if cache_dir else None
+    if path and os.path.exists(path):
+        return np.load(path)
+    A = divide_min(X[:, :n])
+    S = np.stack([divide_min(X[:, o:o + n]) for o in offs], axis=1).reshape(-1, n)  # window-major
+    I, J = np.meshgrid(np.arange(len(A)), np.arange(len(S)), indexing="ij")
+    I, J = I.ravel(), J.ravel()
+    out = np.empty(len(I))
+    for s0 in range(0, len(I), block):
+        out[s0:s0 + block] = dtw_rows(A[I[s0:s0 + block]], S[J[s0:s0 + block]], radius)
+    out = out.reshape(len(A), len(X), len(offs))
+    if path:
+        np.save(path, out)
+    return out
+
+
 def matrices(X, prefixes, radius, cache_dir):
     """All-pairs DTW per prefix length (divide-min of the prefix), cached per length."""
     out = {}
@@ -98,6 +137,7 @@ FEATS = ("n_over_w", "margin", "same_decision", "streak_share", "vote_agree", "m
 BASE = ("n_over_w", "margin", "same_decision", "streak_share")  # the shipped gate's (ops::ProbeGate)
 SCHEDULES = {"5s": [5, 10, 15, 20, 25, 30, 35], "2.5s": [3, 5, 8, 10, 13, 15, 18, 20, 23, 25, 28, 30, 33, 35, 38]}
 K_VOTE = 5
+SHIPPED_GATE = os.path.join(HERE, "..", "..", "models", "passive", "gate.json")
 
 
 def prefix_raw(D, ns, y, rows, refmask):
@@ -273,9 +313,24 @@ def baselines(parts, test):
     for rule in ("full", "10s"):
         tau = choose(folds, TAU, rule, nc, ns)
         out[f"margin-{rule}"] = evaluate(stop_at(F[:, :, 1], tau, nc), dec, truth, ns) + (float(tau),)
+    g = json.load(open(SHIPPED_GATE))
+    z = g["intercept"] + F[:, :, cols(BASE)] @ np.array(g["weights"])
+    out["shipped-gate"] = evaluate(stop_at(1 / (1 + np.exp(-z)), g["threshold"], nc), dec, truth, ns)
     # the inner (training side) full-window and prefix-10 rates, for the record
     out["inner-full"] = float(np.mean([(d[:, -1] == t).mean() for _, d, t in folds]))
     return out
+
+
+def segment_rules(seg, y, rows, refmask, truth):
+    """Decision on the first n samples against every n-sample segment of the references
+    (a shorter window w = n with 4–8× the references): 1-NN and 5-NN majority, BBR present or not."""
+    refs = np.flatnonzero(refmask)
+    M = seg[np.ix_(rows, refs)].reshape(len(rows), -1)
+    lab = np.repeat(BBR_CLS[y[refs]], seg.shape[2])
+    nn1 = lab[M.argmin(axis=1)]
+    kn = np.argpartition(M, K_VOTE, axis=1)[:, :K_VOTE]
+    nn5 = lab[kn].mean(axis=1) > 0.5
+    return float((nn1 == truth).mean()), float((nn5 == truth).mean())
 
 
 def groups(raw_fn, rows_refs):
@@ -318,6 +373,16 @@ def main(argv=None):
     def raw_fn(rows, refmask):
         return prefix_raw(D, ns_all, y, rows, refmask)
 
+    segs = {n: segment_matrix(X, n, 20, a.cache) for n in (5, 10)}
+
+    def seg_line(spec_inner, spec_test):
+        out = {}
+        for n, sg in segs.items():
+            inner = [segment_rules(sg, y, r, m, t) for r, m, t in spec_inner]
+            test = segment_rules(sg, y, *spec_test)
+            out[n] = dict(inner=np.mean(inner, axis=0).tolist(), test=list(test))
+        return out
+
     report = {}
     # ---- (a) default, split by recording run (time) ----
     if a.only in (None, "a"):
@@ -344,6 +409,39 @@ def main(argv=None):
         report["a"] = {"baselines": base, "variants": {vname(v): r for v, r in res.items()}, "chosen": vname(chosen),
                        "test_windows": int(len(test_rows))}
         print_a(base, res, chosen)
+        # How many matched runs the references need: the same test windows against the other conditions
+        # plus only the last r training runs of each class at default (no choice is made on these).
+        print("\nReferences from the last r training runs per class at default (+ every other condition), test windows:")
+        print("| r (windows at default) | full window | always prefix 10 s | shipped gate.json as is |")
+        print("|---|---|---|---|")
+        sweep = {}
+        train_runs = {c: np.unique(run[(block >= 0) & (y == c) & (cond == d)]) for c in range(len(CLASSES))}
+        for r in (0, 1, 2, 4, 8, 100):
+            keep = ~is_test & (cond != d)
+            for c, runs in train_runs.items():
+                keep |= (block >= 0) & (y == c) & (cond == d) & np.isin(run, runs[len(runs) - min(r, len(runs)):])
+            tst = groups(raw_fn, [(test_rows, keep, truth_all[test_rows])])[0]
+            bl = baselines([tst], tst)
+            nd = int((keep & (cond == d)).sum())
+            sweep[r] = {k: bl[k] for k in ("full", "prefix-10", "shipped-gate")} | {"windows": nd}
+            print(f"| {r if r < 100 else 'all'} ({nd}) | {fmt(bl['full'])} | {fmt(bl['prefix-10'])} | "
+                  f"{fmt(bl['shipped-gate'])} |")
+        report["a"]["reference_runs"] = sweep
+        print("\nRight decisions (%) per true class on the test windows, fixed prefix (all training runs as references):")
+        print("| prefix s | " + " | ".join(CLASSES) + " |")
+        print("|---|" + "---|" * len(CLASSES))
+        dec5 = test["5s"][0]
+        ns5 = SCHEDULES["5s"] + [W]
+        yt = y[test_rows]
+        for n in (5, 10, 20, 40):
+            cells = [f"{100 * (dec5[yt == c, ns5.index(n)] == BBR_CLS[c]).mean():.0f}" for c in range(len(CLASSES))]
+            print(f"| {n} | " + " | ".join(cells) + " |")
+        sl = seg_line(train_spec, (test_rows, ~is_test, truth_all[test_rows]))
+        report["a"]["segments"] = sl
+        print("\nShorter window w = n against every n-sample segment of the references (right %, inner / test):")
+        for n, v in sl.items():
+            print(f"- n = {n}: 1-NN {100 * v['inner'][0]:.1f} / {100 * v['test'][0]:.1f}; "
+                  f"5-NN {100 * v['inner'][1]:.1f} / {100 * v['test'][1]:.1f}")
     # ---- (b) every condition: test = each class's last run; references = the rest ----
     if a.only in (None, "b"):
         last = np.zeros(len(X), bool)
@@ -360,10 +458,12 @@ def main(argv=None):
             test = groups(raw_fn, [(np.flatnonzero(t_o), ~t_o, truth_all[t_o])])[0]
             res = {v: assess(parts, test, v) for v in VARIANTS}
             per[names[o]] = dict(baselines=baselines(parts, test), variants=res, chosen=pick_variant(res),
-                                 windows=int(t_o.sum()))
+                                 windows=int(t_o.sum()),
+                                 segments=seg_line(spec, (np.flatnonzero(t_o), ~t_o, truth_all[t_o])))
             print(f"  (b) {names[o]} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
         report["b"] = {o: {"baselines": r["baselines"], "chosen": vname(r["chosen"]), "windows": r["windows"],
-                           "variants": {vname(v): x for v, x in r["variants"].items()}} for o, r in per.items()}
+                           "variants": {vname(v): x for v, x in r["variants"].items()}, "segments": r["segments"]}
+                    for o, r in per.items()}
         print_b(names, per)
     if a.json:
         with open(a.json, "w") as f:
@@ -379,7 +479,8 @@ def print_a(base, res, chosen):
     print("\nRight decisions (%) / mean probing s on the test runs (θ, τ from the training runs only):")
     print("| rule | test | decided ≤ 10 s |")
     print("|---|---|---|")
-    for k, label in (("full", "full window (40 s)"), ("prefix-5", "always prefix 5 s"),
+    for k, label in (("full", "full window (40 s)"), ("shipped-gate", "shipped gate.json as is (θ 0.86)"),
+                     ("prefix-5", "always prefix 5 s"),
                      ("prefix-10", "always prefix 10 s"), ("margin-0.3", "margin τ = 0.3"),
                      ("margin-full", "margin τ by the full-window rule"), ("margin-10s", "margin τ by the 10-s rule")):
         extra = f" (τ = {base[k][3]:.2f})" if len(base[k]) > 3 else ""
@@ -409,7 +510,7 @@ def print_b(names, per):
               + f" | **{100 * np.median([x[0] for x in e]):.1f} / {np.median([x[1] for x in e]):.1f}**"
               + f" | {100 * np.mean([x[0] for x in e]):.1f} / {np.mean([x[1] for x in e]):.1f} | {ok} of {len(e)} |")
 
-    for k, label in rows:
+    for k, label in rows + [("shipped-gate", "shipped gate.json as is (θ 0.86)")]:
         line(label, lambda o, k=k: per[o]["baselines"][k])
     base5 = ("5s", BASE)
     for rule in ("full", "10s", "cap10"):
@@ -418,6 +519,23 @@ def print_b(names, per):
     for rule in ("10s", "cap10"):
         line(f"gate, variant chosen per fold (inner 10-s rule), θ by the {rule} rule",
              lambda o, rule=rule: per[o]["variants"][per[o]["chosen"]][rule][2])
+    print("\nTraining side (inner leave-one-condition-out over the other conditions), median over the 14 folds"
+          " of the inner mean right % / s:")
+    print("| variant | full rule | 10-s rule | cap-10 rule |")
+    print("|---|---|---|---|")
+    for v in VARIANTS:
+        cells = []
+        for rule in ("full", "10s", "cap10"):
+            e = [per[o]["variants"][v][rule][1] for o in names]
+            cells.append(f"{100 * np.median([x[0] for x in e]):.1f} / {np.median([x[1] for x in e]):.1f}")
+        print(f"| {vname(v)} | " + " | ".join(cells) + " |")
+    print("\nShorter window w = n against every n-sample segment of the references (right %, median over"
+          " conditions; inner = the training parts, test = the held-out last runs):")
+    for n in (5, 10):
+        v = [per[o]["segments"][n] for o in names]
+        print(f"- n = {n}: 1-NN {100 * np.median([x['inner'][0] for x in v]):.1f} / "
+              f"{100 * np.median([x['test'][0] for x in v]):.1f}; 5-NN "
+              f"{100 * np.median([x['inner'][1] for x in v]):.1f} / {100 * np.median([x['test'][1] for x in v]):.1f}")
     print("\nVariant chosen per held-out condition (inner folds only):")
     for o in names:
         print(f"- {o}: {vname(per[o]['chosen'])}")
@@ -438,6 +556,10 @@ if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--precompute
     data = load(root, 40)
     print(len(data["X"]), "windows", data["names"], file=sys.stderr)
     matrices(data["X"], ns, 20, cache)
+    for n in (5, 10):
+        t = time.time()
+        segment_matrix(data["X"], n, 20, cache)
+        print(f"  segments n = {n}: {time.time() - t:.0f} s", file=sys.stderr, flush=True)
     sys.exit(0)
 
 
