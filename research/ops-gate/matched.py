@@ -17,8 +17,9 @@ run (lab session) be a reference or a gate-training row:
     classified against c's earlier runs plus the rest (o's test run never among them); the
     threshold by an inner leave-one-condition-out over those c.
 
-Rules (full window, fixed prefix, margin τ, gate θ) and the selection rule for θ/τ are fixed in
-``RULES`` and ``choose`` below before any test side is scored.
+The rules (full window, fixed prefix, margin τ, the shipped gate, refitted gate variants ``VARIANTS``)
+and the choice of θ / τ (``choose``: the "full", "10s" and "cap10" rules) and of the variant
+(``pick_variant``) use the training side only; the test side is scored once per rule.
 
 Usage (repository root)::
 
