@@ -34,7 +34,8 @@ pub struct CollectArgs {
     /// Several (condition, mode) at once instead of --condition/--mode:
     /// `default/passive@1,default/S5-C5-S5-B5@1,c50/passive@0.4` (weight =
     /// relative growth speed); `grid/<mode>` and `dense/<mode>` stand for every
-    /// grid or dense-grid condition.
+    /// grid or dense-grid condition (with passive-200ms, a condition whose
+    /// largest RTT does not fit in 200 ms is recorded at 1 Hz).
     #[arg(long)]
     plan: Option<String>,
     /// Classes to record (default: all six).
@@ -43,7 +44,7 @@ pub struct CollectArgs {
     /// Windows wanted per trace.
     #[arg(long, default_value_t = 300)]
     windows: usize,
-    /// Window length in samples (1 Hz; 5 per second with passive-200ms); resume counts windows of this length.
+    /// Window length in seconds (= samples at 1 Hz; passive-200ms windows hold 5 w samples); resume counts windows of this length.
     #[arg(long, default_value_t = 20)]
     w: usize,
     /// Windows per lab session before moving to the next trace (plans).
@@ -130,10 +131,10 @@ pub fn main(a: CollectArgs) -> Result<()> {
         let spec = &items[0].spec;
         let cancel = AtomicBool::new(false);
         loop {
-            let st = collect::trace_state(&spec.csv_path(&a.out), cfg.w)?;
+            let st = collect::trace_state(&spec.csv_path(&a.out), cfg.w_samples(&spec.mode))?;
             if st.windows >= cfg.target_windows {
                 println!(
-                    "{}: complete ({} windows of w={})",
+                    "{}: complete ({} windows of {} s)",
                     spec.key(),
                     st.windows,
                     cfg.w

@@ -544,11 +544,23 @@ const ECHO_INTERVAL_NS: u64 = 1_000_000;
 /// count until 2 ms before the next sample's burst, so no burst overlaps the
 /// next one.
 pub fn burst_config() -> BurstConfig {
+    burst_config_every(SAMPLE_NS)
+}
+
+/// The burst of [`burst_config`] for a sample every `period_ns`: echoes are
+/// awaited until 2 ms before the next burst is due, so a burst never delays
+/// the next one (an echo later than that is lost, not late).
+pub fn burst_config_every(period_ns: u64) -> BurstConfig {
     BurstConfig {
         count: ECHOES as u16,
         interval_ns: ECHO_INTERVAL_NS,
-        timeout_ns: SAMPLE_NS - u64::from(ECHOES - 1) * ECHO_INTERVAL_NS - 2_000_000,
+        timeout_ns: period_ns.saturating_sub(burst_span_ns() + 2_000_000),
     }
+}
+
+/// From the first echo of a burst to the last one sent.
+pub fn burst_span_ns() -> u64 {
+    u64::from(ECHOES - 1) * ECHO_INTERVAL_NS
 }
 
 /// Mean, fastest and slowest echo (ms) and the number answered of one

@@ -69,8 +69,17 @@ pub fn parse_plan(text: &str, classes: &[String]) -> Result<Vec<PlanItem>> {
             vec![Condition::preset(cond)?]
         };
         let mode = Mode::parse(mode)?;
+        let many = cond == "grid" || cond == "dense";
         for condition in &conditions {
             condition.validate()?;
+            // In a grid or dense plan, a condition whose largest RTT does not
+            // fit in a sub-second sample period is recorded at 1 Hz: its
+            // 1 Hz series is what every analysis reads anyway.
+            let mode = if many && mode.check_fits(condition).is_err() {
+                Mode::Passive
+            } else {
+                mode.clone()
+            };
             for c in classes {
                 v.push(PlanItem {
                     spec: TraceSpec::new(condition.clone(), mode.clone(), c)?,
@@ -154,7 +163,7 @@ pub fn collect_plan(
                             if fails.get(i).copied().unwrap_or(0) >= 3 {
                                 return usize::MAX; // gave up on this trace
                             }
-                            trace_state(&it.spec.csv_path(out), cfg.w)
+                            trace_state(&it.spec.csv_path(out), cfg.w_samples(&it.spec.mode))
                                 .map(|t| t.windows)
                                 .unwrap_or(usize::MAX)
                         })
@@ -199,10 +208,11 @@ pub fn collect_plan(
     Ok(())
 }
 
-/// A one-line summary per trace: `key windows rows`.
-pub fn status(items: &[PlanItem], out: &Path, w: usize) -> String {
+/// A one-line summary per trace: `key windows rows` (windows of `w_s` seconds).
+pub fn status(items: &[PlanItem], out: &Path, w_s: usize) -> String {
     let mut s = String::new();
     for it in items {
+        let w = it.spec.mode.window_samples(w_s);
         let st = trace_state(&it.spec.csv_path(out), w);
         let _ = match st {
             Ok(t) => writeln!(

@@ -37,7 +37,8 @@ const BASE_RTT_SAMPLES: u64 = 2;
 /// Settings of a collection session.
 #[derive(Debug, Clone)]
 pub struct CollectConfig {
-    /// Window length (samples); resume counts windows of this length.
+    /// Window length in seconds (samples at 1 Hz; `w_samples` gives them for
+    /// a finer mode); resume counts windows of this length.
     pub w: usize,
     /// Windows wanted in the whole trace.
     pub target_windows: usize,
@@ -62,6 +63,11 @@ impl Default for CollectConfig {
 }
 
 impl CollectConfig {
+    /// Window length in samples of `mode` (`w` counts seconds).
+    pub fn w_samples(&self, mode: &Mode) -> usize {
+        mode.window_samples(self.w)
+    }
+
     pub fn validate(&self, mode: &Mode) -> Result<()> {
         if self.w == 0 || self.w > 3600 {
             return Err(Error::invalid(format!(
@@ -138,7 +144,7 @@ pub(super) fn sidecar_conditions(spec: &TraceSpec, cfg: &CollectConfig) -> serde
             "echo_interval_ms": 1.0,
             "sample_interval_ms": spec.mode.sample_ns() as f64 / 1e6,
         },
-        "window": cfg.w,
+        "window": cfg.w_samples(&spec.mode),
         "warmup_s": cfg.warmup_s,
     })
 }
@@ -170,7 +176,7 @@ fn spawn_stream_prober(
         // so real-time priority costs the machine nothing.
         sys::set_realtime_priority();
         let mut probe = traffic::open_prober(dst)?;
-        let cfg = traffic::burst_config();
+        let cfg = traffic::burst_config_every(period_ns);
         let mut k: u64 = 0;
         while !stop.load(Ordering::Relaxed) {
             let tick = first_tick_ns + k * period_ns;
@@ -292,13 +298,14 @@ pub fn collect_session(
     cfg.validate(&spec.mode)?;
     let csv = spec.csv_path(out);
     let side = spec.sidecar_path(out);
-    let state = trace_state(&csv, cfg.w)?;
+    let w = cfg.w_samples(&spec.mode);
+    let state = trace_state(&csv, w)?;
     let conditions = sidecar_conditions(spec, cfg);
     let mut sidecar = read_sidecar(&side)?;
     if let Some(existing) = &sidecar {
         check_sidecar_matches(existing, &conditions)?;
     }
-    let samples = plan_samples(state.windows, cfg.target_windows, cfg.chunk_windows, cfg.w);
+    let samples = plan_samples(state.windows, cfg.target_windows, cfg.chunk_windows, w);
     if samples == 0 {
         return Ok(SessionResult {
             run: None,
@@ -559,7 +566,7 @@ pub fn collect_session(
     };
     let fwd = lab.fwd_stats.snapshot(false);
     drop(lab);
-    let after = trace_state(&csv, cfg.w)?;
+    let after = trace_state(&csv, w)?;
     let mut bgm = serde_json::Map::new();
     for (i, (cca, b)) in bg.iter().zip(&bins).enumerate() {
         bgm.insert(format!("bg{i}-{cca}"), serde_json::json!(mean_mbps(b)));

@@ -258,6 +258,38 @@ impl Mode {
         }
     }
 
+    /// Whether the condition's echoes fit in the sample period: a burst's
+    /// echoes are awaited until just before the next burst, so the path's
+    /// largest RTT (base RTT plus a full drop-tail buffer) must stay below
+    /// the period with a 10 % margin. Always true at 1 Hz on the grid's
+    /// ranges (at most 200 ms × 3).
+    pub fn check_fits(&self, c: &Condition) -> Result<()> {
+        let room_ms = (self
+            .sample_ns()
+            .saturating_sub(crate::traffic::burst_span_ns() + 2_000_000))
+            as f64
+            / 1e6;
+        let worst_ms = c.rtt_ms * (1.0 + c.buffer_bdp);
+        if worst_ms > 0.9 * room_ms {
+            return Err(Error::invalid(format!(
+                "condition {}: its largest RTT ({worst_ms:.0} ms: {} ms base plus a full {} × BDP buffer) \
+                 does not fit in a sample every {:.0} ms (echoes are awaited until the next burst); \
+                 record it with --mode passive (1 Hz)",
+                c.name,
+                c.rtt_ms,
+                c.buffer_bdp,
+                self.sample_ns() as f64 / 1e6
+            )));
+        }
+        Ok(())
+    }
+
+    /// Samples in a window of `w_s` seconds (`--w` counts seconds, which are
+    /// samples at 1 Hz; 5 w samples with passive-200ms).
+    pub fn window_samples(&self, w_s: usize) -> usize {
+        w_s * (super::NS / self.sample_ns()) as usize
+    }
+
     pub fn is_active(&self) -> bool {
         matches!(self, Mode::Active { .. })
     }
@@ -282,6 +314,7 @@ pub struct TraceSpec {
 impl TraceSpec {
     pub fn new(condition: Condition, mode: Mode, class: &str) -> Result<TraceSpec> {
         condition.validate()?;
+        mode.check_fits(&condition)?;
         let class = class.trim().to_ascii_uppercase();
         if !SIX_CLASSES.contains(&class.as_str()) {
             return Err(Error::invalid(format!(

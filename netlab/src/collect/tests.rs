@@ -138,6 +138,9 @@ fn specs_modes_and_conditions() {
     assert_eq!(f.sample_ns(), 200_000_000);
     assert!(!f.is_active() && f.pattern_text().is_none());
     assert_eq!(Mode::Passive.sample_ns(), 1_000_000_000);
+    // --w counts seconds: 40 s are 200 samples at 200 ms, 40 at 1 Hz.
+    assert_eq!(f.window_samples(40), 200);
+    assert_eq!(Mode::Passive.window_samples(40), 40);
     for bad in [
         "passive-300ms",
         "passive-0ms",
@@ -190,6 +193,26 @@ fn plans_parse_and_weighted_pick() {
     // `grid` expands to every grid condition; names carry the parameters.
     let d = parse_plan("dense/passive-200ms", &classes).unwrap();
     assert_eq!(d.len(), DENSE.len() * classes.len());
+    // r12-d140-b0.95 peaks at 273 ms of RTT: recorded at 1 Hz; r55-d27-b0.38 at 200 ms.
+    let mode_of = |name: &str| {
+        d.iter()
+            .find(|i| i.spec.condition.name == name)
+            .map(|i| i.spec.mode.clone())
+            .unwrap()
+    };
+    assert_eq!(mode_of("r12-d140-b0.95"), Mode::Passive);
+    assert_eq!(
+        mode_of("r55-d27-b0.38"),
+        Mode::PassiveEvery { period_ms: 200 }
+    );
+    let e = parse_plan("r20-d200-b0.5/passive-200ms", &classes)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("does not fit") && e.contains("--mode passive"),
+        "{e}"
+    );
+    assert!(parse_plan("r100-d120-b0.25/passive-200ms", &classes).is_ok());
     for name in DENSE {
         assert!(!GRID.contains(&name), "{name} is a grid condition");
         assert!(parse_grid_name(name).is_some(), "{name}");
