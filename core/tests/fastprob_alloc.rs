@@ -1,6 +1,7 @@
 //! `Prober::push` allocates nothing (DESIGN.md: zero allocation on hot paths), on
 //! models exported from scikit-learn by `opsel.train_fastprob`: the version-1 raw
-//! fixture and the version-2 ratio+stats fixture (features computed on the stack).
+//! fixture, the version-2 ratio+stats fixture (features computed on the stack) and
+//! the version-3 fixture (log target, error-regression gates).
 use opsel::fastprob::{Decision, FastProbModel, Prober};
 
 #[path = "common/counting_alloc.rs"]
@@ -17,11 +18,21 @@ fn push_does_not_allocate_with_ratio_features() {
     push_does_not_allocate_on("model_v2_small.json");
 }
 
+#[test]
+fn push_does_not_allocate_with_a_log_target_and_error_gates() {
+    push_does_not_allocate_on("tests/fastprob_fixtures/model_v3_small.json");
+}
+
 fn push_does_not_allocate_on(file: &str) {
-    let p = format!(
-        "{}/../tests/fixtures/fastprob/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    // A bare name is a fixture shared with the bindings; a path is the core's own.
+    let p = if file.contains('/') {
+        format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))
+    } else {
+        format!(
+            "{}/../tests/fixtures/fastprob/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    };
     let model = FastProbModel::load(std::path::Path::new(&p)).unwrap();
     let mut probe = Prober::new(&model);
     let (stops, n) = count(|| {

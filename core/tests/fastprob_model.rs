@@ -1,7 +1,7 @@
 //! FastProb model files and the early-stopping loop on hand-built models whose
 //! decisions are known: a gate that fires when the latest sample exceeds 500 and
 //! regressors that return `1000 · n`, so each outcome names the stage that made it.
-use opsel::fastprob::{Decision, FastProbModel, FastProbSpec, Prober};
+use opsel::fastprob::{Decision, FastProbModel, FastProbSpec, GateKind, Prober, Target};
 use opsel::ErrorKind;
 use serde_json::{json, Value};
 
@@ -288,11 +288,13 @@ fn bad_model_files_are_rejected_with_clear_errors() {
         assert_eq!(kind, ErrorKind::InvalidModel, "case {i}: {msg}");
         assert!(msg.contains(want), "case {i}: {msg:?} lacks {want:?}");
     }
-    // Version 2 reads; 3 is unknown; version 1 cannot carry the version-2 fields.
+    // Versions 2 and 3 read; 4 is unknown; version 1 cannot carry the version-2 fields.
     let mut v = good.clone();
     v["version"] = json!(2);
     assert!(FastProbModel::from_json(&v.to_string()).is_ok());
     v["version"] = json!(3);
+    assert!(FastProbModel::from_json(&v.to_string()).is_ok());
+    v["version"] = json!(4);
     assert_eq!(err(&v).0, ErrorKind::UnsupportedVersion);
     let mut v = good.clone();
     v["version"] = json!(1);
@@ -345,4 +347,105 @@ fn spec_defaults_and_serde() {
         (1_000_000_000, 0.5, 5.0)
     );
     s.validate().unwrap();
+}
+
+/// rf-regressor gate of log(err % + 0.5), one tree: x[n-1] <= 500 → 3.0 (an error of
+/// about 19.6 %), else 0.0 (0.5 %).
+fn error_gate(n: usize) -> Value {
+    json!({"format": "opsel-model", "version": 1, "kind": "rf-regressor",
+           "n_features": n, "trees": [{"feature": [n as i64 - 1, -1, -1],
+           "threshold": [500.0, 0.0, 0.0], "left": [1, -1, -1], "right": [2, -1, -1],
+           "value": [0.0, 3.0, 0.0]}]})
+}
+
+/// Version 3 (our extension): a log target turns the regressor's output r into
+/// exp(r) · s, and an error gate stops when its predicted log(err % + 0.5) is
+/// below log(stop_error_pct + 0.5); the classifier threshold does not apply.
+#[test]
+fn version_3_log_target_and_error_gates() {
+    let spec = FastProbSpec {
+        cap: 5,
+        last_gate_n: 4,
+        target: Target::Log,
+        gate: GateKind::Error,
+        stop_error_pct: 5.0,
+        ..FastProbSpec::default()
+    };
+    let mut v = model_json(&spec, 0);
+    v["version"] = json!(3);
+    for st in v["stages"].as_array_mut().unwrap() {
+        let n = st["n"].as_u64().unwrap() as usize;
+        // log-domain leaves: exp(0.5 n) bit/s (raw inputs: s = 1).
+        st["regressor"]["trees"][0]["value"] = json!([0.5 * n as f64]);
+        if st.get("gate").is_some() {
+            st["gate"] = error_gate(n);
+        }
+    }
+    let m = load(&v).unwrap();
+    // Gate at n = 2 predicts log(0.5) < log(5.5): stop, prediction exp(1.0).
+    let e = m.replay(&[100.0, 700.0, 100.0]).unwrap();
+    assert_eq!((e.samples, e.forced), (2, false));
+    assert_eq!(e.prediction_bps, 1.0f64.exp());
+    // Never below the budget: forced at the cap with exp(2.5); P(predictable) is none.
+    let mut p = Prober::new(&m);
+    for _ in 0..4 {
+        assert_eq!(p.push(100.0).unwrap(), Decision::Continue);
+    }
+    match p.push(100.0).unwrap() {
+        Decision::ForcedStop(pr) => {
+            assert_eq!(pr.throughput_bps, 2.5f64.exp());
+            assert_eq!(pr.p_predictable, None);
+        }
+        d => panic!("expected ForcedStop, got {d:?}"),
+    }
+    assert_eq!(m.predict_fixed(&[1.0, 2.0, 3.0]).unwrap(), 1.5f64.exp());
+    // A budget of 20 % (log 20.5 > 3.0): the low sample passes the gate too.
+    let mut v2 = v.clone();
+    v2["spec"]["stop_error_pct"] = json!(20.0);
+    let e = load(&v2).unwrap().replay(&[100.0, 100.0]).unwrap();
+    assert_eq!((e.samples, e.forced), (1, false));
+
+    // Rejected: version-3 fields in a version-2 file, a classifier as an error
+    // gate, a budget out of range.
+    let mut bad = v.clone();
+    bad["version"] = json!(2);
+    assert!(
+        err(&bad).1.contains("cannot set spec.target, gate"),
+        "{}",
+        err(&bad).1
+    );
+    let mut bad = v.clone();
+    bad["stages"][0]["gate"] = gate(1);
+    assert!(
+        err(&bad)
+            .1
+            .contains("an error gate (spec.gate \"error\") is a regressor"),
+        "{}",
+        err(&bad).1
+    );
+    let mut bad = v.clone();
+    bad["spec"]["stop_error_pct"] = json!(0.0);
+    assert!(err(&bad).1.contains("stop_error_pct 0"), "{}", err(&bad).1);
+    let mut bad = v.clone();
+    bad["spec"]["target"] = json!("sqrt");
+    assert_eq!(err(&bad).0, ErrorKind::InvalidModel);
+}
+
+/// Version-1 and -2 files read the version-3 fields as their defaults.
+#[test]
+fn older_versions_read_linear_targets_and_classifier_gates() {
+    let v = model_json(&FastProbSpec::default(), 0);
+    let text = v.to_string();
+    // The file as older trainers wrote it: no version-3 keys at all.
+    let mut old: Value = serde_json::from_str(&text).unwrap();
+    for k in ["target", "gate", "stop_error_pct"] {
+        old["spec"].as_object_mut().unwrap().remove(k);
+    }
+    for version in [1, 2] {
+        old["version"] = json!(version);
+        let m = load(&old).unwrap();
+        assert_eq!(m.spec().target, Target::Linear);
+        assert_eq!(m.spec().gate, GateKind::Classifier);
+        assert_eq!(m.replay(&[100.0, 700.0]).unwrap().prediction_bps, 2000.0);
+    }
 }

@@ -11,16 +11,26 @@
 //! - `model_v2_small.json` / `sklearn_v2_small.json`: version 2, ratio inputs with
 //!   prefix statistics and a gate every 3 lengths (`... --features ratio+stats
 //!   --gate-every 3 --fixed-n 3,10 -o model_v2_small.json --fixture
-//!   sklearn_v2_small.json --fixture-logs 30`).
+//!   sklearn_v2_small.json --fixture-logs 30`);
+//! - `core/tests/fastprob_fixtures/model_v3_small.json` / `sklearn_v3_small.json`:
+//!   version 3, a log-ratio target and error-regression gates (our extensions;
+//!   docs/results/fastprob.md, "Shorter probes"): `... --features ratio+stats
+//!   --gate-every 3 --gate-labels oof --target log --gate error --stop-error-pct 5
+//!   --gate-trees 4 --fixed-n 3,10 --skip-cv -o model_v3_small.json --fixture
+//!   sklearn_v3_small.json --fixture-logs 30`. The golden test of the version-3
+//!   path: same stop sample, forced flag and prediction as scikit-learn.
 use opsel::fastprob::{Decision, FastProbModel, Prober};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/../tests/fixtures/fastprob/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
+    // Version-3 fixtures live beside the core's tests; the older ones are shared
+    // with the bindings' tests.
+    let dir = if name.contains("_v3_") {
+        "tests/fastprob_fixtures".to_string()
+    } else {
+        "../tests/fixtures/fastprob".to_string()
+    };
+    std::fs::read_to_string(format!("{}/{dir}/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -46,6 +56,37 @@ fn prober_equals_sklearn_on_a_version_2_ratio_model() {
     assert_eq!(model.spec().features, opsel::fastprob::Features::RatioStats);
     assert_eq!(model.spec().gate_every, 3);
     replay("model_v2_small.json", "sklearn_v2_small.json");
+}
+
+#[test]
+fn prober_equals_sklearn_on_a_version_3_log_target_error_gate_model() {
+    let model = FastProbModel::from_json(&fixture("model_v3_small.json")).unwrap();
+    assert_eq!(model.spec().target, opsel::fastprob::Target::Log);
+    assert_eq!(model.spec().gate, opsel::fastprob::GateKind::Error);
+    assert_eq!(model.spec().stop_error_pct, 5.0);
+    replay("model_v3_small.json", "sklearn_v3_small.json");
+}
+
+/// A version-2 file rewritten as version 3 with the new fields at their defaults
+/// decides exactly as the version-2 file: the version-3 code path adds nothing
+/// when its fields are unused.
+#[test]
+fn version_3_defaults_decide_as_version_2() {
+    let text = fixture("model_v2_small.json");
+    let v2 = FastProbModel::from_json(&text).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["version"] = 3.into();
+    v["spec"]["target"] = "linear".into();
+    v["spec"]["gate"] = "classifier".into();
+    v["spec"]["stop_error_pct"] = 5.0.into();
+    let v3 = FastProbModel::from_json(&v.to_string()).unwrap();
+    let fx: Value = serde_json::from_str(&fixture("sklearn_v2_small.json")).unwrap();
+    for log in fx["logs"].as_array().unwrap() {
+        let s = f64s(&log["samples_bps"]);
+        let (a, b) = (v2.replay(&s).unwrap(), v3.replay(&s).unwrap());
+        assert_eq!(a, b);
+        assert_eq!(a.samples as u64, log["stop_n"].as_u64().unwrap());
+    }
 }
 
 fn replay(model_file: &str, fixture_file: &str) {

@@ -3,7 +3,8 @@ through thin conversions, checked against the scikit-learn reference decisions
 of the shared fixtures (tests/fixtures/fastprob/sklearn_small.json: model format
 version 1, raw samples; sklearn_v2_small.json: version 2, ratio inputs with prefix
 statistics and a gate every 3 lengths), which the Rust core also matches
-(core/tests/fastprob_sklearn.rs)."""
+(core/tests/fastprob_sklearn.rs); the version-3 trainer path (log target, error
+gates) is replayed through the binding at the end."""
 
 import json
 import pathlib
@@ -120,3 +121,46 @@ def test_out_of_fold_gate_labels_fit_both_forests_on_every_log_and_replay_in_rus
         assert out["samples"] == n
         assert (out["decision"] == "forced_stop") == forced
         assert close(out["throughput_bps"], pred)
+
+
+def test_log_target_and_error_gates_write_version_3_and_replay_in_rust():
+    # train_fastprob --target log --gate error (format version 3, our extensions;
+    # docs/results/fastprob.md, "Shorter probes"): the gates are regressors of
+    # log(err % + 0.5) on out-of-fold errors and stop below log(E + 0.5); a model that
+    # uses neither is still written as version 2, without the new keys.
+    pytest.importorskip("sklearn")
+    import math
+
+    from opsel import train_fastprob as tf
+
+    logs = tf.synthetic_logs(90, seed=5, interval_ns=100_000_000)
+    spec = {"interval_ns": 100_000_000, "cap": 12, "first_gate_n": 1, "last_gate_n": 11,
+            "features": "ratio+stats", "gate_every": 5}
+    params = {"n_estimators": 4, "max_depth": 4}
+    old = tf.export(tf.train_pairs(logs, spec, params, labels="oof"))
+    assert old["version"] == 2 and "target" not in old["spec"] and "gate" not in old["spec"]
+
+    v3spec = dict(spec, target="log", gate="error", stop_error_pct=8.0)
+    m = tf.train_pairs(logs, v3spec, params, labels="oof", gate_trees=3)
+    f = tf.export(m)
+    assert f["version"] == 3 and f["spec"]["gate"] == "error" and f["spec"]["target"] == "log"
+    gates = [s["gate"] for s in f["stages"] if "gate" in s]
+    assert gates and all(g["kind"] == "rf-regressor" and len(g["trees"]) == 3 for g in gates)
+    with pytest.raises(ValueError, match="labels='oof' only"):
+        tf.train_pairs(logs, v3spec, params)
+
+    model = opsel.FastProbModel.from_json(json.dumps(f))
+    res = tf.run_loop(m, logs[:30])
+    assert {r[2] for r in res} == {True, False}, "the replay exercises both exits"
+    for d, (n, pred, forced, out_gate) in zip(logs[:30], res):
+        if not forced:
+            assert out_gate < math.log(8.0 + 0.5)
+        probe = model.probe()
+        for x in d["samples_bps"]:
+            out = probe.push(x)
+            if out["decision"] != "continue":
+                break
+        assert out["samples"] == n
+        assert (out["decision"] == "forced_stop") == forced
+        assert close(out["throughput_bps"], pred)
+        assert out["p_predictable"] is None or forced

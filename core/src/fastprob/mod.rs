@@ -52,6 +52,8 @@ pub mod start;
 pub use ab::{AbAction, AbEvaluator, AbMethod, AbOutcome, AbSpec, Background, CandidateResult};
 pub use baselines::{ArVariant, Baseline, Denominator};
 pub use metrics::{mape_pct, pct_error, t_avg, Estimate, Summary, TransferLog};
-pub use model::{Decision, FastProbModel, FastProbSpec, Features, Prediction, Prober};
+pub use model::{
+    Decision, FastProbModel, FastProbSpec, Features, GateKind, Prediction, Prober, Target,
+};
 pub use retrain::{BatchVerdict, RetrainMonitor, RetrainPolicy};
 pub use start::{StartAction, StartProbe, StartReport, StartStop};

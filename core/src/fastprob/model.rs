@@ -31,6 +31,15 @@
 //! n = 1..14 and a forced prediction by the 15-input regressor at n = 15, i.e. 14
 //! classifier/regressor pairs plus one regressor. `first_gate_n`, `last_gate_n` and
 //! `cap` make any other reading (2..15, 1..15) a training-time choice.
+//!
+//! Version 3 (our extensions; docs/results/fastprob.md, "Shorter probes") adds
+//! `target` (`"linear"`: the regressor's output r is t_avg / s, or t_avg in bit/s
+//! for raw inputs; `"log"`: it is log(t_avg / s) and the prediction is exp(r) · s),
+//! `gate` (`"classifier"`: 004's P(predictable) > `stop_threshold`; `"error"`: the
+//! gate is a regressor of log(err % + 0.5) and the probe stops when it predicts
+//! less than log(`stop_error_pct` + 0.5)) and `stop_error_pct`. Versions 1 and 2
+//! cannot set them and read as `"linear"` / `"classifier"`, so older files load
+//! and decide exactly as before.
 
 use super::metrics::{check_samples, Estimate};
 use crate::error::{Error, Result};
@@ -41,8 +50,11 @@ use serde::{Deserialize, Serialize};
 pub const KIND: &str = "fastprob";
 /// Largest supported probe length (samples); the stack buffers are this long.
 pub const MAX_N: usize = 64;
-/// Model-file versions this build reads (2 writes `features` and `gate_every`).
-pub const VERSIONS: [u64; 2] = [1, 2];
+/// Model-file versions this build reads (2 writes `features` and `gate_every`;
+/// 3 writes `target`, `gate` and `stop_error_pct`).
+pub const VERSIONS: [u64; 3] = [1, 2, 3];
+/// An error gate's output is log(err % + ERR_OFFSET) (the trainer's `ERR_OFFSET`).
+const ERR_OFFSET: f64 = 0.5;
 /// Extra inputs of [`Features::RatioStats`] beyond the n ratios.
 const N_STATS: usize = 4;
 
@@ -75,6 +87,33 @@ impl Features {
             _ => n,
         }
     }
+}
+
+/// What the stage regressors predict (the model file's `spec.target`, version 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Target {
+    /// t_avg / s (t_avg in bit/s for raw inputs): the prediction is r · s.
+    #[default]
+    #[serde(rename = "linear")]
+    Linear,
+    /// Our extension: log(t_avg / s); the prediction is exp(r) · s. Trees average
+    /// in the log domain, so one transfer at 10× the rate does not pull a leaf.
+    #[serde(rename = "log")]
+    Log,
+}
+
+/// What the gates are (the model file's `spec.gate`, version 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum GateKind {
+    /// 004 §IV: a binary classifier of "error < P"; stop when P(predictable) >
+    /// `stop_threshold`.
+    #[default]
+    #[serde(rename = "classifier")]
+    Classifier,
+    /// Our extension: a regressor of log(err % + 0.5), trained on out-of-fold
+    /// errors; stop when its prediction is below log(`stop_error_pct` + 0.5).
+    #[serde(rename = "error")]
+    Error,
 }
 
 /// FastProb's configuration: the one schema the CLI and bindings convert into.
@@ -112,6 +151,16 @@ pub struct FastProbSpec {
     /// would otherwise give huge ratios and targets.
     #[serde(default = "one_mbps")]
     pub ratio_floor_bps: f64,
+    /// What the regressors predict (version 3; default `linear`).
+    #[serde(default)]
+    pub target: Target,
+    /// What the gates are (version 3; default `classifier`).
+    #[serde(default)]
+    pub gate: GateKind,
+    /// An error gate stops when it predicts an error below this, percent
+    /// (version 3; default 5; unused by classifier gates).
+    #[serde(default = "five")]
+    pub stop_error_pct: f64,
 }
 
 fn one_second() -> u64 {
@@ -148,6 +197,9 @@ impl Default for FastProbSpec {
             features: Features::Raw,
             gate_every: one(),
             ratio_floor_bps: one_mbps(),
+            target: Target::Linear,
+            gate: GateKind::Classifier,
+            stop_error_pct: five(),
         }
     }
 }
@@ -196,11 +248,41 @@ impl FastProbSpec {
                 self.ratio_floor_bps
             )));
         }
+        if !(self.stop_error_pct.is_finite()
+            && self.stop_error_pct > 0.0
+            && self.stop_error_pct < 100.0)
+        {
+            return Err(Error::invalid(format!(
+                "fastprob stop_error_pct {} must be in (0, 100) (default 5)",
+                self.stop_error_pct
+            )));
+        }
         if self.gate_every == 0 || self.gate_every > self.cap {
             return Err(Error::invalid(format!(
                 "fastprob gate_every {} must be in 1..=cap ({})",
                 self.gate_every, self.cap
             )));
+        }
+        Ok(())
+    }
+
+    /// True when a file of format `version` may hold this spec: versions 1 and 2
+    /// predate `target`, `gate` and `stop_error_pct` and must leave them at their
+    /// defaults (version 1 also `features`, `gate_every` and `ratio_floor_bps`).
+    fn fits_version(&self, version: u64) -> std::result::Result<(), &'static str> {
+        if version < 3
+            && (self.target != Target::Linear
+                || self.gate != GateKind::Classifier
+                || self.stop_error_pct != five())
+        {
+            return Err("a version-1 or -2 file cannot set spec.target, gate or stop_error_pct; write version 3");
+        }
+        if version == 1
+            && (self.features != Features::Raw
+                || self.gate_every != 1
+                || self.ratio_floor_bps != one_mbps())
+        {
+            return Err("a version-1 file cannot set spec.features, gate_every or ratio_floor_bps; write version 2");
         }
         Ok(())
     }
@@ -216,7 +298,10 @@ impl FastProbSpec {
 enum Gate {
     Always,
     Never,
+    /// A classifier: P(predictable).
     Model(Ensemble),
+    /// A regressor of log(err % + 0.5) (`GateKind::Error`).
+    Error(Ensemble),
 }
 
 #[derive(Debug, Clone)]
@@ -290,6 +375,9 @@ pub struct FastProbModel {
     /// Indexed by `n − 1`.
     stages: Vec<Option<Stage>>,
     training: serde_json::Value,
+    /// log(`stop_error_pct` + 0.5): an error gate stops below it (computed once;
+    /// the trainer compares with `math.log` of the same sum).
+    error_below: f64,
 }
 
 #[derive(Deserialize)]
@@ -385,16 +473,8 @@ impl FastProbModel {
     fn from_raw(raw: RawModel) -> Result<Self> {
         let spec = raw.spec;
         spec.validate().map_err(|e| bad(format!("spec: {e}")))?;
-        if raw.version == 1
-            && (spec.features != Features::Raw
-                || spec.gate_every != 1
-                || spec.ratio_floor_bps != one_mbps())
-        {
-            return Err(bad(
-                "a version-1 file cannot set spec.features, gate_every or ratio_floor_bps; write version 2"
-                    .into(),
-            ));
-        }
+        spec.fits_version(raw.version)
+            .map_err(|m| bad(m.to_string()))?;
         if raw.sample_unit != "bit/s" {
             return Err(bad(format!(
                 "sample_unit {:?}: this build reads throughput samples in \"bit/s\"",
@@ -453,6 +533,24 @@ impl FastProbModel {
                         "stage n={n} has a gate but is not a gated length ({}..={} every {}); remove it or change the range",
                         spec.first_gate_n, spec.last_gate_n, spec.gate_every
                     )))
+                }
+                (Some(g), true) if spec.gate == GateKind::Error => {
+                    let e = sub_model(n, "gate", g)?;
+                    if !matches!(e.kind(), Kind::RfRegressor | Kind::GbtRegressor) {
+                        return Err(bad(format!(
+                            "stage n={n} gate is a {}; an error gate (spec.gate \"error\") is a regressor of log(err % + 0.5)",
+                            e.kind().name()
+                        )));
+                    }
+                    if e.n_features() != spec.features.n_inputs(n) {
+                        return Err(bad(format!(
+                            "stage n={n} gate takes {} features, expected {} ({:?} inputs)",
+                            e.n_features(),
+                            spec.features.n_inputs(n),
+                            spec.features
+                        )));
+                    }
+                    Some(Gate::Error(e))
                 }
                 (Some(g), true) => Some(match g.as_str() {
                     Some("always") => Gate::Always,
@@ -525,6 +623,7 @@ impl FastProbModel {
             spec,
             stages,
             training: raw.training,
+            error_below: (spec.stop_error_pct + ERR_OFFSET).ln(),
         })
     }
 
@@ -564,7 +663,16 @@ impl FastProbModel {
         check_samples(prefix)?;
         let mut x = [0.0; X_LEN];
         let (k, mult) = st.features_into(&self.spec, prefix, &mut x);
-        Ok(st.regressor.predict(&x[..k])? * mult)
+        Ok(self.output(st.regressor.predict(&x[..k])?, mult))
+    }
+
+    /// A regressor output as bit/s (`spec.target`).
+    #[inline]
+    fn output(&self, r: f64, mult: f64) -> f64 {
+        match self.spec.target {
+            Target::Linear => r * mult,
+            Target::Log => r.exp() * mult,
+        }
     }
 
     /// Replay the early-stopping loop over a recorded log (evaluation). Errors if the
@@ -600,7 +708,8 @@ pub struct Prediction {
     pub samples: usize,
     /// Probe time: `samples · interval_ns`.
     pub probe_ns: u64,
-    /// The gate's P(predictable) at the stop (`None` at a forced stop outside the gated range).
+    /// The gate's P(predictable) at the stop (`None` at a forced stop outside the
+    /// gated range, and with error gates, whose output is not a probability).
     pub p_predictable: Option<f64>,
     /// True at the cap.
     pub forced: bool,
@@ -679,7 +788,8 @@ impl<'m> Prober<'m> {
         Self::new(model).threshold(threshold)
     }
 
-    /// Set the stop threshold (in [0, 1)).
+    /// Set the stop threshold (in [0, 1)). Classifier gates only: an error gate
+    /// (`spec.gate` `"error"`) stops on `spec.stop_error_pct`.
     pub fn threshold(mut self, threshold: f64) -> Result<Self> {
         if !(threshold.is_finite() && (0.0..1.0).contains(&threshold)) {
             return Err(Error::invalid(format!(
@@ -740,16 +850,21 @@ impl<'m> Prober<'m> {
         let mut x = [0.0; X_LEN];
         let (k, mult) = st.features_into(spec, &self.buf[..n], &mut x);
         let x = &x[..k];
-        let p = match &st.gate {
-            None => None,
-            Some(Gate::Always) => Some(1.0),
-            Some(Gate::Never) => Some(0.0),
-            Some(Gate::Model(c)) => Some(c.predict(x)?),
+        // p: P(predictable) of a classifier gate; an error gate reports none (its
+        // output is a predicted log error, not a probability).
+        let (p, fires) = match &st.gate {
+            None => (None, false),
+            Some(Gate::Always) => (Some(1.0), 1.0 > self.threshold),
+            Some(Gate::Never) => (Some(0.0), false),
+            Some(Gate::Model(c)) => {
+                let p = c.predict(x)?;
+                (Some(p), p > self.threshold)
+            }
+            Some(Gate::Error(r)) => (None, r.predict(x)? < model.error_below),
         };
-        let fires = p.is_some_and(|p| p > self.threshold);
         if fires || n == spec.cap {
             let pred = Prediction {
-                throughput_bps: st.regressor.predict(x)? * mult,
+                throughput_bps: model.output(st.regressor.predict(x)?, mult),
                 samples: n,
                 probe_ns: n as u64 * spec.interval_ns,
                 p_predictable: p,

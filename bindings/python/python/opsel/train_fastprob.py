@@ -17,6 +17,12 @@ Pipeline (each step cites the document):
 - stage inputs (``--features``): ``raw`` samples as 004, or our scale-free extension
   ``ratio`` / ``ratio+stats`` (see :func:`prefix_features`); ``--gate-every k`` puts a
   gate only at every k-th length (model format version 2);
+- our extensions of version 3 (docs/results/fastprob.md, "Shorter probes"):
+  ``--target log`` (the regressor predicts log(t_avg / s), exp at inference) and
+  ``--gate error`` (with out-of-fold labels: the gate is a regressor of
+  log(err % + 0.5) on the out-of-fold error, and the probe stops at the first gate
+  whose predicted error is below ``--stop-error-pct`` E, i.e. predicted log error
+  < log(E + 0.5));
 - incremental retraining (004 §V): batches of 30, retrain on all history when a
   batch's MAPE exceeds 20 %.
 
@@ -42,9 +48,13 @@ import time
 import numpy as np
 
 FORMAT = "opsel-model"
-# Version 2 adds the spec fields ``features`` and ``gate_every``; the Rust core
-# still loads version-1 files (raw features, a gate at every length).
+# Version 2 adds the spec fields ``features`` and ``gate_every``; version 3 adds
+# ``target``, ``gate`` and ``stop_error_pct``. A model that uses none of the
+# version-3 fields is written as version 2 (without them), so files of the older
+# configurations are unchanged; the Rust core loads versions 1-3.
 VERSION = 2
+VERSION_3 = 3
+V3_DEFAULTS = {"target": "linear", "gate": "classifier", "stop_error_pct": 5.0}
 # The tree ensembles inside a stage keep the tree format's own version.
 TREES_VERSION = 1
 KIND = "fastprob"
@@ -60,7 +70,13 @@ DEFAULT_SPEC = {
     "features": "raw",
     "gate_every": 1,
     "ratio_floor_bps": 1e6,
+    **V3_DEFAULTS,
 }
+# A log target is fitted on log(max(t_avg / s, LOG_FLOOR)): a transfer that moved
+# nothing would otherwise give log(0).
+LOG_FLOOR = 1e-6
+# The error gate's target is log(err % + ERR_OFFSET): finite at zero error.
+ERR_OFFSET = 0.5
 
 
 def prefix_features(raw, kind, floor_bps=1e6):
@@ -226,9 +242,9 @@ class Stage:
     """The fitted models of one probe length n (scikit-learn objects). ``mean`` and
     ``scale`` are the standard scaler of the ``"raw"`` features (``None`` otherwise)."""
 
-    def __init__(self, n, mean, scale, gate, regressor, features="raw", floor_bps=1e6):
+    def __init__(self, n, mean, scale, gate, regressor, features="raw", floor_bps=1e6, target="linear"):
         self.n, self.mean, self.scale, self.gate, self.regressor = n, mean, scale, gate, regressor
-        self.features, self.floor_bps = features, floor_bps
+        self.features, self.floor_bps, self.target = features, floor_bps, target
 
     def xs(self, raw):
         """(features, multiplier) for prefixes ``raw``."""
@@ -243,18 +259,34 @@ class Stage:
     def predict(self, raw):
         """Predicted t_avg (bit/s) for prefixes ``raw``."""
         f, s = self.xs(raw)
-        return self.regressor.predict(f) * s
+        return self.back(self.regressor.predict(f), s)
+
+    def back(self, r, s):
+        """The regressor's output r as bit/s: r * s, or exp(r) * s for a log target."""
+        return (np.exp(r) if self.target == "log" else r) * s
 
     def p(self, xs):
+        """The gate's output: P(predictable) for a classifier gate, the predicted
+        log(err % + 0.5) for an error gate."""
         if self.gate is None:
             return None
         if isinstance(self.gate, str):
             return np.full(len(xs), 1.0 if self.gate == "always" else 0.0)
-        return self.gate.predict_proba(xs)[:, -1]
+        if hasattr(self.gate, "predict_proba"):
+            return self.gate.predict_proba(xs)[:, -1]
+        return self.gate.predict(xs)
+
+
+def fires(spec, p, thr=None):
+    """Which gate outputs ``p`` stop the probe: P(predictable) > the stop threshold,
+    or, for an error gate, predicted log(err % + 0.5) < log(E + 0.5)."""
+    if spec.get("gate", "classifier") == "error":
+        return p < math.log(spec["stop_error_pct"] + ERR_OFFSET)
+    return p > (spec["stop_threshold"] if thr is None else thr)
 
 
 def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regressor=False, extra_n=(),
-                labels="holdout", folds=5):
+                labels="holdout", folds=5, gate_trees=None):
     """Fit the per-length pairs (004 §IV Fig. 6a). ``split``: ``"time"`` (first 70 %
     of the time-ordered logs → Subset1) or ``"random"``; 004 does not say which.
     ``refit_regressor`` refits R_n on all logs after labelling (also unspecified).
@@ -265,10 +297,17 @@ def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regres
     R_n and the gate C_n on all logs. The gate sees every transfer instead of 30 %
     and R_n is trained on all of them; the labels stay honest (never the regressor's
     own training rows)."""
+    full = dict(DEFAULT_SPEC, **(spec or {}))
+    if full["target"] not in ("linear", "log"):
+        raise ValueError(f"target {full['target']!r}: expected 'linear' or 'log'")
+    if full["gate"] not in ("classifier", "error"):
+        raise ValueError(f"gate {full['gate']!r}: expected 'classifier' or 'error'")
     if labels == "oof":
-        return _train_pairs_oof(logs, spec, params, seed, extra_n, folds)
+        return _train_pairs_oof(logs, spec, params, seed, extra_n, folds, gate_trees)
     if labels != "holdout":
         raise ValueError(f"labels {labels!r}: expected 'holdout' or 'oof'")
+    if full["target"] != "linear" or full["gate"] != "classifier" or gate_trees:
+        raise ValueError("target 'log', gate 'error' and gate_trees are implemented for labels='oof' only")
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
     from sklearn.preprocessing import StandardScaler
 
@@ -318,13 +357,18 @@ def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regres
     return {"spec": spec, "stages": stages, "params": params}
 
 
-def _train_pairs_oof(logs, spec, params, seed, extra_n, folds):
-    """``train_pairs(labels="oof")``: out-of-fold labels, then R_n and C_n on all logs."""
+def _train_pairs_oof(logs, spec, params, seed, extra_n, folds, gate_trees=None):
+    """``train_pairs(labels="oof")``: out-of-fold labels, then R_n and C_n on all logs.
+    With ``spec["target"] == "log"`` the regressors fit log(t_avg / s); with
+    ``spec["gate"] == "error"`` the gate is a regressor of log(err % + 0.5) on the
+    out-of-fold error (``gate_trees`` trees, default the regressors' count)."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     spec = dict(DEFAULT_SPEC, **(spec or {}))
     params = dict({"n_estimators": 30, "max_depth": 8}, **(params or {}))
+    gparams = dict(params, n_estimators=gate_trees) if gate_trees else params
     kind = spec["features"]
+    log_t = spec["target"] == "log"
     if kind == "raw":
         raise ValueError("labels='oof' is implemented for the scale-free features only")
     if len(logs) < 2 * folds:
@@ -335,20 +379,26 @@ def _train_pairs_oof(logs, spec, params, seed, extra_n, folds):
     stages = {}
     for n in lengths:
         X, y = xy(logs, n)
-        st = Stage(n, None, None, None, None, kind, spec["ratio_floor_bps"])
+        st = Stage(n, None, None, None, None, kind, spec["ratio_floor_bps"], spec["target"])
         F, m = st.xs(X)
+        t = np.log(np.maximum(y / m, LOG_FLOOR)) if log_t else y / m
         if n in gated:
             pred = np.empty(len(logs))
             for b in blocks:
                 rest = np.setdiff1d(np.arange(len(logs)), b)
-                r = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit(F[rest], y[rest] / m[rest])
-                pred[b] = r.predict(F[b]) * m[b]
-            lab = (pct_err(pred, y) < spec["label_error_pct"]).astype(int)
-            if lab.min() == lab.max():
-                st.gate = "always" if lab[0] == 1 else "never"
+                r = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit(F[rest], t[rest])
+                pred[b] = st.back(r.predict(F[b]), m[b])
+            err = pct_err(pred, y)
+            if spec["gate"] == "error":
+                st.gate = RandomForestRegressor(random_state=seed + 1000 + n, n_jobs=1, **gparams).fit(
+                    F, np.log(err + ERR_OFFSET))
             else:
-                st.gate = RandomForestClassifier(random_state=seed + 1000 + n, n_jobs=1, **params).fit(F, lab)
-        st.regressor = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit(F, y / m)
+                lab = (err < spec["label_error_pct"]).astype(int)
+                if lab.min() == lab.max():
+                    st.gate = "always" if lab[0] == 1 else "never"
+                else:
+                    st.gate = RandomForestClassifier(random_state=seed + 1000 + n, n_jobs=1, **gparams).fit(F, lab)
+        st.regressor = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit(F, t)
         stages[n] = st
     return {"spec": spec, "stages": stages, "params": params}
 
@@ -367,12 +417,12 @@ def run_loop(model, logs, threshold=None):
             continue
         raw = np.array([logs[i]["samples_bps"][:n] for i in active], dtype=np.float64)
         p = st.p(st.x(raw))
-        fires = np.zeros(len(active), dtype=bool) if p is None else p > thr
-        done = fires | (n == spec["cap"])
+        fire = np.zeros(len(active), dtype=bool) if p is None else fires(spec, p, thr)
+        done = fire | (n == spec["cap"])
         if done.any():
             pred = st.predict(raw[done])
             for j, i in enumerate(np.flatnonzero(done)):
-                out[active[i]] = (n, float(pred[j]), not bool(fires[i]), None if p is None else float(p[i]))
+                out[active[i]] = (n, float(pred[j]), not bool(fire[i]), None if p is None else float(p[i]))
         active = [a for a, d in zip(active, done) if not d]
     return out
 
@@ -399,14 +449,14 @@ def fixed_n_mape(model, logs, n):
     return float(pct_err(st.predict(X), y).mean())
 
 
-def expanding_cv(logs, spec=None, params=None, groups=6, seed=0, labels="holdout"):
+def expanding_cv(logs, spec=None, params=None, groups=6, seed=0, labels="holdout", gate_trees=None):
     """004 §IV: 6 time-ordered groups, 5 rounds: train g1..gk, test g(k+1)."""
     parts = np.array_split(np.arange(len(logs)), groups)
     rounds = []
     for k in range(1, groups):
         tr = [logs[i] for p in parts[:k] for i in p]
         te = [logs[i] for i in parts[k]]
-        m = train_pairs(tr, spec, params, seed, labels=labels)
+        m = train_pairs(tr, spec, params, seed, labels=labels, gate_trees=gate_trees)
         rounds.append(score(m, te))
     return {
         "rounds": rounds,
@@ -497,7 +547,13 @@ def export(model, training=None):
         if st.gate is not None:
             s["gate"] = st.gate if isinstance(st.gate, str) else ensemble_dict(st.gate, nf)
         stages.append(s)
-    return {"format": FORMAT, "version": VERSION, "kind": KIND, "spec": model["spec"],
+    spec = dict(model["spec"])
+    v3 = any(spec.get(k, d) != d for k, d in V3_DEFAULTS.items())
+    if not v3:
+        # Nothing of version 3 in use: write version 2, byte-compatible with older builds.
+        for k in V3_DEFAULTS:
+            spec.pop(k, None)
+    return {"format": FORMAT, "version": VERSION_3 if v3 else VERSION, "kind": KIND, "spec": spec,
             "sample_unit": "bit/s", "stages": stages,
             "training": dict({"params": model["params"]}, **(training or {}))}
 
@@ -516,8 +572,12 @@ def sklearn_fixture(model, logs):
             pk = st.p(st.x(raw))
             per.append({"n": k, "regressor": float(st.predict(raw)[0]),
                         "gate_p": None if pk is None else float(pk[0])})
+        # "p" is P(predictable), which an error gate does not have (the Rust prober
+        # reports None); its predicted log(err % + 0.5) at the stop is "gate_output".
+        err_gate = model["spec"].get("gate", "classifier") == "error"
         rows.append({"samples_bps": d["samples_bps"], "stop_n": n, "forced": forced,
-                     "prediction_bps": pred, "p": p, "stages": per})
+                     "prediction_bps": pred, "p": None if err_gate else p,
+                     "gate_output": p, "stages": per})
     return rows
 
 
@@ -563,6 +623,13 @@ def main(argv=None):
     t.add_argument("--gate-labels", choices=("holdout", "oof"), default="holdout",
                    help="label the gates on a 70/30 time split (004 Fig. 6a) or out-of-fold over 5 "
                         "time-ordered blocks, then fit both forests on all training logs (our extension)")
+    t.add_argument("--target", choices=("linear", "log"), default="linear",
+                   help="the regressors predict t_avg / s or log(t_avg / s) (our extension; format version 3)")
+    t.add_argument("--gate", choices=("classifier", "error"), default="classifier",
+                   help="004's classifier gate, or a regressor of log(err %% + 0.5) that stops below "
+                        "--stop-error-pct (our extension; format version 3; needs --gate-labels oof)")
+    t.add_argument("--stop-error-pct", type=float, default=5.0, help="an error gate stops below this")
+    t.add_argument("--gate-trees", type=int, help="trees of the gates (default: --trees)")
     t.add_argument("--fixed-n", default="3,10",
                    help="also store regressor-only stages at these lengths (the fixed-n RF baseline)")
     t.add_argument("--skip-cv", action="store_true", help="skip the expanding-window CV report")
@@ -619,7 +686,9 @@ def main(argv=None):
         ap.error(f"logs mix sampling intervals {sorted(iv)}; train one model per interval")
     spec = {"interval_ns": iv.pop(), "cap": a.cap, "first_gate_n": a.first_gate_n,
             "last_gate_n": a.last_gate_n, "label_error_pct": a.label_error_pct,
-            "features": a.features, "gate_every": a.gate_every, "ratio_floor_bps": a.ratio_floor_bps, "stop_threshold": a.stop_threshold}
+            "features": a.features, "gate_every": a.gate_every, "ratio_floor_bps": a.ratio_floor_bps,
+            "stop_threshold": a.stop_threshold, "target": a.target, "gate": a.gate,
+            "stop_error_pct": a.stop_error_pct}
     cut = int(round(0.8 * len(logs)))  # 004 §IV: time-ordered 80/20
     train, test = logs[:cut], logs[cut:]
     report = {"source": "synthetic" if a.synthetic else "recorded", "transfers": len(logs),
@@ -634,20 +703,25 @@ def main(argv=None):
         report["search"] = rows
     t0 = time.perf_counter()
     extra_n = tuple(int(v) for v in a.fixed_n.split(",") if v)
-    model = train_pairs(train, spec, params, a.seed, extra_n=extra_n, labels=a.gate_labels)
+    model = train_pairs(train, spec, params, a.seed, extra_n=extra_n, labels=a.gate_labels,
+                        gate_trees=a.gate_trees)
+    if a.gate_trees:
+        report["gate_trees"] = a.gate_trees
     report["train_s"] = time.perf_counter() - t0
     report["params"] = params
     report["test"] = score(model, test)
     report["fixed_rf"] = {f"{n}": fixed_n_mape(model, test, n) for n in extra_n if n in model["stages"]}
     if not a.skip_cv:
-        report["cv"] = expanding_cv(train, spec, params, seed=a.seed, labels=a.gate_labels)
+        report["cv"] = expanding_cv(train, spec, params, seed=a.seed, labels=a.gate_labels,
+                                    gate_trees=a.gate_trees)
     if a.incremental:
         report["incremental"] = incremental(logs, a.initial, spec=spec, params=params, seed=a.seed)
     _write(a.out, export(model, {"source": report["source"], "transfers_train": len(train),
                                  "split": "time-ordered 80/20; " + (
                                      "pairs 70/30 time-ordered" if a.gate_labels == "holdout"
                                      else "gate labels out-of-fold over 5 time-ordered blocks"),
-                                 "train_seconds": round(report["train_s"], 1)}))
+                                 "train_seconds": round(report["train_s"], 1),
+                                 **({"gate_trees": a.gate_trees} if a.gate_trees else {})}))
     if a.fixture:
         _write(a.fixture, {"logs": sklearn_fixture(model, test[: a.fixture_logs])})
     if a.report:
