@@ -17,8 +17,8 @@ have recorded on the same traffic, so the resolutions are compared *paired*:
 each as divide-min (the shipped representation), 1-NN DTW with the core's
 |a − b| cost, the Sakoe–Chiba radius given in seconds (20 s, the shipped
 model's 20 samples at 1 Hz) or ``--radius-s``. Scores: leave-one-condition-out
-(LOCO) over the conditions recorded at 200 ms, and within each condition split by
-run (train on the other runs: references recorded at the path's own condition).
+(LOCO) over the conditions recorded at 200 ms, and within each condition (each trace's later
+windows against its earlier ones: references recorded at the path's own condition).
 
 Usage::
 
@@ -46,7 +46,8 @@ PER_S = 5  # samples a second at 200 ms
 
 
 def load(root: str, w_s: int, min_windows: int):
-    """{condition: (X (n, w_s * 5), y, run)} for every condition with all six classes at 200 ms."""
+    """{condition: (X (n, w_s * 5), y, late)} for every condition with all six classes at 200 ms;
+    ``late`` marks the later half of each trace's windows."""
     out = {}
     for cond in sorted(os.listdir(root)):
         d = os.path.join(root, cond, MODE)
@@ -55,16 +56,18 @@ def load(root: str, w_s: int, min_windows: int):
         traces = find_traces_dir(d)
         if len(traces) != len(SIX_CLASSES):
             continue
-        Xs, ys, rs = [], [], []
+        Xs, ys, late = [], [], []
         for tr in traces:
-            X, runs, _ = trace_windows_meta(tr, w_s * PER_S)
+            X, _, _ = trace_windows_meta(tr, w_s * PER_S)
             if len(X) < min_windows:
                 break
             Xs.append(X)
             ys += [CLS[tr.label]] * len(X)
-            rs += [int(r) for r in runs]
+            # Windows come in recording order: the later half of each trace is the
+            # within-condition test side, the earlier half its references.
+            late += [i >= (len(X) + 1) // 2 for i in range(len(X))]
         else:
-            out[cond] = (np.concatenate(Xs), np.array(ys), np.array(rs))
+            out[cond] = (np.concatenate(Xs), np.array(ys), np.array(late))
     return out
 
 
@@ -109,7 +112,7 @@ def main(argv=None):
         raise SystemExit(f"need at least two conditions with all six classes recorded at 200 ms; have {names}")
     X = np.concatenate([conds[c][0] for c in names])
     y = np.concatenate([conds[c][1] for c in names])
-    run = np.concatenate([conds[c][2] for c in names])
+    late = np.concatenate([conds[c][2] for c in names])
     cond = np.concatenate([[i] * len(conds[c][1]) for i, c in enumerate(names)])
     print(f"{len(names)} conditions at 200 ms, {len(y)} windows of {a.w_s} s "
           f"({', '.join(f'{c} {len(conds[c][1])}' for c in names)})")
@@ -123,13 +126,13 @@ def main(argv=None):
             te = np.flatnonzero(cond == i)
             Dm = np.where((cond != i)[None, :], D[te], np.inf)
             loco_s[c] = score(y[te], y[np.argmin(Dm, axis=1)])
-            # Within the condition: references from the condition's other runs only.
-            same = (cond[None, :] == i) & (run[None, :] != run[te][:, None])
-            Dw = np.where(same, D[te], np.inf)
-            ok = np.isfinite(Dw).any(axis=1)
-            within[c] = score(y[te][ok], y[np.argmin(Dw[ok], axis=1)]) if ok.any() else (np.nan, np.nan)
+            # Within the condition: the later half of each trace against the earlier half
+            # (references recorded at the path's own condition beforehand, as calibration does).
+            tl = np.flatnonzero((cond == i) & late)
+            Dw = np.where(((cond == i) & ~late)[None, :], D[tl], np.inf)
+            within[c] = score(y[tl], y[np.argmin(Dw, axis=1)])
         res[how] = {"loco": loco_s, "within": within}
-    for kind, title in (("loco", "leave one condition out"), ("within", "within each condition, split by run")):
+    for kind, title in (("loco", "leave one condition out"), ("within", "within each condition, later half of each trace against the earlier half")):
         print(f"\n{title}: 6-class / BBR present (%)")
         print("| series | " + " | ".join(names) + " | median |")
         print("|---|" + "---|" * (len(names) + 1))
