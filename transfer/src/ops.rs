@@ -315,6 +315,10 @@ pub fn controller_with_classes(
                 .map_or("passive".into(), |p| p.to_string()),
         ))
     })?;
+    // Probe at the rate the model's references were sampled at (1 s for the
+    // shipped models; a model trained on `passive-200ms` traces takes five
+    // samples a second).
+    spec.sample_period_s = mf.meta.probing.sample_interval_ms / 1e3;
     let dps = o.dps.as_ref().map(DpsPolicy::new).transpose()?;
     let mut c = spec
         .build(&mf, dps)

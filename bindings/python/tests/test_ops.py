@@ -160,6 +160,18 @@ def test_configuration_errors_name_the_value():
         opsel.Controller(str(MODEL_PATH), mode="active")  # the model/pattern check
     with pytest.raises(opsel.InvalidInputError, match="opsel.Model"):
         opsel.Controller(42)
+
+
+def test_the_sample_period_must_be_the_models(tmp_path):
+    # A model trained on samples every 200 ms takes windows sampled every 200 ms.
+    m = json.loads(MODEL_PATH.read_text())
+    m["probing"]["sample_interval_ms"] = 200.0
+    p = tmp_path / "model-200ms.json"
+    p.write_text(json.dumps(m))
+    with pytest.raises(opsel.InvalidInputError, match="every 200 ms.*sample_period_s = 0.2"):
+        opsel.Controller(str(p))
+    assert opsel.Controller(str(p), sample_period_s=0.2).window_len == opsel.load_model(str(p)).window
+    opsel.Controller(str(p), check_model=False)
     with pytest.raises(opsel.OpselIOError):
         opsel.Controller("/nonexistent/model.json")
     ctl = opsel.Controller(str(MODEL_PATH))

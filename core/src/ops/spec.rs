@@ -455,6 +455,18 @@ impl ControllerSpec {
             return Ok(());
         }
         let probing = &file.meta.probing;
+        // The windows must be sampled as the references were: a model trained
+        // on samples every 200 ms compares 40 s as 200 samples, and fed one
+        // sample a second it would compare 200 s of another shape.
+        let period_ms = self.sample_period_s * 1e3;
+        if (period_ms - probing.sample_interval_ms).abs() > 1e-6 * probing.sample_interval_ms {
+            return Err(Error::invalid(format!(
+                "the model was trained on RTT samples every {} ms but the spec samples every {} ms; set sample_period_s = {} (or check_model = false)",
+                probing.sample_interval_ms,
+                period_ms,
+                probing.sample_interval_ms / 1e3
+            )));
+        }
         let want = self.pattern()?;
         match (&want, probing.mode) {
             (Some(p), ProbingMode::Active) => {
@@ -688,6 +700,28 @@ mod tests {
         assert!(e(r#"{"initial_cca":"Not a CCA"}"#).contains("Not a CCA"));
         let p = e(r#"{"steady_s":5,"policy":42}"#);
         assert!(p.contains("\"policy\"") && p.contains("42"), "{p}");
+    }
+
+    #[test]
+    fn the_sample_period_must_be_the_models() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/knn_golden.model.json"
+        );
+        let mut file = crate::model::load(path).unwrap();
+        let spec = ControllerSpec::default();
+        assert!(spec.check_model(&file).is_ok());
+        file.meta.probing.sample_interval_ms = 200.0;
+        let e = spec.check_model(&file).unwrap_err().to_string();
+        assert!(
+            e.contains("every 200 ms") && e.contains("sample_period_s = 0.2"),
+            "{e}"
+        );
+        let fast = ControllerSpec {
+            sample_period_s: 0.2,
+            ..Default::default()
+        };
+        assert!(fast.check_model(&file).is_ok());
     }
 
     #[test]
