@@ -93,11 +93,14 @@ def main(argv=None):
     with open(a.out, "w") as f:
         json.dump({"summary": s, "batches": rows}, f, indent=1)
     print(json.dumps(s))
-    # Batch by batch: the retraining batches and, in block order, the batches around each family change.
+    # Batch by batch: the retraining batches and those whose families differ from the batch before
+    # (in block order, the network changes).
+    prev = None
     for r in rows:
-        if r["retrain"] or len(r["families"]) > 1 or r["mape_pct"] > 10:
+        if r["retrain"] or (prev is not None and r["families"] != prev):
             print(f"  {r['first']:>4}-{r['last']:<4} {'/'.join(r['families']):<15} MAPE {r['mape_pct']:7.2f} % "
                   f"probe {r['mean_probe_s']:.2f} s{'  retrain' if r['retrain'] else ''}")
+        prev = r["families"]
     return 0
 
 
