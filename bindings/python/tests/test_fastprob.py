@@ -123,6 +123,29 @@ def test_out_of_fold_gate_labels_fit_both_forests_on_every_log_and_replay_in_rus
         assert close(out["throughput_bps"], pred)
 
 
+def test_incremental_replay_retrains_with_the_gate_labels_it_is_given(monkeypatch):
+    # 004 §V replay: every (re)training must fit the gates as the model being replayed was fitted.
+    pytest.importorskip("sklearn")
+    from opsel import train_fastprob as tf
+
+    logs = tf.synthetic_logs(70, seed=3, interval_ns=100_000_000)
+    spec = {"interval_ns": 100_000_000, "cap": 12, "first_gate_n": 1, "last_gate_n": 11,
+            "features": "ratio+stats", "gate_every": 5}
+    seen = []
+    real = tf.train_pairs
+
+    def spy(*a, **k):
+        seen.append((k.get("labels"), k.get("gate_trees")))
+        return real(*a, **k)
+
+    monkeypatch.setattr(tf, "train_pairs", spy)
+    r = tf.incremental(logs, initial=40, batch=10, threshold_pct=0.0, spec=spec,
+                       params={"n_estimators": 3, "max_depth": 3}, labels="oof", gate_trees=2)
+    # A 0 % threshold retrains after every batch: the initial fit and three retrains.
+    assert r["batches"] == 3 and r["retrains"] == 3
+    assert seen == [("oof", 2)] * 4
+
+
 def test_log_target_and_error_gates_write_version_3_and_replay_in_rust():
     # train_fastprob --target log --gate error (format version 3, our extensions;
     # docs/results/fastprob.md, "Shorter probes"): the gates are regressors of

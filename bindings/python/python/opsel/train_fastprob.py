@@ -476,12 +476,18 @@ def search(logs, spec=None, grid=None, seed=0):
     return best["params"], rows
 
 
-def incremental(logs, initial=500, batch=30, threshold_pct=20.0, spec=None, params=None, seed=0):
+def incremental(logs, initial=500, batch=30, threshold_pct=20.0, spec=None, params=None, seed=0,
+                labels="holdout", gate_trees=None):
     """004 §V: train on the first ``initial`` logs, then evaluate batches of ``batch``
-    and retrain on all history when a batch's MAPE exceeds ``threshold_pct``."""
+    and retrain on all history when a batch's MAPE exceeds ``threshold_pct``. Every
+    (re)training uses the same gate labels and gate forest as the model trained."""
     if len(logs) < initial + batch:
         raise ValueError(f"{len(logs)} logs: incremental training needs initial ({initial}) + one batch ({batch})")
-    model = train_pairs(logs[:initial], spec, params, seed)
+
+    def fit(history):
+        return train_pairs(history, spec, params, seed, labels=labels, gate_trees=gate_trees)
+
+    model = fit(logs[:initial])
     errs, probes, retrains, batches = [], [], 0, 0
     for b0 in range(initial, len(logs) - batch + 1, batch):
         chunk = logs[b0:b0 + batch]
@@ -492,7 +498,7 @@ def incremental(logs, initial=500, batch=30, threshold_pct=20.0, spec=None, para
         batches += 1
         if e.mean() > threshold_pct:
             retrains += 1
-            model = train_pairs(logs[:b0 + batch], spec, params, seed)
+            model = fit(logs[:b0 + batch])
     iv = model["spec"]["interval_ns"] * 1e-9
     return {"batches": batches, "retrains": retrains, "mape_pct": float(np.mean(errs)),
             "mean_probe_s": float(np.mean(probes) * iv)}
@@ -715,7 +721,8 @@ def main(argv=None):
         report["cv"] = expanding_cv(train, spec, params, seed=a.seed, labels=a.gate_labels,
                                     gate_trees=a.gate_trees)
     if a.incremental:
-        report["incremental"] = incremental(logs, a.initial, spec=spec, params=params, seed=a.seed)
+        report["incremental"] = incremental(logs, a.initial, spec=spec, params=params, seed=a.seed,
+                                            labels=a.gate_labels, gate_trees=a.gate_trees)
     _write(a.out, export(model, {"source": report["source"], "transfers_train": len(train),
                                  "split": "time-ordered 80/20; " + (
                                      "pairs 70/30 time-ordered" if a.gate_labels == "holdout"
