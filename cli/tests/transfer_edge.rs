@@ -10,26 +10,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::{s, write_file, TempDir};
 
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_opsel");
 const KEY: &str = "correct horse battery staple 42";
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("opsel-edge-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Kills the child on drop so a failing assertion leaves no receiver behind.
 struct Proc {
@@ -118,21 +104,6 @@ fn spawn_listening(args: &[&str], key: Option<&str>) -> (Proc, String) {
         head + &String::from_utf8_lossy(&rest)
     }));
     (p, addr)
-}
-
-fn write_file(p: &Path, n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed;
-    let mut v = Vec::with_capacity(n + 8);
-    while v.len() < n {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        v.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    v.truncate(n);
-    std::fs::write(p, &v).unwrap();
-    v
 }
 
 /// The peer closed `s` (EOF or reset) within `limit`; what it sent before is
@@ -272,10 +243,6 @@ fn data_conn(addr: &str, token_hex: &str) -> TcpStream {
     d
 }
 
-fn s(p: &Path) -> String {
-    p.to_str().unwrap().to_string()
-}
-
 /// `opsel recv` on a free loopback port with 1 s handshake and idle limits
 /// (unless `extra` sets them): the receiver and its address.
 fn fast_recv(out: &Path, extra: &[&str], key: Option<&str>) -> (Proc, String) {
@@ -291,12 +258,43 @@ fn fast_recv(out: &Path, extra: &[&str], key: Option<&str>) -> (Proc, String) {
     spawn_listening(&args, key)
 }
 
+/// A test's directory with `src.bin` (`n` bytes from `seed`, also
+/// returned) and the path `dst.bin` a receiver writes.
+fn source_and_dest(tag: &str, n: usize, seed: u64) -> (TempDir, PathBuf, Vec<u8>, PathBuf) {
+    let d = TempDir::new(tag);
+    let src = d.0.join("src.bin");
+    let data = write_file(&src, n, seed);
+    let dst = d.0.join("dst.bin");
+    (d, src, data, dst)
+}
+
+/// `opsel send --to addr --file file extra…` to its end (a minute at most:
+/// a hang guard, not a measure): its success and what it printed; `what`
+/// names it in a panic.
+fn send(addr: &str, file: &Path, extra: &[&str], key: Option<&str>, what: &str) -> (bool, String) {
+    let file = s(file);
+    let mut args = vec!["send", "--to", addr, "--file", file.as_str()];
+    args.extend(extra);
+    spawn(&args, key).finish(Duration::from_secs(60), what)
+}
+
+/// [`send`] to the one-shot receiver `rx`, and both succeed: what each printed.
+fn send_and_recv(
+    rx: Proc,
+    addr: &str,
+    file: &Path,
+    extra: &[&str],
+    key: Option<&str>,
+) -> (String, String) {
+    let (ok_tx, out_tx) = send(addr, file, extra, key, "send");
+    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(60), "recv");
+    assert!(ok_tx && ok_rx, "send {extra:?}: {out_tx}\nrecv: {out_rx}");
+    (out_tx, out_rx)
+}
+
 #[test]
 fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
-    let d = TempDir::new("hostile");
-    let src = d.0.join("src.bin");
-    let data = write_file(&src, 2_000_000, 11);
-    let dst = d.0.join("dst.bin");
+    let (d, src, data, dst) = source_and_dest("hostile", 2_000_000, 11);
     let (rx, addr) = fast_recv(&dst, &["--max-size", "10M"], None);
 
     // 1. A port scanner: connect and close.
@@ -444,10 +442,7 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
     assert!(!dst.exists(), "no bad peer may create the destination");
 
     // The real sender, after all of that.
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
-    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
-    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(30), "recv");
-    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    let (_, out_rx) = send_and_recv(rx, &addr, &src, &[], None);
     assert_eq!(std::fs::read(&dst).unwrap(), data);
     for want in [
         "dropped before saying anything",
@@ -484,10 +479,7 @@ fn hostile_peers_are_dropped_and_the_next_sender_succeeds() {
 
 #[test]
 fn a_second_sender_is_refused_without_disturbing_the_first() {
-    let d = TempDir::new("busy");
-    let src = d.0.join("src.bin");
-    let data = write_file(&src, 300_000, 5);
-    let dst = d.0.join("dst.bin");
+    let (d, _, data, dst) = source_and_dest("busy", 300_000, 5);
     // The first transfer's data connection is silent while the second sender
     // runs (up to the 20 s this test gives it): the idle limit must outlast that.
     let (rx, addr) = fast_recv(&dst, &["--idle-timeout", "30"], None);
@@ -499,8 +491,7 @@ fn a_second_sender_is_refused_without_disturbing_the_first() {
     // A second sender comes: refused as busy.
     let other = d.0.join("other.bin");
     write_file(&other, 1000, 6);
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&other)], None);
-    let (ok2, out2) = tx.finish(Duration::from_secs(20), "second send");
+    let (ok2, out2) = send(&addr, &other, &[], None, "second send");
     assert!(!ok2 && out2.contains("busy"), "{out2}");
     // The first one completes and is verified.
     d1.write_all(&data[100_000..]).unwrap();
@@ -521,16 +512,12 @@ fn a_second_sender_is_refused_without_disturbing_the_first() {
 
 #[test]
 fn existing_files_are_kept_unless_a_verified_transfer_replaces_them() {
-    let d = TempDir::new("keep");
-    let src = d.0.join("src.bin");
-    let data = write_file(&src, 500_000, 8);
-    let dst = d.0.join("dst.bin");
+    let (d, src, data, dst) = source_and_dest("keep", 500_000, 8);
     std::fs::write(&dst, b"the user's precious file").unwrap();
 
     // Without --force: refused, untouched.
     let (rx, addr) = fast_recv(&dst, &[], None);
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send");
+    let (ok, out) = send(&addr, &src, &[], None, "send");
     assert!(
         !ok && out.contains("already exists") && out.contains("--force"),
         "{out}"
@@ -549,11 +536,7 @@ fn existing_files_are_kept_unless_a_verified_transfer_replaces_them() {
     // The verified prefix is kept beside it; a resume completes it and only then replaces.
     let part = d.0.join(".dst.bin.opsel-part");
     assert_eq!(std::fs::metadata(&part).unwrap().len(), 200_000);
-    let tx = spawn(
-        &["send", "--to", &addr, "--file", &s(&src), "--resume"],
-        None,
-    );
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send --resume");
+    let (ok, out) = send(&addr, &src, &["--resume"], None, "send --resume");
     assert!(ok && out.contains("byte-identical"), "{out}");
     let (ok, out) = rx.finish(Duration::from_secs(10), "recv");
     assert!(ok && out.contains("from offset 200000"), "{out}");
@@ -564,11 +547,7 @@ fn existing_files_are_kept_unless_a_verified_transfer_replaces_them() {
     std::fs::write(&part, vec![0u8; 1000]).unwrap();
     let (rx, addr) = fast_recv(&d.0.join("new.bin"), &[], None);
     std::fs::rename(&part, d.0.join(".new.bin.opsel-part")).unwrap();
-    let tx = spawn(
-        &["send", "--to", &addr, "--file", &s(&src), "--resume"],
-        None,
-    );
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send --resume");
+    let (ok, out) = send(&addr, &src, &["--resume"], None, "send --resume");
     assert!(!ok && out.contains("differ"), "{out}");
     drop(rx.kill());
     assert!(!d.0.join("new.bin").exists());
@@ -576,22 +555,20 @@ fn existing_files_are_kept_unless_a_verified_transfer_replaces_them() {
 
 #[test]
 fn authentication_admits_only_key_holders() {
-    let d = TempDir::new("auth");
-    let src = d.0.join("src.bin");
-    let data = write_file(&src, 200_000, 9);
-    let dst = d.0.join("dst.bin");
+    let (d, src, data, dst) = source_and_dest("auth", 200_000, 9);
     let (rx, addr) = fast_recv(&dst, &[], Some(KEY));
 
     // No key: told a key is needed, nothing written.
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send without key");
+    let (ok, out) = send(&addr, &src, &[], None, "send without key");
     assert!(!ok && out.contains("requires a pre-shared key"), "{out}");
     // Wrong key: refused.
-    let tx = spawn(
-        &["send", "--to", &addr, "--file", &s(&src)],
+    let (ok, out) = send(
+        &addr,
+        &src,
+        &[],
         Some("a wrong key of enough length"),
+        "send with a wrong key",
     );
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send with a wrong key");
     assert!(!ok && out.contains("authentication failed"), "{out}");
     // A raw peer that skips the MAC learns nothing but the refusal.
     let (_c, a) = Raw::request(&addr, json!({"size": 10, "offset": 0}));
@@ -600,19 +577,13 @@ fn authentication_admits_only_key_holders() {
     // The key from a file works; the receiver proves itself back.
     let kf = d.0.join("key");
     std::fs::write(&kf, format!("{KEY}\n")).unwrap();
-    let tx = spawn(
-        &[
-            "send",
-            "--to",
-            &addr,
-            "--file",
-            &s(&src),
-            "--key-file",
-            &s(&kf),
-        ],
+    let (ok, out) = send(
+        &addr,
+        &src,
+        &["--key-file", &s(&kf)],
         None,
+        "send with the key",
     );
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send with the key");
     assert!(ok, "{out}");
     let (ok, out) = rx.finish(Duration::from_secs(10), "recv");
     assert!(ok, "{out}");
@@ -622,8 +593,7 @@ fn authentication_admits_only_key_holders() {
 
     // A sender holding a key does not send to a receiver that cannot prove it has it.
     let (rx, addr) = fast_recv(&d.0.join("x.bin"), &[], None);
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], Some(KEY));
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send to an impostor");
+    let (ok, out) = send(&addr, &src, &[], Some(KEY), "send to an impostor");
     assert!(!ok && out.contains("did not prove"), "{out}");
     drop(rx.kill());
     assert!(!d.0.join("x.bin").exists());
@@ -662,25 +632,22 @@ fn serve_receives_transfer_after_transfer_and_names_cannot_escape() {
     for i in 0..3u64 {
         let f = d.0.join(format!("f{i}.bin"));
         sent.push(write_file(&f, 10_000 + 7919 * i as usize, i));
-        let tx = spawn(&["send", "--to", &addr, "--file", &s(&f)], Some(KEY));
-        let (ok, out) = tx.finish(Duration::from_secs(20), "send");
+        let (ok, out) = send(&addr, &f, &[], Some(KEY), "send");
         assert!(ok, "{out}");
     }
     for name in ["../escape.bin", "/tmp/abs.bin", ".hidden", "a/b", ".."] {
         let f = d.0.join("f0.bin");
-        let tx = spawn(
-            &["send", "--to", &addr, "--file", &s(&f), "--name", name],
+        let (ok, out) = send(
+            &addr,
+            &f,
+            &["--name", name],
             Some(KEY),
+            "send with a bad name",
         );
-        let (ok, out) = tx.finish(Duration::from_secs(20), "send with a bad name");
         assert!(!ok && out.contains("name"), "{name}: {out}");
     }
     // The same name again: refused (serve never overwrites without --force).
-    let tx = spawn(
-        &["send", "--to", &addr, "--file", &s(&d.0.join("f1.bin"))],
-        Some(KEY),
-    );
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send again");
+    let (ok, out) = send(&addr, &d.0.join("f1.bin"), &[], Some(KEY), "send again");
     assert!(!ok && out.contains("already exists"), "{out}");
     let log = srv.kill();
     for i in 0..3u64 {
@@ -744,8 +711,7 @@ fn a_full_disk_or_a_read_only_directory_keep_the_old_file_and_say_why() {
     let (rx, addr) = fast_recv(&dst, &["--force"], None);
 
     // More than the free space: refused before any byte moves.
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&big)], None);
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send too big");
+    let (ok, out) = send(&addr, &big, &[], None, "send too big");
     assert!(!ok && out.contains("bytes free"), "{out}");
     assert_eq!(std::fs::read(&dst).unwrap(), b"old contents");
 
@@ -768,8 +734,7 @@ fn a_full_disk_or_a_read_only_directory_keep_the_old_file_and_say_why() {
     fs.remount_ro();
     let small = d.0.join("small.bin");
     write_file(&small, 1000, 2);
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&small)], None);
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send to a read-only directory");
+    let (ok, out) = send(&addr, &small, &[], None, "send to a read-only directory");
     assert!(!ok && out.contains("Read-only file system"), "{out}");
     assert_eq!(std::fs::read(&dst).unwrap(), b"old contents");
     let log = rx.kill();
@@ -855,18 +820,15 @@ fn a_connection_flood_costs_bounded_memory_and_threads() {
     assert!(hwm < rss0 + 8 * 1024, "peak {hwm} kB from {rss0} kB");
 }
 
+// fuzz/common.rs allows its own dead code (each user takes a part).
 #[path = "../../fuzz/common.rs"]
-#[allow(dead_code)]
 mod fuzzing;
 
 #[test]
 fn a_receiver_fed_mutated_sessions_keeps_serving() {
     // Network-level fuzzing: whole sessions of mutated control lines and
     // preambles against one live receiver, then a real transfer.
-    let d = TempDir::new("sessions");
-    let src = d.0.join("src.bin");
-    let data = write_file(&src, 100_000, 3);
-    let dst = d.0.join("dst.bin");
+    let (_d, src, data, dst) = source_and_dest("sessions", 100_000, 3);
     let (rx, addr) = fast_recv(&dst, &[], None);
     let hello = json!({"hello": "opsel-transfer", "version": 4, "nonce": "00112233445566778899aabbccddeeff"});
     let seeds: Vec<Vec<u8>> = [
@@ -924,10 +886,7 @@ fn a_receiver_fed_mutated_sessions_keeps_serving() {
     // mutated session started: wait until the receiver closed every session
     // (a fixed sleep raced its threads on a loaded machine).
     wait_open_at_most(&mut sessions, 0, "the mutated sessions");
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
-    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
-    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(30), "recv");
-    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
+    let (_, out_rx) = send_and_recv(rx, &addr, &src, &[], None);
     assert_eq!(std::fs::read(&dst).unwrap(), data);
     println!(
         "120 mutated sessions in {fuzz_s:.1} s: {} log lines, then a verified transfer",
@@ -959,26 +918,7 @@ fn striped_transfers_and_a_dead_stream_then_resume() {
     for n in ["2", "3", "8"] {
         let dst = d.0.join(format!("dst{n}.bin"));
         let (rx, addr) = fast_recv(&dst, &[], None);
-        let tx = spawn(
-            &[
-                "send",
-                "--to",
-                &addr,
-                "--file",
-                &s(&src),
-                "--cca",
-                "cubic",
-                "--streams",
-                n,
-            ],
-            None,
-        );
-        let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
-        let (ok_rx, out_rx) = rx.finish(Duration::from_secs(30), "recv");
-        assert!(
-            ok_tx && ok_rx,
-            "{n} streams\nsend: {out_tx}\nrecv: {out_rx}"
-        );
+        let (out_tx, _) = send_and_recv(rx, &addr, &src, &["--cca", "cubic", "--streams", n], None);
         assert!(out_tx.contains("byte-identical"), "{out_tx}");
         assert!(std::fs::read(&dst).unwrap() == data, "{n} streams");
     }
@@ -1021,22 +961,13 @@ fn striped_transfers_and_a_dead_stream_then_resume() {
     );
     // The receiver keeps serving: a resume over 3 streams completes it.
     std::fs::copy(&src, d.0.join("x")).unwrap();
-    let tx = spawn(
-        &[
-            "send",
-            "--to",
-            &addr,
-            "--file",
-            &s(&d.0.join("x")),
-            "--cca",
-            "cubic",
-            "--streams",
-            "3",
-            "--resume",
-        ],
+    let (ok_tx, out_tx) = send(
+        &addr,
+        &d.0.join("x"),
+        &["--cca", "cubic", "--streams", "3", "--resume"],
         None,
+        "send",
     );
-    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(30), "send");
     let out_rx = rx.kill();
     assert!(ok_tx, "send: {out_tx}\nrecv: {out_rx}");
     assert!(out_tx.contains("byte-identical"), "{out_tx}");
@@ -1061,25 +992,13 @@ fn striped_send_stopped_at_time_keeps_the_contiguous_prefix() {
     let dst = d.0.join("dst.bin");
     let part = d.0.join(".dst.bin.opsel-part");
     let (rx, addr) = fast_recv(&dst, &["--idle-timeout", "10"], None);
-    let tx = spawn(
-        &[
-            "send",
-            "--to",
-            &addr,
-            "--file",
-            &s(&src),
-            "--cca",
-            "cubic",
-            "--streams",
-            "4",
-            "--time",
-            "0.001",
-        ],
+    let (out_tx, out_rx) = send_and_recv(
+        rx,
+        &addr,
+        &src,
+        &["--cca", "cubic", "--streams", "4", "--time", "0.001"],
         None,
     );
-    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(60), "send");
-    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(60), "recv");
-    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
     assert!(out_tx.contains("stopped at byte"), "{out_tx}");
     assert!(out_rx.contains("verified prefix"), "{out_rx}");
     assert!(!dst.exists(), "a prefix is not renamed into place");
@@ -1095,24 +1014,13 @@ fn striped_send_stopped_at_time_keeps_the_contiguous_prefix() {
     );
     // Resume over 3 streams from the kept prefix.
     let (rx, addr) = fast_recv(&dst, &["--idle-timeout", "10"], None);
-    let tx = spawn(
-        &[
-            "send",
-            "--to",
-            &addr,
-            "--file",
-            &s(&src),
-            "--cca",
-            "cubic",
-            "--streams",
-            "3",
-            "--resume",
-        ],
+    let (out_tx, _) = send_and_recv(
+        rx,
+        &addr,
+        &src,
+        &["--cca", "cubic", "--streams", "3", "--resume"],
         None,
     );
-    let (ok_tx, out_tx) = tx.finish(Duration::from_secs(60), "send");
-    let (ok_rx, out_rx) = rx.finish(Duration::from_secs(60), "recv");
-    assert!(ok_tx && ok_rx, "send: {out_tx}\nrecv: {out_rx}");
     assert!(out_tx.contains("byte-identical"), "{out_tx}");
     assert!(std::fs::read(&dst).unwrap() == data);
 }
@@ -1170,20 +1078,13 @@ fn each_hash_catches_a_changed_byte_and_resumes_the_others_prefix() {
         assert_eq!(std::fs::metadata(&part).unwrap().len(), 150_000);
 
         // 3. `opsel send --resume --hash second` completes it.
-        let tx = spawn(
-            &[
-                "send",
-                "--to",
-                &addr,
-                "--file",
-                &s(&src),
-                "--resume",
-                "--hash",
-                second,
-            ],
+        let (ok, out) = send(
+            &addr,
+            &src,
+            &["--resume", "--hash", second],
             None,
+            "send --resume",
         );
-        let (ok, out) = tx.finish(Duration::from_secs(20), "send --resume");
         assert!(ok && out.contains("byte-identical"), "{out}");
         // The sender reports the resumed range's digest in the second hash.
         let want = format!("{second} {}", digest(second, &data[150_000..]));
@@ -1205,17 +1106,16 @@ fn each_hash_catches_a_changed_byte_and_resumes_the_others_prefix() {
 #[test]
 fn a_keyed_transfer_is_checked_with_keyed_blake3_only() {
     use hmac::{Hmac, KeyInit, Mac};
-    let d = TempDir::new("keyedhash");
-    let src = d.0.join("src.bin");
-    let data = write_file(&src, 200_000, 12);
-    let dst = d.0.join("dst.bin");
+    let (_d, src, data, dst) = source_and_dest("keyedhash", 200_000, 12);
     let (rx, addr) = fast_recv(&dst, &[], Some(KEY));
 
-    let tx = spawn(
-        &["send", "--to", &addr, "--file", &s(&src), "--hash", "xxh3"],
+    let (ok, out) = send(
+        &addr,
+        &src,
+        &["--hash", "xxh3"],
         Some(KEY),
+        "send --hash xxh3 with a key",
     );
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send --hash xxh3 with a key");
     assert!(!ok && out.contains("keyed BLAKE3"), "{out}");
 
     // A hand-made key holder asking for xxh3: authenticated, then refused.
@@ -1245,8 +1145,7 @@ fn a_keyed_transfer_is_checked_with_keyed_blake3_only() {
     drop(c);
 
     // The default with a key: keyed BLAKE3.
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], Some(KEY));
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send with the key");
+    let (ok, out) = send(&addr, &src, &[], Some(KEY), "send with the key");
     assert!(ok && out.contains("blake3-keyed"), "{out}");
     assert!(!out.contains(&digest("blake3", &data)), "{out}");
     let (ok, out) = rx.finish(Duration::from_secs(10), "recv");
@@ -1275,8 +1174,7 @@ fn a_version_3_receiver_is_named_by_the_sender() {
         (&s).write_all(format!("{refusal}\n").as_bytes()).unwrap();
         hello
     });
-    let tx = spawn(&["send", "--to", &addr, "--file", &s(&src)], None);
-    let (ok, out) = tx.finish(Duration::from_secs(20), "send to a v3 receiver");
+    let (ok, out) = send(&addr, &src, &[], None, "send to a v3 receiver");
     let hello: Value = serde_json::from_str(&peer.join().unwrap()).unwrap();
     assert_eq!(hello["version"], 4, "{hello}");
     assert!(
