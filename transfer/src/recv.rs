@@ -406,13 +406,23 @@ impl Receiver {
                     let spawned = std::thread::Builder::new()
                         .name("opsel-recv-conn".into())
                         .spawn(move || {
-                            let _g = ConnGuard(&sh, peer.ip());
+                            // A second descriptor of the socket, closed only
+                            // after the slot is released: a peer that sees
+                            // its connection end may connect again at once
+                            // without meeting the per-host cap (a sender
+                            // retrying after a refusal, or the next sender
+                            // after a dropped one). A data connection handed
+                            // to its transfer stays open there.
+                            let hold = s.try_clone().ok();
+                            let g = ConnGuard(&sh, peer.ip());
                             let _ = s.set_nonblocking(false);
                             let _ = s.set_nodelay(true);
                             if let Some(r) = handle_conn(&sh, s, peer) {
                                 let _ = tx.send(r);
                                 let _ = (&*wake).write(&[1]);
                             }
+                            drop(g);
+                            drop(hold);
                         });
                     if spawned.is_err() {
                         shared.release_conn(peer.ip());
