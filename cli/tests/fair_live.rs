@@ -7,31 +7,17 @@
 //! Without root the tests say SKIPPED and pass; the errors for an absent or
 //! stale manager socket need no root.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 mod common;
+use common::TempDir;
 
 use opsel_netlab::topo::{receiver_ip, Lab, PipeKind, PipeSpec, TopologySpec};
 
 const BIN: &str = env!("CARGO_BIN_EXE_opsel");
 const KEY: &str = "netlab fairness test key 0123456789";
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("opsel-fair-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Kills the children it holds unless they ended (on success or panic).
 struct Kids(Vec<Child>);

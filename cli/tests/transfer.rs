@@ -7,47 +7,18 @@
 //!   The lab's namespaces are removed by netlab's RAII guard; bounded to
 //!   ~60 s (children are killed after 90 s).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::{write_file, TempDir};
 
 use opsel::knn::{KnnConfig, Model};
 use opsel::mix::SIX_CLASSES;
 use opsel::model::{KnnModelFile, Metadata, Probing, ProbingMode};
 use opsel::series::synth;
 use opsel_netlab::topo::receiver_ip;
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("opsel-transfer-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Deterministic incompressible test content.
-fn write_file(p: &Path, n: usize, seed: u64) {
-    let mut s = seed;
-    let mut v = Vec::with_capacity(n);
-    while v.len() < n {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        v.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    v.truncate(n);
-    std::fs::write(p, v).unwrap();
-}
 
 /// A DTW K-NN model of window `w` for `pattern`, trained on synthetic 6-class
 /// signatures (the shipped models are trained on netlab; this one only has to

@@ -12,45 +12,24 @@
 //!   namespaces are removed by netlab's RAII guard; children are killed
 //!   after 60 s.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
 mod common;
+use common::TempDir;
 
 use opsel_netlab::topo::receiver_ip;
 
-struct TempDir(PathBuf);
 impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("opsel-fastprob-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
     fn path(&self, name: &str) -> String {
         self.0.join(name).to_str().unwrap().to_string()
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
 /// Deterministic incompressible content.
 fn write_file(p: &str, n: usize, seed: u64) {
-    let mut s = seed;
-    let mut v = Vec::with_capacity(n + 8);
-    while v.len() < n {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        v.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    v.truncate(n);
-    std::fs::write(p, v).unwrap();
+    common::write_file(Path::new(p), n, seed);
 }
 
 fn spawn(prefix: &[&str], args: &[&str]) -> Child {
