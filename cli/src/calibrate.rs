@@ -175,7 +175,7 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
         w,
         &all_labels,
         base.model.classes().to_vec(),
-        base.model.config().clone(),
+        *base.model.config(),
     )?;
     let mut meta = base.meta.clone();
     meta.training = serde_json::json!({

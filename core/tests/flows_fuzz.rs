@@ -235,7 +235,7 @@ fn decoder_survives_mutated_datagrams() {
 
 /// nfdump capture files (`flows::nffile`): one flow record (V3, generic flow
 /// + IPv4 element) in a type-3 block, stored plain or as an LZ4 block of
-/// literals followed by a run-length match.
+///   literals followed by a run-length match.
 fn nffile_seeds() -> Vec<Vec<u8>> {
     let mut rec = vec![0u8; 12];
     rec[0..2].copy_from_slice(&11u16.to_le_bytes());

@@ -137,7 +137,7 @@ pub fn roll(dir: &Path) -> Result<usize> {
         let f = std::fs::File::create(&tmp)
             .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
         let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::best());
-        gz.write_all(rest[..end].as_bytes())
+        gz.write_all(&rest.as_bytes()[..end])
             .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
         let f = gz
             .finish()

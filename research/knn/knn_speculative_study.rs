@@ -114,7 +114,7 @@ fn main() {
                     .map(|t| if t + 1 < w { (q[t] - h[t]).abs() } else { 0.0 })
                     .collect();
                 let b = max_path(&c, r);
-                if best.as_ref().map_or(true, |bb| b < bb.0) {
+                if best.as_ref().is_none_or(|bb| b < bb.0) {
                     best = Some((b, h, gv));
                 }
             }

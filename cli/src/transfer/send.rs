@@ -416,7 +416,6 @@ pub fn run(
         }
     };
     let r = xfer::send_on(ctl_sock, &xopts, &mut drive, stop, &mut cb);
-    drop(cb);
     drop(drive);
     let r = r?;
     let probe_report = probe_out.borrow_mut().take();

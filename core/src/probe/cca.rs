@@ -100,6 +100,13 @@ impl PartialEq<&str> for CcaName {
     }
 }
 
+/// A CCA serializes as its name (`"bbr"`), as every front end shows it.
+impl serde::Serialize for CcaName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,12 +125,5 @@ mod tests {
                 "{bad}"
             );
         }
-    }
-}
-
-/// A CCA serializes as its name (`"bbr"`), as every front end shows it.
-impl serde::Serialize for CcaName {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
     }
 }

@@ -472,7 +472,6 @@ mod tests {
                 .copied(&mut on_sent),
         );
         let r = send_fixed_source(&tx, &mut src, CcaName::CUBIC, &cfg, &stop, &mut |_| {}).unwrap();
-        drop(src);
         assert_eq!((r.end, r.bytes_sent), (EndReason::Eof, end - offset));
         assert_eq!(progress.load(Ordering::Acquire), end);
         drop(tx);
@@ -522,7 +521,6 @@ mod tests {
             }
         })
         .unwrap();
-        drop(src);
         assert_eq!(r.end, EndReason::Stopped);
         assert!(
             r.bytes_sent > 0 && r.bytes_sent < end - offset,
