@@ -45,7 +45,7 @@ MODE = "passive-200ms"
 PER_S = 5  # samples a second at 200 ms
 
 
-def load(root: str, w_s: int, min_windows: int):
+def load(root: str, w_s: int, min_windows: int, split: str = "half"):
     """{condition: (X (n, w_s * 5), y, late)} for every condition with all six classes at 200 ms;
     ``late`` marks the later half of each trace's windows."""
     out = {}
@@ -58,14 +58,19 @@ def load(root: str, w_s: int, min_windows: int):
             continue
         Xs, ys, late = [], [], []
         for tr in traces:
-            X, _, _ = trace_windows_meta(tr, w_s * PER_S)
-            if len(X) < min_windows:
+            X, runs, _ = trace_windows_meta(tr, w_s * PER_S)
+            if len(X) < min_windows or (split == "run" and len(set(runs)) < 2):
                 break
             Xs.append(X)
             ys += [CLS[tr.label]] * len(X)
-            # Windows come in recording order: the later half of each trace is the
-            # within-condition test side, the earlier half its references.
-            late += [i >= (len(X) + 1) // 2 for i in range(len(X))]
+            if split == "run":
+                # The trace's last recording session against its earlier ones (another lab
+                # set-up, another moment): what references recorded beforehand must carry over.
+                late += [int(r) == int(max(runs)) for r in runs]
+            else:
+                # Windows come in recording order: the later half of each trace is the
+                # within-condition test side, the earlier half its references.
+                late += [i >= (len(X) + 1) // 2 for i in range(len(X))]
         else:
             out[cond] = (np.concatenate(Xs), np.array(ys), np.array(late))
     return out
@@ -104,9 +109,13 @@ def main(argv=None):
     ap.add_argument("--radius-s", type=float, default=20.0, help="DTW band half-width in seconds")
     ap.add_argument("--min-windows", type=int, default=3)
     ap.add_argument("--rates", default="1hz,1hz-mean,2.5hz,5hz")
+    ap.add_argument("--within", choices=("half", "run"), default="half",
+                    help="within-condition test side: each trace's later half of windows, or its last "
+                         "recording session against the earlier ones (only conditions with two sessions "
+                         "of every class)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    conds = load(a.root, a.w_s, a.min_windows)
+    conds = load(a.root, a.w_s, a.min_windows, a.within)
     names = list(conds)
     if len(names) < 2:
         raise SystemExit(f"need at least two conditions with all six classes recorded at 200 ms; have {names}")
@@ -132,7 +141,9 @@ def main(argv=None):
             Dw = np.where(((cond == i) & ~late)[None, :], D[tl], np.inf)
             within[c] = score(y[tl], y[np.argmin(Dw, axis=1)])
         res[how] = {"loco": loco_s, "within": within}
-    for kind, title in (("loco", "leave one condition out"), ("within", "within each condition, later half of each trace against the earlier half")):
+    within = ("within each condition, the last recording session of each trace against the earlier ones"
+              if a.within == "run" else "within each condition, later half of each trace against the earlier half")
+    for kind, title in (("loco", "leave one condition out"), ("within", within)):
         print(f"\n{title}: 6-class / BBR present (%)")
         print("| series | " + " | ".join(names) + " | median |")
         print("|---|" + "---|" * (len(names) + 1))
