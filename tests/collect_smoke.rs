@@ -2,7 +2,8 @@
 //! `make test-collect` (~30 s): one active session (S5-C5-S5-B5, one BBR
 //! background flow, 1 window of w = 20) into a temporary folder, then checks
 //! the CSV rows (aligned pattern phases, sane RTT), the side-car, that a rerun
-//! records nothing more (resume), and that the lab's namespaces are gone.
+//! records nothing more (resume), and that the lab's namespaces are gone;
+//! then one window of a 200-ms passive trace.
 
 use std::sync::atomic::AtomicBool;
 
@@ -88,5 +89,61 @@ fn collect_one_active_window_and_resume() {
         .filter(|n| topo::owner_pid(n) == Some(me))
         .collect();
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// `--mode passive-200ms`: a sample every 200 ms (5 s window = 25 samples),
+/// the side-car says so, the rows' ticks are 200 ms apart and every RTT is on
+/// the path (lone CUBIC at 50 Mbit/s, 20 ms, 1 × BDP: 20–40 ms plus slack).
+#[test]
+#[ignore = "needs root; run by `make test-collect`"]
+fn collect_one_window_every_200ms() {
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "collect needs root (namespaces, TUN devices): run `sudo make test-collect`"
+    );
+    let out = std::env::temp_dir().join(format!("opsel-collect-200ms-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let spec = TraceSpec::new(
+        Condition::preset("r50-d20-b1").unwrap(),
+        Mode::parse("passive-200ms").unwrap(),
+        "B0-C1",
+    )
+    .unwrap();
+    let cfg = CollectConfig {
+        w: 5,
+        target_windows: 1,
+        warmup_s: 3.0,
+        ..Default::default()
+    };
+    let cancel = AtomicBool::new(false);
+    let r = collect::collect_session(&spec, &cfg, &out, &cancel, &mut |_, _| {}).unwrap();
+    assert_eq!((r.run, r.written, r.windows_after), (Some(0), 25, 1));
+    let rows =
+        collect::parse_trace(&std::fs::read_to_string(spec.csv_path(&out)).unwrap()).unwrap();
+    assert_eq!(rows.len(), 25);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row.k, i as u64);
+        assert!(
+            row.valid() && row.rtt_ms > 19.0 && row.rtt_ms < 60.0,
+            "sample {i}: {row:?}"
+        );
+        if i > 0 {
+            let dt = row.t_unix_s - rows[i - 1].t_unix_s;
+            assert!(
+                (dt - 0.2).abs() < 2e-3,
+                "sample {i}: {dt} s after the previous"
+            );
+        }
+    }
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(spec.sidecar_path(&out)).unwrap()).unwrap();
+    assert_eq!(side["conditions"]["probe"]["sample_interval_ms"], 200.0);
+    assert_eq!(side["conditions"]["window"], 25);
+    assert!(spec
+        .csv_path(&out)
+        .to_string_lossy()
+        .contains("passive-200ms"));
     std::fs::remove_dir_all(&out).unwrap();
 }
