@@ -64,7 +64,7 @@ def load(root: str, w_s: int, min_windows: int, split: str = "half"):
             Xs.append(X)
             ys += [CLS[tr.label]] * len(X)
             if split == "run":
-                # The trace's last recording session against its earlier ones (another lab
+                # The trace's last recording run against its earlier ones (another lab
                 # set-up, another moment): what references recorded beforehand must carry over.
                 late += [int(r) == int(max(runs)) for r in runs]
             else:
@@ -111,7 +111,7 @@ def main(argv=None):
     ap.add_argument("--rates", default="1hz,1hz-mean,2.5hz,5hz")
     ap.add_argument("--within", choices=("half", "run"), default="half",
                     help="within-condition test side: each trace's later half of windows, or its last "
-                         "recording session against the earlier ones (only conditions with two sessions "
+                         "recording run against the earlier ones (only conditions with two runs "
                          "of every class)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
@@ -141,7 +141,7 @@ def main(argv=None):
             Dw = np.where(((cond == i) & ~late)[None, :], D[tl], np.inf)
             within[c] = score(y[tl], y[np.argmin(Dw, axis=1)])
         res[how] = {"loco": loco_s, "within": within}
-    within = ("within each condition, the last recording session of each trace against the earlier ones"
+    within = ("within each condition, the last recording run of each trace against the earlier ones"
               if a.within == "run" else "within each condition, later half of each trace against the earlier half")
     for kind, title in (("loco", "leave one condition out"), ("within", within)):
         print(f"\n{title}: 6-class / BBR present (%)")
