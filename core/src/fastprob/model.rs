@@ -481,6 +481,18 @@ impl FastProbModel {
                 raw.sample_unit
             )));
         }
+        // A stage's gate and regressor read the inputs `spec.features` builds for length n.
+        let inputs = |n: usize, what: &str, e: &Ensemble| -> Result<()> {
+            if e.n_features() != spec.features.n_inputs(n) {
+                return Err(bad(format!(
+                    "stage n={n} {what} takes {} features, expected {} ({:?} inputs)",
+                    e.n_features(),
+                    spec.features.n_inputs(n),
+                    spec.features
+                )));
+            }
+            Ok(())
+        };
         let mut stages: Vec<Option<Stage>> = vec![None; MAX_N];
         let mut last = 0;
         for st in raw.stages {
@@ -542,14 +554,7 @@ impl FastProbModel {
                             e.kind().name()
                         )));
                     }
-                    if e.n_features() != spec.features.n_inputs(n) {
-                        return Err(bad(format!(
-                            "stage n={n} gate takes {} features, expected {} ({:?} inputs)",
-                            e.n_features(),
-                            spec.features.n_inputs(n),
-                            spec.features
-                        )));
-                    }
+                    inputs(n, "gate", &e)?;
                     Some(Gate::Error(e))
                 }
                 (Some(g), true) => Some(match g.as_str() {
@@ -571,14 +576,7 @@ impl FastProbModel {
                                 e.n_classes()
                             )));
                         }
-                        if e.n_features() != spec.features.n_inputs(n) {
-                            return Err(bad(format!(
-                                "stage n={n} gate takes {} features, expected {} ({:?} inputs)",
-                                e.n_features(),
-                                spec.features.n_inputs(n),
-                                spec.features
-                            )));
-                        }
+                        inputs(n, "gate", &e)?;
                         Gate::Model(e)
                     }
                 }),
@@ -590,14 +588,7 @@ impl FastProbModel {
                     regressor.kind().name()
                 )));
             }
-            if regressor.n_features() != spec.features.n_inputs(n) {
-                return Err(bad(format!(
-                    "stage n={n} regressor takes {} features, expected {} ({:?} inputs)",
-                    regressor.n_features(),
-                    spec.features.n_inputs(n),
-                    spec.features
-                )));
-            }
+            inputs(n, "regressor", &regressor)?;
             stages[n - 1] = Some(Stage {
                 mean,
                 scale,
