@@ -253,48 +253,50 @@ def test_shipped_models_classify_their_own_traces(name, probing, w):
         assert np.mean(np.array(pred) == y) >= m.training["cv_accuracy_w"]
 
 
-def _scaled_condition(src, dst, factor, name):
-    """A copy of a passive condition with every RTT scaled (another network's amplitude) and its
-    side-cars saying so."""
+def _rewrite_condition(src, dst, rows, conditions):
+    """A copy of a passive condition's traces: each CSV row (as its fields) becomes the rows
+    ``rows(fields)`` returns, and each side-car's ``conditions`` goes through ``conditions(dict)``."""
     os.makedirs(dst, exist_ok=True)
     for f in sorted(os.listdir(src)):
         if f.endswith(".csv"):
             with open(os.path.join(src, f)) as fi, open(os.path.join(dst, f), "w") as fo:
                 fo.write(fi.readline())
                 for line in fi:
-                    c = line.rstrip("\n").split(",")
-                    for i in (3, 4, 5):
-                        if c[i]:
-                            c[i] = f"{float(c[i]) * factor:.3f}"
-                    fo.write(",".join(c) + "\n")
+                    for r in rows(line.rstrip("\n").split(",")):
+                        fo.write(",".join(r) + "\n")
         elif f.endswith(".json"):
             meta = json.load(open(os.path.join(src, f)))
-            meta.setdefault("conditions", {})
-            meta["conditions"].update(rtt_ms=65.0 * factor, rate_mbps=100.0, buffer_bytes=406250.0 * factor)
+            conditions(meta.setdefault("conditions", {}))
             json.dump(meta, open(os.path.join(dst, f), "w"))
+
+
+def _scaled_condition(src, dst, factor, name):
+    """A copy of a passive condition with every RTT scaled (another network's amplitude) and its
+    side-cars saying so."""
+    def rows(c):
+        for i in (3, 4, 5):
+            if c[i]:
+                c[i] = f"{float(c[i]) * factor:.3f}"
+        return [c]
+
+    _rewrite_condition(src, dst, rows, lambda m: m.update(rtt_ms=65.0 * factor, rate_mbps=100.0,
+                                                          buffer_bytes=406250.0 * factor))
 
 
 def _at_200ms(src, dst):
     """A 1 Hz passive condition as if recorded every 200 ms: each sample k becomes sample 5 k, and
     the four samples between two seconds get other values (the 1 Hz reading must skip them)."""
-    os.makedirs(dst, exist_ok=True)
-    for f in sorted(os.listdir(src)):
-        if f.endswith(".csv"):
-            with open(os.path.join(src, f)) as fi, open(os.path.join(dst, f), "w") as fo:
-                fo.write(fi.readline())
-                for line in fi:
-                    c = line.rstrip("\n").split(",")
-                    k = int(c[1])
-                    for j in range(5):
-                        d = list(c)
-                        d[1] = str(5 * k + j)
-                        if j and d[3]:
-                            d[3] = f"{float(d[3]) * 7:.3f}"
-                        fo.write(",".join(d) + "\n")
-        elif f.endswith(".json"):
-            meta = json.load(open(os.path.join(src, f)))
-            meta.setdefault("conditions", {})["probe"] = {"sample_interval_ms": 200.0}
-            json.dump(meta, open(os.path.join(dst, f), "w"))
+    def rows(c):
+        out = []
+        for j in range(5):
+            d = list(c)
+            d[1] = str(5 * int(c[1]) + j)
+            if j and d[3]:
+                d[3] = f"{float(d[3]) * 7:.3f}"
+            out.append(d)
+        return out
+
+    _rewrite_condition(src, dst, rows, lambda m: m.update(probe={"sample_interval_ms": 200.0}))
 
 
 def test_grid_pools_conditions_and_scores_each_held_out(tmp_path, capsys):
