@@ -45,6 +45,20 @@ def test_probe_equals_sklearn_on_the_shared_fixture(model_file, fixture):
         assert out["probe_ns"] == out["samples"] * model.spec["interval_ns"]
 
 
+def replays(model, log, n, pred, forced):
+    """The core's probe on one log stops where the trainer's loop did, the same way, with the
+    same prediction; returns its stop."""
+    probe = model.probe()
+    for x in log["samples_bps"]:
+        out = probe.push(x)
+        if out["decision"] != "continue":
+            break
+    assert out["samples"] == n
+    assert (out["decision"] == "forced_stop") == forced
+    assert close(out["throughput_bps"], pred)
+    return out
+
+
 def test_stops_resets_and_bad_input():
     model = opsel.FastProbModel.from_json((FIX / "model_small.json").read_text())
     probe = opsel.FastProbe(model)
@@ -113,14 +127,7 @@ def test_out_of_fold_gate_labels_fit_both_forests_on_every_log_and_replay_in_rus
 
     model = opsel.FastProbModel.from_json(json.dumps(tf.export(oof)))
     for d, (n, pred, forced, _) in zip(logs[:20], tf.run_loop(oof, logs[:20])):
-        probe = model.probe()
-        for x in d["samples_bps"]:
-            out = probe.push(x)
-            if out["decision"] != "continue":
-                break
-        assert out["samples"] == n
-        assert (out["decision"] == "forced_stop") == forced
-        assert close(out["throughput_bps"], pred)
+        replays(model, d, n, pred, forced)
 
 
 def test_incremental_replay_retrains_with_the_gate_labels_it_is_given(monkeypatch):
@@ -178,12 +185,5 @@ def test_log_target_and_error_gates_write_version_3_and_replay_in_rust():
     for d, (n, pred, forced, out_gate) in zip(logs[:30], res):
         if not forced:
             assert out_gate < math.log(8.0 + 0.5)
-        probe = model.probe()
-        for x in d["samples_bps"]:
-            out = probe.push(x)
-            if out["decision"] != "continue":
-                break
-        assert out["samples"] == n
-        assert (out["decision"] == "forced_stop") == forced
-        assert close(out["throughput_bps"], pred)
+        out = replays(model, d, n, pred, forced)
         assert out["p_predictable"] is None or forced
