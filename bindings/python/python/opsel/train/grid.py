@@ -43,7 +43,7 @@ def load_grid(root: str, mode: str, w: int, min_windows: int = 3, exclude=()) ->
         raise SystemExit(f"{root} is not a folder of <condition>/<mode>/<class>.csv traces (opsel lab collect --out)")
     for cond in sorted(os.listdir(root)):
         d = os.path.join(root, cond, mode)
-        if cond in exclude or not os.path.isdir(d) and not (mode == "passive" and finer_passive(root, cond)):
+        if cond in exclude:
             continue
         traces = find_traces_dir(d) if os.path.isdir(d) else []
         if mode == "passive":
