@@ -59,6 +59,18 @@ pub struct CalibrateArgs {
     /// Background time before each recording (s).
     #[arg(long, default_value_t = 10.0)]
     warmup: f64,
+    /// Time between the new references' RTT samples, ms (default: the base
+    /// model's; 1000 for the shipped ones). 200 records the same 10-echo
+    /// bursts five times a second (`opsel lab collect --mode passive-200ms`):
+    /// at the path's own condition 10-s windows then separate the six mixes
+    /// about as well as 40-s windows at 1 Hz (docs/results/generalisation.md,
+    /// "A finer time resolution"). A period or window other than the base
+    /// model's writes a model of the new references alone (passive only).
+    #[arg(long, value_name = "MS")]
+    sample_ms: Option<u32>,
+    /// Window of the written model in whole seconds (default: the base model's).
+    #[arg(long, value_name = "S")]
+    window_s: Option<u32>,
     /// The model to extend.
     #[arg(long, default_value = "models/passive/model.json")]
     model: PathBuf,
@@ -73,20 +85,97 @@ pub struct CalibrateArgs {
     dry_run: bool,
 }
 
-pub fn main(a: CalibrateArgs) -> Result<()> {
-    let base = KnnModelFile::load(&a.model)?;
-    let w = base.model.window();
+/// What the new references are: their series' mode and window, and whether
+/// they can join the base model's references.
+struct Target {
+    mode: Mode,
+    /// Window in samples of `mode`'s series.
+    w: usize,
+    /// The same window in seconds (what the recorder counts).
+    w_s: usize,
+    sample_ms: f64,
+    /// A period or window other than the base model's: the written model
+    /// holds the new references alone (series at another rate cannot be
+    /// compared by DTW with the base model's).
+    own_only: bool,
+}
+
+/// The recorder's mode for passive probing every `ms` milliseconds.
+fn passive_every(ms: f64) -> Result<Mode> {
+    if ms == 1000.0 {
+        Ok(Mode::Passive)
+    } else {
+        Mode::parse(&format!("passive-{ms}ms")).map_err(|_| {
+            Error::invalid(format!(
+                "a sample every {ms} ms: use a divisor of 1000 ms from 10 to 500 (e.g. --sample-ms 200), or 1000"
+            ))
+        })
+    }
+}
+
+fn target(base: &KnnModelFile, sample_ms: Option<u32>, window_s: Option<u32>) -> Result<Target> {
+    let base_ms = base.meta.probing.sample_interval_ms;
+    let base_w = base.model.window();
+    let sample_ms = sample_ms.map_or(base_ms, f64::from);
+    if sample_ms != base_ms {
+        passive_every(sample_ms)?;
+    }
+    let window_ms = match window_s {
+        Some(s) => f64::from(s) * 1e3,
+        None => base_w as f64 * base_ms,
+    };
+    let w = (window_ms / sample_ms).round() as usize;
+    if w == 0 || (w as f64 * sample_ms - window_ms).abs() > 1e-6 || window_ms % 1e3 != 0.0 {
+        return Err(Error::invalid(format!(
+            "a window of {} s is not whole seconds made of samples every {sample_ms} ms; choose --window-s accordingly",
+            window_ms / 1e3
+        )));
+    }
+    let own_only = sample_ms != base_ms || w != base_w;
     let mode = match base.meta.probing.mode {
-        ProbingMode::Passive => Mode::Passive,
+        ProbingMode::Passive => passive_every(sample_ms)?,
+        ProbingMode::Active if own_only => {
+            return Err(Error::invalid(
+                "--sample-ms and --window-s other than the base model's need a passive base model \
+                 (active patterns are recorded at 1 Hz in the pattern's own windows)",
+            ))
+        }
         ProbingMode::Active => {
             Mode::parse(base.meta.probing.pattern.as_deref().ok_or_else(|| {
-                Error::invalid(format!(
-                    "{}: an active model without a pattern; retrain it or pass a passive model",
-                    a.model.display()
-                ))
+                Error::invalid(
+                    "the base model is active but names no pattern; retrain it or pass a passive model",
+                )
             })?)?
         }
     };
+    Ok(Target {
+        mode,
+        w,
+        w_s: (window_ms / 1e3) as usize,
+        sample_ms,
+        own_only,
+    })
+}
+
+/// `condition` must fit the sample period (Mode::check_fits); if it does
+/// not, name the shortest period that does.
+fn check_fits(mode: &Mode, c: &Condition) -> Result<()> {
+    mode.check_fits(c).map_err(|e| {
+        let hint = [200u32, 250, 500]
+            .into_iter()
+            .find(|&p| Mode::PassiveEvery { period_ms: p }.check_fits(c).is_ok())
+            .map_or("--sample-ms 1000".to_string(), |p| {
+                format!("--sample-ms {p} (or 1000)")
+            });
+        Error::invalid(format!("{e}\n(for opsel calibrate: {hint})"))
+    })
+}
+
+pub fn main(a: CalibrateArgs) -> Result<()> {
+    let base = KnnModelFile::load(&a.model)?;
+    let t = target(&base, a.sample_ms, a.window_s)
+        .map_err(|e| Error::invalid(format!("{}: {e}", a.model.display())))?;
+    let (w, mode) = (t.w, &t.mode);
     if a.windows == 0 || a.jobs == 0 || a.jobs > 8 {
         return Err(Error::invalid(format!(
             "--windows {} and --jobs {} must be at least 1 (jobs at most 8)",
@@ -120,12 +209,14 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
                 buffer_bdp: b,
                 mtu: 1500,
             };
-            c.validate().map(|_| c)
+            c.validate()?;
+            check_fits(mode, &c).map(|_| c)
         })
         .collect::<Result<_>>()?;
     println!(
-        "path: base RTT {rtt_ms:.2} ms, rate {rate_mbps:.1} Mbit/s; recording {} in netlab: {}",
+        "path: base RTT {rtt_ms:.2} ms, rate {rate_mbps:.1} Mbit/s; recording {} (windows of {} s) in netlab: {}",
         mode.dir_name(),
+        t.w_s,
         conditions
             .iter()
             .map(|c| c.name.as_str())
@@ -141,7 +232,7 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
         .flat_map(|c| SIX_CLASSES.iter().map(move |cl| (c, cl)))
         .map(|(c, cl)| TraceSpec::new(c.clone(), mode.clone(), cl))
         .collect::<Result<_>>()?;
-    record(&specs, &a, w)?;
+    record(&specs, &a, &t)?;
 
     // The new references, in the base model's class order.
     let mut windows = Vec::new();
@@ -160,24 +251,40 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
                     base.model.classes()
                 ))
             })?;
-        for win in read_windows(&s.csv_path(&a.corpus), w, &mode)? {
+        for win in read_windows(&s.csv_path(&a.corpus), w, mode, 1)? {
             windows.extend_from_slice(&win);
             labels.push(class as u32);
         }
     }
-    let before = accuracy(&base.model, &windows, &labels, w)?;
-    let mut raw = base.model.raw_references().to_vec();
-    raw.extend_from_slice(&windows);
-    let mut all_labels = base.model.labels().to_vec();
-    all_labels.extend_from_slice(&labels);
-    let model = Model::fit(
-        &raw,
-        w,
-        &all_labels,
-        base.model.classes().to_vec(),
-        *base.model.config(),
-    )?;
+    let before = if t.own_only {
+        base_on_same_traffic(&base, &specs, &a.corpus, &t)?
+    } else {
+        accuracy(&base.model, &windows, &labels, w)?
+    };
+    let model = if t.own_only {
+        // The base model's DTW band as the same share of the window (a
+        // radius of 20 in 40 samples becomes 25 in 50).
+        let mut config = *base.model.config();
+        config.dtw.radius = config
+            .dtw
+            .radius
+            .map(|r| ((r * w) as f64 / base.model.window() as f64).round() as usize);
+        Model::fit(&windows, w, &labels, base.model.classes().to_vec(), config)?
+    } else {
+        let mut raw = base.model.raw_references().to_vec();
+        raw.extend_from_slice(&windows);
+        let mut all_labels = base.model.labels().to_vec();
+        all_labels.extend_from_slice(&labels);
+        Model::fit(
+            &raw,
+            w,
+            &all_labels,
+            base.model.classes().to_vec(),
+            *base.model.config(),
+        )?
+    };
     let mut meta = base.meta.clone();
+    meta.probing.sample_interval_ms = t.sample_ms;
     meta.training = serde_json::json!({
         "base_model": base.meta.training,
         "calibration": {
@@ -186,17 +293,33 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
             "buffers_bdp": a.buffers,
             "conditions": conditions.iter().map(|c| &c.name).collect::<Vec<_>>(),
             "windows_added": labels.len(),
+            "sample_interval_ms": t.sample_ms,
+            "window_s": t.w_s,
+            "references": if t.own_only { "the recorded path's alone" } else { "the base model's plus the recorded path's" },
         },
     });
     let file = KnnModelFile { model, meta };
     file.save(&a.out)?;
-    println!(
-        "wrote {}: {} + {} references; the base model classified {:.1} % of the new windows right",
-        a.out.display(),
-        base.model.len(),
-        labels.len(),
-        100.0 * before
-    );
+    if t.own_only {
+        println!(
+            "wrote {}: {} references of this path alone, windows of {} samples every {} ms; \
+             the base model classified {:.1} % of the same traffic (read every {} ms) right",
+            a.out.display(),
+            labels.len(),
+            w,
+            t.sample_ms,
+            100.0 * before,
+            base.meta.probing.sample_interval_ms
+        );
+    } else {
+        println!(
+            "wrote {}: {} + {} references; the base model classified {:.1} % of the new windows right",
+            a.out.display(),
+            base.model.len(),
+            labels.len(),
+            100.0 * before
+        );
+    }
     Ok(())
 }
 
@@ -210,9 +333,10 @@ fn sig3(v: f64) -> f64 {
 }
 
 /// Runs the traces with `a.jobs` labs at a time, one overall progress bar.
-fn record(specs: &[TraceSpec], a: &CalibrateArgs, w: usize) -> Result<()> {
+fn record(specs: &[TraceSpec], a: &CalibrateArgs, t: &Target) -> Result<()> {
+    let w = t.w;
     let cfg = CollectConfig {
-        w,
+        w: t.w_s,
         target_windows: a.windows,
         chunk_windows: usize::MAX,
         warmup_s: a.warmup,
@@ -284,8 +408,12 @@ fn record(specs: &[TraceSpec], a: &CalibrateArgs, w: usize) -> Result<()> {
 
 /// Complete windows of `w` samples of a trace, as the training code cuts them
 /// (opsel.train.data): passive non-overlapping within each run; active at
-/// pattern-cycle boundaries (stride = whole cycles covering w).
-pub fn read_windows(path: &Path, w: usize, mode: &Mode) -> Result<Vec<Vec<f64>>> {
+/// pattern-cycle boundaries (stride = whole cycles covering w). `step` > 1
+/// reads every `step`-th sample (k = 0, step, 2 step, …), the series a
+/// slower prober would have recorded on the same traffic
+/// (opsel.train.data.at_1hz for a 200-ms trace and step 5).
+pub fn read_windows(path: &Path, w: usize, mode: &Mode, step: usize) -> Result<Vec<Vec<f64>>> {
+    let step = step.max(1) as u64;
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::io(format!("read trace {}", path.display()), e))?;
     let rows = collect::parse_trace(&text)?;
@@ -304,11 +432,11 @@ pub fn read_windows(path: &Path, w: usize, mode: &Mode) -> Result<Vec<Vec<f64>>>
             .iter()
             .position(|r| r.run != run)
             .map_or(rows.len(), |n| i + n);
-        let len = rows[i..j].iter().map(|r| r.k + 1).max().unwrap_or(0) as usize;
+        let len = rows[i..j].iter().map(|r| r.k / step + 1).max().unwrap_or(0) as usize;
         let mut series = vec![f64::NAN; len];
         for r in &rows[i..j] {
-            if r.valid() {
-                series[r.k as usize] = r.rtt_ms;
+            if r.valid() && r.k % step == 0 {
+                series[(r.k / step) as usize] = r.rtt_ms;
             }
         }
         let mut start = 0;
@@ -322,6 +450,33 @@ pub fn read_windows(path: &Path, w: usize, mode: &Mode) -> Result<Vec<Vec<f64>>>
         i = j;
     }
     Ok(out)
+}
+
+/// The base model on the recorded traffic read at its own sample period
+/// (every 5th sample of a 200-ms trace for a 1 Hz model) and window: how it
+/// did on this path before the path's own references.
+fn base_on_same_traffic(
+    base: &KnnModelFile,
+    specs: &[TraceSpec],
+    corpus: &Path,
+    t: &Target,
+) -> Result<f64> {
+    let ratio = base.meta.probing.sample_interval_ms / t.sample_ms;
+    if ratio < 1.0 || ratio.fract() != 0.0 || base.meta.probing.mode != ProbingMode::Passive {
+        return Ok(f64::NAN);
+    }
+    let bw = base.model.window();
+    let (mut windows, mut labels) = (Vec::new(), Vec::new());
+    for s in specs {
+        let Some(class) = base.model.classes().iter().position(|c| c == &s.class) else {
+            continue;
+        };
+        for win in read_windows(&s.csv_path(corpus), bw, &t.mode, ratio as usize)? {
+            windows.extend_from_slice(&win);
+            labels.push(class as u32);
+        }
+    }
+    accuracy(&base.model, &windows, &labels, bw)
 }
 
 fn accuracy(model: &Model, windows: &[f64], labels: &[u32], w: usize) -> Result<f64> {
@@ -421,6 +576,89 @@ fn measure_rate_mbps(sink: &str, secs: f64) -> Result<f64> {
 mod tests {
     use super::*;
 
+    fn base(window: usize, radius: usize) -> KnnModelFile {
+        let refs: Vec<f64> = (0..6 * window).map(|i| 10.0 + (i % 7) as f64).collect();
+        let labels: Vec<u32> = (0..6).collect();
+        let mut config = opsel::knn::KnnConfig::default();
+        config.dtw.radius = Some(radius);
+        let model = Model::fit(
+            &refs,
+            window,
+            &labels,
+            SIX_CLASSES.iter().map(|c| c.to_string()).collect(),
+            config,
+        )
+        .unwrap();
+        KnnModelFile {
+            model,
+            meta: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_base_models_period_and_window_extend_it() {
+        let b = base(40, 20);
+        let t = target(&b, None, None).unwrap();
+        assert_eq!(
+            (t.mode.clone(), t.w, t.w_s, t.own_only),
+            (Mode::Passive, 40, 40, false)
+        );
+        let t = target(&b, Some(1000), Some(40)).unwrap();
+        assert!(!t.own_only);
+    }
+
+    #[test]
+    fn another_period_or_window_writes_the_paths_own_model() {
+        let b = base(40, 20);
+        let t = target(&b, Some(200), Some(10)).unwrap();
+        assert_eq!(t.mode, Mode::PassiveEvery { period_ms: 200 });
+        assert_eq!((t.w, t.w_s, t.sample_ms, t.own_only), (50, 10, 200.0, true));
+        // Only the window changes: still the path's own model, at 1 Hz.
+        let t = target(&b, None, Some(20)).unwrap();
+        assert_eq!((t.mode.clone(), t.w, t.own_only), (Mode::Passive, 20, true));
+        // The window defaults to the base model's seconds: 40 s = 200 samples.
+        let t = target(&b, Some(200), None).unwrap();
+        assert_eq!((t.w, t.w_s), (200, 40));
+    }
+
+    #[test]
+    fn periods_the_recorder_cannot_keep_are_refused() {
+        let b = base(40, 20);
+        for ms in [0, 300, 700] {
+            let e = target(&b, Some(ms), Some(10)).err().map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains("divisor of 1000")),
+                "{ms}: {e:?}"
+            );
+        }
+        assert!(target(&b, Some(200), Some(3)).is_ok());
+        let mut active = base(20, 10);
+        active.meta.probing.mode = ProbingMode::Active;
+        active.meta.probing.pattern = Some("S5-C5-S5-B5".into());
+        let e = target(&active, Some(200), Some(10))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("passive base model"), "{e}");
+        assert!(target(&active, None, None).is_ok());
+    }
+
+    #[test]
+    fn a_condition_too_slow_for_the_period_names_one_that_fits() {
+        let c = Condition {
+            name: "r20-d150-b1".into(),
+            rate_mbps: 20.0,
+            rtt_ms: 150.0,
+            buffer_bdp: 1.0,
+            mtu: 1500,
+        };
+        let e = check_fits(&Mode::PassiveEvery { period_ms: 200 }, &c)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--sample-ms 500"), "{e}");
+        assert!(check_fits(&Mode::Passive, &c).is_ok());
+    }
+
     #[test]
     fn sig3_rounds_to_three_significant_digits() {
         assert_eq!(sig3(19.87), 19.9);
@@ -457,11 +695,15 @@ mod tests {
             text.push_str(&format!("{run},{k},0,{v},{v},{v},{ans},,,-\n"));
         }
         std::fs::write(&p, text).unwrap();
-        let w = read_windows(&p, 2, &Mode::Passive).unwrap();
+        let w = read_windows(&p, 2, &Mode::Passive, 1).unwrap();
         assert_eq!(
             w,
             vec![vec![10.0, 11.0], vec![12.0, 13.0], vec![22.0, 23.0]]
         );
+        // Every 2nd sample: run 0 reads 10, 12, 14 (one whole window); run 1
+        // reads 20, 22 (its lost k = 1 is not a sample of that series).
+        let w = read_windows(&p, 2, &Mode::Passive, 2).unwrap();
+        assert_eq!(w, vec![vec![10.0, 12.0], vec![20.0, 22.0]]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

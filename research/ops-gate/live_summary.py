@@ -20,14 +20,14 @@ def main(args):
             d = json.loads(line)
             dec = d["decisions"]
             right = sum(1 for x in dec if x["cca"] == d["bg"])
-            secs = [x["samples"] for x in dec]
+            secs = [x.get("probe_s", x["samples"]) for x in dec]
             tot_n += len(dec)
             tot_r += right
             tot_s += sum(secs)
             thr = d.get("gate_threshold")
             label = arm + (f" (threshold {thr})" if thr is not None else "")
             print(f"| {label} | {d['bg'].upper() if d['bg'] == 'bbr' else 'CUBIC'} | {len(dec)} | {right} | "
-                  f"{', '.join(str(s) for s in secs)} | {sum(secs) / len(dec):.1f} | {d['gate_exits']} | "
+                  f"{', '.join(f"{s:g}" for s in secs)} | {sum(secs) / len(dec):.1f} | {d['gate_exits']} | "
                   f"{d['loadavg'].split()[0]} |")
         print(f"| {arm}, both | | {tot_n} | {tot_r} ({100 * tot_r / tot_n:.0f} %) | | {tot_s / tot_n:.1f} | | |")
 

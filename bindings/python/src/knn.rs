@@ -125,7 +125,7 @@ impl Model {
     /// Fit a model on windows `x` (2-D, one window per row) with integer labels
     /// `y` indexing `classes`. See `opsel.KnnDtw` for a scikit-learn estimator.
     #[staticmethod]
-    #[pyo3(signature = (x, y, classes, k = 1, radius = Some(opsel::dtw::DEFAULT_RADIUS), cost = "abs", normalization = "none", probing = "passive", pattern = None, training = None))]
+    #[pyo3(signature = (x, y, classes, k = 1, radius = Some(opsel::dtw::DEFAULT_RADIUS), cost = "abs", normalization = "none", probing = "passive", pattern = None, training = None, sample_interval_ms = 1000.0))]
     #[allow(clippy::too_many_arguments)]
     fn fit(
         py: Python<'_>,
@@ -139,6 +139,7 @@ impl Model {
         probing: &str,
         pattern: Option<String>,
         training: Option<&Bound<'_, PyAny>>,
+        sample_interval_ms: f64,
     ) -> PyResult<Self> {
         let (flat, n, w) = flat_windows(&x);
         if y.len() != n {
@@ -189,14 +190,14 @@ impl Model {
         let model = py
             .detach(|| knn::Model::fit(&flat, w, &labels, classes, config))
             .py_err()?;
-        let meta = Metadata {
-            probing: Probing {
-                mode,
-                pattern,
-                ..Default::default()
-            },
-            training,
+        let probing = Probing {
+            mode,
+            pattern,
+            sample_interval_ms,
+            ..Default::default()
         };
+        probing.validate().py_err()?;
+        let meta = Metadata { probing, training };
         Ok(Self::new(KnnModelFile { model, meta }))
     }
 
@@ -323,6 +324,11 @@ impl Model {
             ProbingMode::Passive => "passive",
             ProbingMode::Active => "active",
         }
+    }
+    /// Time between the RTT samples the model was trained on, ms (1000: 000 §3.2's 1 Hz).
+    #[getter]
+    fn sample_interval_ms(&self) -> f64 {
+        self.file.meta.probing.sample_interval_ms
     }
     /// The active probing pattern, e.g. "S5-C5-S5-B5" (None for passive models).
     #[getter]

@@ -16,7 +16,8 @@ from opsel.train import classifier, knn
 from opsel.train import __main__ as cli
 from opsel_eval import __main__ as evaluation
 from opsel_eval import cycles, diagnose, plots
-from opsel.train.data import CSV_HEADER, SIX_CLASSES, at_1hz, dataset, find_traces, read_trace, trace_windows
+from opsel.train.data import (CSV_HEADER, SIX_CLASSES, at_1hz, dataset, find_traces, find_traces_dir, read_trace,
+                              trace_windows)
 
 HERE = os.path.dirname(__file__)
 FIX = os.path.join(HERE, "fixtures", "traces")
@@ -551,6 +552,46 @@ def test_extend_adds_references_with_the_base_configuration(passive, tmp_path):
     out = tmp_path / "cal.json"
     cli.main(["extend", str(tmp_path / "base.json"), os.path.join(FIX, "default", "passive"), "--out", str(out)])
     assert len(opsel.load_model(str(out))) == len(base) + len(dataset(passive, 10)[1])
+
+
+def test_a_200ms_calibration_extends_at_1hz_or_makes_the_paths_own_model(passive, tmp_path, capsys):
+    from opsel.train import calibrate
+
+    fast = tmp_path / "cal" / "passive-200ms"
+    _at_200ms(os.path.join(FIX, "default", "passive"), str(fast))
+    X, y = dataset(passive, 10)
+    knn.fit(X, y, k=1, radius=4, normalization="divide-min").save(str(tmp_path / "base.json"))
+    base = opsel.load_model(str(tmp_path / "base.json"))
+    assert base.sample_interval_ms == 1000.0
+    # Extending the 1 Hz model reads the 200-ms traces at 1 Hz: the same windows as the 1 Hz fixture
+    # (the four samples between two seconds were rewritten and must be skipped).
+    m, before, n = calibrate.extend_from_traces(str(tmp_path / "base.json"), str(fast))
+    assert n == len(y) and before == 1.0 and m.sample_interval_ms == 1000.0
+    np.testing.assert_array_equal(np.asarray(m.references)[len(base):], X)
+    # --own-window-s: the traces alone, every 200 ms, 2-s windows of 10 samples, the band as the same share.
+    own, before, n = calibrate.extend_from_traces(str(tmp_path / "base.json"), str(fast), own_window_s=2)
+    assert (own.sample_interval_ms, own.window, own.radius, own.normalization) == (200.0, 10, 4, "divide-min")
+    assert len(own) == n and own.training["calibration"]["references"] == "the recorded path's alone"
+    X5, y5 = dataset(find_traces_dir(str(fast)), 10)
+    assert n == len(y5) and len(y5) == 5 * len(y)
+    np.testing.assert_array_equal(np.asarray(own.references), X5)
+    # It is written with its period, and OPS takes it only at that period.
+    out = tmp_path / "own.json"
+    cli.main(["extend", str(tmp_path / "base.json"), str(fast), "--out", str(out), "--own-window-s", "2"])
+    assert "references of these traces alone" in capsys.readouterr().out
+    saved = opsel.load_model(str(out))
+    assert (saved.sample_interval_ms, saved.window) == (200.0, 10)
+    with pytest.raises(opsel.InvalidInputError, match="every 200 ms"):
+        opsel.Controller(str(out))
+    assert opsel.Controller(str(out), sample_period_s=0.2).window_len == 10
+    with pytest.raises(SystemExit, match="whole number"):
+        calibrate.extend_from_traces(str(tmp_path / "base.json"), str(fast), own_window_s=0.3)
+    # A 1 Hz corpus cannot make a 200-ms model's references.
+    own.save(str(tmp_path / "own-base.json"))
+    with pytest.raises(SystemExit, match="cannot be read every 200 ms"):
+        calibrate.extend_from_traces(str(tmp_path / "own-base.json"), os.path.join(FIX, "default", "passive"))
+    with pytest.raises(opsel.InvalidModelError, match="sample_interval_ms is -1"):
+        opsel.Model.fit(X, [0] * len(y), ["B0-C0"], sample_interval_ms=-1.0)
 
 
 def test_calibrate_example_improves_on_held_out_windows(tmp_path):

@@ -21,7 +21,7 @@ use opsel::ops::{
     Classifier, ControllerSpec, KnnClassifier, NoCallback, Policy, PolicyInput, PolicySpec,
 };
 use opsel::{Error, Result};
-use opsel_netlab::collect::Mode;
+use opsel_netlab::collect::{self, Mode};
 use serde::Serialize;
 
 use crate::calibrate::read_windows;
@@ -216,7 +216,18 @@ fn traces(
         if !p.exists() {
             continue;
         }
-        for win in read_windows(&p, w, &mode)? {
+        // A trace recorded more often than the model samples is read at the
+        // model's period (every 5th sample of a 200-ms trace for a 1 Hz model).
+        let trace_ms = collect::trace_sample_interval_ms(&p)?;
+        let model_ms = file.meta.probing.sample_interval_ms;
+        let step = model_ms / trace_ms;
+        if step < 1.0 || step.fract() != 0.0 {
+            return Err(Error::invalid(format!(
+                "{}: samples every {trace_ms} ms cannot be read as the model's series (every {model_ms} ms)",
+                p.display()
+            )));
+        }
+        for win in read_windows(&p, w, &mode, step as usize)? {
             let pred = m.classify(&win, &mut ws)?;
             conf[ti][pred.class] += 1;
         }

@@ -597,6 +597,9 @@ pub fn main(a: DemoArgs) -> Result<()> {
     let mut extra_s = 0.0;
     let mut classes: Vec<String> = Vec::new();
     let mut window = 0;
+    // Seconds per RTT sample of the model (1 at 000's 1 Hz, 0.2 for a model
+    // of `opsel calibrate --sample-ms 200`).
+    let mut period_s = 1.0;
     if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
         // Fail before the lab comes up if the model is missing or mismatched.
         let c = super::send::controller(&ops).map_err(|e| {
@@ -604,8 +607,10 @@ pub fn main(a: DemoArgs) -> Result<()> {
                 "{e}\n(the shipped models are {ACTIVE_MODEL} and {PASSIVE_MODEL}; pass --model PATH to use another)"
             ))
         })?;
+        period_s = c.config().sample_period_ns as f64 / 1e9;
+        let window_s = c.window_len() as f64 * period_s;
         if a.seconds.is_none() && a.extend_below.is_none() {
-            extra_s = (a.cycles.saturating_sub(1) * c.window_len()) as f64;
+            extra_s = a.cycles.saturating_sub(1) as f64 * window_s;
         }
         window = c.window_len();
         classes = models::load(&model_src)?.model.classes().to_vec();
@@ -614,7 +619,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
         // passive model's w = 40) moves the first decision, the measurement
         // window and the run's end by the difference.
         if a.seconds.is_none() {
-            extra_s += c.window_len().saturating_sub(20) as f64;
+            extra_s += (window_s - 20.0).max(0.0);
         }
     }
     let (seconds, measure_from) = (seconds + extra_s, a.measure_from + extra_s);
@@ -763,8 +768,8 @@ pub fn main(a: DemoArgs) -> Result<()> {
                     .map(|(t, mix, _, cca, n)| {
                         format!(
                             "{t:.0}: {mix} → {cca}{}",
-                            if *n < 20 {
-                                format!(" ({n} samples)")
+                            if (*n as f64) * period_s < 20.0 {
+                                format!(" ({:.1} s probed)", *n as f64 * period_s)
                             } else {
                                 String::new()
                             }
@@ -797,7 +802,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "early_exits": cell.report.map(|r| r.stats.early_exits),
                         "gate": ops.gate.as_ref().map(|g| g.display().to_string()), "gate_threshold": a.gate_threshold,
                         "gate_exits": cell.report.map(|r| r.stats.gate_exits),
-                        "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n})).collect::<Vec<_>>(),
+                        "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n, "probe_s": *n as f64 * period_s})).collect::<Vec<_>>(),
                         "windows": cell.windows.iter().map(|(t, i, c, d, l, m)| json!({"t_s": t, "window": i, "class_index": c, "distance": d, "leader": l, "margin": m})).collect::<Vec<_>>(),
                         "decision_latency_us": cell.latencies_us,
                         "model": model_label, "rtt_source": a.rtt,

@@ -69,6 +69,32 @@ fn default_sample_interval() -> f64 {
     1000.0
 }
 
+impl Probing {
+    /// The checks a model file's probing section must pass (also for a
+    /// model built in memory before it is written).
+    pub fn validate(&self) -> Result<()> {
+        if let Some(p) = &self.pattern {
+            if self.mode == ProbingMode::Passive {
+                return Err(Error::InvalidModel(format!("a passive model carries a probing pattern {p:?}; remove it or set mode \"active\"")));
+            }
+        }
+        if self.echoes_per_sample == 0 {
+            return Err(Error::InvalidModel("probing.echoes_per_sample is 0".into()));
+        }
+        for (name, v) in [
+            ("echo_interval_ms", self.echo_interval_ms),
+            ("sample_interval_ms", self.sample_interval_ms),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::InvalidModel(format!(
+                    "probing.{name} is {v}; it must be a positive number"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for Probing {
     fn default() -> Self {
         Self {
@@ -153,24 +179,7 @@ impl KnnModelFile {
                 "knn-dtw model does not match format version {VERSION}: {e}"
             ))
         })?;
-        if let Some(p) = &w.probing.pattern {
-            if w.probing.mode == ProbingMode::Passive {
-                return Err(Error::InvalidModel(format!("a passive model carries a probing pattern {p:?}; remove it or set mode \"active\"")));
-            }
-        }
-        if w.probing.echoes_per_sample == 0 {
-            return Err(Error::InvalidModel("probing.echoes_per_sample is 0".into()));
-        }
-        for (name, v) in [
-            ("echo_interval_ms", w.probing.echo_interval_ms),
-            ("sample_interval_ms", w.probing.sample_interval_ms),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(Error::InvalidModel(format!(
-                    "probing.{name} is {v}; it must be a positive number"
-                )));
-            }
-        }
+        w.probing.validate()?;
         if w.references.labels.len() != w.references.windows.len() {
             return Err(Error::InvalidModel(format!(
                 "references have {} labels but {} windows",

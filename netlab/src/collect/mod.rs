@@ -34,8 +34,8 @@ pub use plan::{collect_plan, parse_plan, pick_next, plan_samples, status, PlanIt
 pub use session::{collect_session, CollectConfig, SessionResult};
 pub use spec::{parse_grid_name, Condition, Mode, TraceSpec, DENSE, GRID};
 pub use trace::{
-    check_sidecar_matches, count_windows, parse_trace, trace_state, Row, TraceState, CSV_HEADER,
-    SIDECAR_FORMAT,
+    check_sidecar_matches, count_windows, parse_trace, trace_sample_interval_ms, trace_state, Row,
+    TraceState, CSV_HEADER, SIDECAR_FORMAT,
 };
 
 const NS: u64 = 1_000_000_000;

@@ -179,6 +179,25 @@ pub fn trace_state(path: &Path, w: usize) -> Result<TraceState> {
     })
 }
 
+/// Time between a trace's samples, ms, from its side-car (`conditions.probe.
+/// sample_interval_ms`); 1000 when the side-car or the field is missing (1 Hz,
+/// as every trace recorded before the field existed).
+pub fn trace_sample_interval_ms(csv: &Path) -> Result<f64> {
+    let side = read_sidecar(&csv.with_extension("json"))?;
+    let ms = side
+        .as_ref()
+        .and_then(|v| v.pointer("/conditions/probe/sample_interval_ms"))
+        .and_then(|v| v.as_f64())
+        .unwrap_or(1000.0);
+    if !(ms.is_finite() && ms > 0.0) {
+        return Err(Error::invalid(format!(
+            "{}: side-car sample_interval_ms is {ms}",
+            csv.display()
+        )));
+    }
+    Ok(ms)
+}
+
 pub(super) fn read_sidecar(path: &Path) -> Result<Option<serde_json::Value>> {
     match std::fs::read_to_string(path) {
         Ok(t) => serde_json::from_str(&t).map(Some).map_err(|e| {

@@ -118,8 +118,13 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         probing: str = "passive",
         pattern: Optional[str] = None,
         training: Any = None,
+        sample_interval_ms: float = 1000.0,
     ) -> "KnnDtw":
-        """Store the training windows as the reference set. X: (n, w) RTT windows in ms; y: labels."""
+        """Store the training windows as the reference set. X: (n, w) RTT windows in ms; y: labels.
+
+        ``sample_interval_ms`` is the time between the windows' samples (1000: 000 §3.2's
+        1 Hz; 200 for ``opsel lab collect --mode passive-200ms`` traces). It is written
+        to the model file, and OPS refuses to probe at any other period."""
         Xa, ya = self._validate_fit(X, y)
         classes, idx = np.unique(ya, return_inverse=True)
         model = _opsel.Model.fit(
@@ -133,6 +138,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
             probing=probing,
             pattern=pattern,
             training=training,
+            sample_interval_ms=float(sample_interval_ms),
         )
         # Set only once the core accepted the parameters, so a failed fit
         # leaves no half-fitted estimator behind.

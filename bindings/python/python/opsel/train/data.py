@@ -106,19 +106,28 @@ def read_trace(path: str) -> Trace:
     return Trace(path, condition, mode, label, run, k, rtt, seg, meta)
 
 
-def at_1hz(tr: Trace) -> Trace:
-    """A passive trace recorded every ``p`` ms (``passive-200ms``) as the 1 Hz series a
-    one-burst-a-second prober would have recorded on the same traffic: every ``1000 / p``-th
-    sample (k = 0, 5, 10, … at 200 ms), renumbered k // (1000 / p). A 1 Hz trace is returned as is."""
+def at_interval(tr: Trace, ms: float) -> Trace:
+    """A passive trace as the series a prober sampling every ``ms`` would have recorded on the
+    same traffic: every ``ms / p``-th sample of a trace recorded every ``p`` ms (k = 0, 5, 10, …
+    for a 200-ms trace read at 1 s), renumbered. A trace already at ``ms`` is returned as is."""
     p = tr.sample_interval_ms
-    if p >= 1000.0:
+    if p == ms:
         return tr
-    per = int(round(1000.0 / p))
-    if per * p != 1000.0 or tr.pattern_len:
-        raise ValueError(f"{tr.path}: a {p:g} ms passive trace cannot be read at 1 Hz")
+    per = int(round(ms / p))
+    if per < 1 or per * p != ms or tr.pattern_len:
+        raise ValueError(f"{tr.path}: a trace sampled every {p:g} ms cannot be read every {ms:g} ms")
     keep = tr.k % per == 0
     return Trace(tr.path, tr.condition, tr.mode, tr.label, tr.run[keep], tr.k[keep] // per,
-                 tr.rtt_ms[keep], [s for s, k in zip(tr.segment, keep) if k], tr.meta, stride=per)
+                 tr.rtt_ms[keep], [s for s, k in zip(tr.segment, keep) if k], tr.meta, stride=tr.stride * per)
+
+
+def at_1hz(tr: Trace) -> Trace:
+    """A passive trace recorded every ``p`` ms (``passive-200ms``) as the 1 Hz series a
+    one-burst-a-second prober would have recorded on the same traffic (:func:`at_interval`).
+    A 1 Hz trace is returned as is."""
+    if tr.sample_interval_ms >= 1000.0:
+        return tr
+    return at_interval(tr, 1000.0)
 
 
 def find_traces(root: str, condition: str, mode: str, classes=SIX_CLASSES) -> list[Trace]:
