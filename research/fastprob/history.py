@@ -36,6 +36,12 @@ Variants (``search``; names ``TARGET:GATE:HIST[:KEY]``), all on the shipped regr
 - ``HIST`` ``none`` (the ``levers.py`` gate, for reference), ``hist`` (the six features
   above appended to the gate's inputs, training rows with their own earlier-only history);
 - ``KEY`` ``path`` (default) or ``pathcca``.
+- per-family budgets (error gates, ``--family-caps``; added after the first search had been
+  read, where ``wan`` bound every row): one budget E per family (the family is part of the path
+  key), chosen from 4-10 % to maximise the saving with MAPE <= cap overall and on every
+  family, 2-fold cross-fitted inside validation (chosen on one half in time order, scored on
+  the other, as ``levers.py``'s per-length thresholds); the row's ``budgets`` are the ones
+  chosen on all of validation, which the held-out run uses (``heldout --budgets``);
 - ``mem:TARGET:m:W[:KEY]``: the per-path error memory, no learning: stop at the first gate
   length n whose last W (``all`` or a number) earlier transfers on the path had median R_n
   error <= P (P 3-10 %), else the cap; with fewer than m earlier transfers, fall back to the
@@ -74,10 +80,21 @@ Run (``W`` a scratch folder)::
     python research/fastprob/history.py cache --corpus $W/corpus3000.jsonl --split 1800,2400 --out $W/hist-val.npz
     python research/fastprob/history.py search --cache $W/hist-val.npz --corpus $W/corpus3000.jsonl \\
         --curve $W/curve-val.jsonl --out $W/hist-search.json
-    python research/fastprob/levers.py pick --out $W/hist-search.json      # the rule above
+    python research/fastprob/history.py search --cache $W/hist-val.npz --corpus $W/corpus3000.jsonl \\
+        --curve $W/curve-val.jsonl --out $W/hist-search-fam.json --family-caps 9,10 \\
+        --variants log:err8:none,log:err8:hist,log:err8+stab:hist,log:err8:hist:pathcca,ratio:err8:hist,log:err10:hist
+    python research/fastprob/levers.py pick --out $W/hist-search.json,$W/hist-search-fam.json   # the rule above
     python research/fastprob/history.py cache --corpus $W/corpus3000.jsonl --split 2400,3000 --out $W/hist-test.npz
     python research/fastprob/history.py heldout --cache $W/hist-test.npz --corpus $W/corpus3000.jsonl \\
-        --curve $W/curve-test.jsonl --variant VARIANT --thr THR
+        --curve $W/curve-test.jsonl --variant log:err8:hist,ratio:clf:none,log:err8:hist:pathcca \\
+        --family-caps 10 --budgets '{"lan": 10, "wan": 5, "shared": 6}' \\
+        --thr 'per-family, cap 10,0.5,E 5 %' --json $W/hist-heldout.json
+
+The first run picked ``log:err8:hist`` with per-family budgets (``lan`` 10 %, ``wan`` 5 %,
+``shared`` 6 %; cap 10); the held-out call scores it, the shipped configuration
+(``ratio:clf:none`` at 0.5, as a check of the harness against the Rust core's 7.06 % at
+3.13 s) and the uniform-budget rows of the same gates for reference; only the pick's row
+decides.
 """
 
 from __future__ import annotations
@@ -324,6 +341,63 @@ def memory_stop(S, target, m, window, key, p, fb_scores, fb_thr):
     return n_stop, e
 
 
+FAM_E = (4.0, 5.0, 6.0, 7.0, 8.0, 10.0)
+
+
+def run_fam(scores, err, fam, budgets):
+    """Error gates with one budget E per family (the family is part of the path key)."""
+    thr = np.array([-np.log(budgets[f] + 0.5) for f in fam])
+    n_stop = np.full(len(err), CAP)
+    e = err[:, CAP - 1].copy()
+    done = np.zeros(len(err), dtype=bool)
+    for n in GATES:
+        fire = (~done) & (scores[:, n - 1] > thr)
+        n_stop[fire], e[fire] = n, err[fire, n - 1]
+        done |= fire
+    return n_stop, e
+
+
+def fit_fam_budgets(scores, err, fam, env, cap_pct):
+    """The (E_lan, E_wan, E_shared) with the largest saving whose MAPE overall and on every
+    family is <= cap_pct; the shipped-like (5, 5, 5) when none is."""
+    import itertools
+
+    best = (-np.inf, dict(zip(lv.FAMILIES, (5.0, 5.0, 5.0))))
+    for combo in itertools.product(FAM_E, repeat=3):
+        b = dict(zip(lv.FAMILIES, combo))
+        n_s, e = run_fam(scores, err, fam, b)
+        r = lv.summarise(n_s, e, fam, env)
+        if r["saving"] is None or max(r["mape"], *(r[f] for f in lv.FAMILIES)) > cap_pct:
+            continue
+        if r["saving"] > best[0]:
+            best = (r["saving"], b)
+    return best[1]
+
+
+def family_budget_rows(S, scores, err, env, caps, variant, mb):
+    """Per-family budgets, 2-fold cross-fitted inside validation as ``levers.py``'s
+    per-length thresholds: chosen on one half (time order), scored on the other. On the
+    held-out slice (``S.fixed_budgets``) the budgets chosen on all of validation are used."""
+    rows = []
+    half = np.arange(len(err)) < len(err) // 2
+    for cap_pct in caps:
+        if getattr(S, "fixed_budgets", None) is not None:
+            b = S.fixed_budgets
+            n_s, e = run_fam(scores, err, S.fam, b)
+            rows.append(dict(lv.summarise(n_s, e, S.fam, env), thr=f"per-family, cap {cap_pct:g}",
+                             budgets=b, variant=variant, est_mb=mb))
+            continue
+        n_s = np.empty(len(err), dtype=int)
+        e = np.empty(len(err))
+        for fit_m in (half, ~half):
+            b = fit_fam_budgets(scores[fit_m], err[fit_m], S.fam[fit_m], env, cap_pct)
+            n2, e2 = run_fam(scores[~fit_m], err[~fit_m], S.fam[~fit_m], b)
+            n_s[~fit_m], e[~fit_m] = n2, e2
+        rows.append(dict(lv.summarise(n_s, e, S.fam, env), thr=f"per-family, cap {cap_pct:g}",
+                         budgets=fit_fam_budgets(scores, err, S.fam, env, cap_pct), variant=variant, est_mb=mb))
+    return rows
+
+
 FALLBACK = {"ratio": ("clf", 0.5, 0.5), "log": ("err10", -np.log(5.5), 5.0)}
 
 VARIANTS = ("ratio:clf:none", "ratio:clf:hist", "log:clf:hist", "ratio:clf+stab:hist",
@@ -334,7 +408,7 @@ VARIANTS = ("ratio:clf:none", "ratio:clf:hist", "log:clf:hist", "ratio:clf+stab:
             "mem:log:5:20:pathcca")
 
 
-def score_variant(S, variant, env):
+def score_variant(S, variant, env, fam_budgets=None):
     rows = []
     parts = variant.split(":")
     t0 = time.perf_counter()
@@ -357,6 +431,8 @@ def score_variant(S, variant, env):
         for name, thr in thresholds(kind):
             n_s, e = lv.run(scores, err, thr, GATES)
             rows.append(dict(lv.summarise(n_s, e, S.fam, env), thr=name, variant=variant, est_mb=mb))
+        if kind.startswith("err") and fam_budgets is not None:
+            rows += family_budget_rows(S, scores, err, env, fam_budgets, variant, mb)
     print(f"{variant}: {time.perf_counter() - t0:.0f} s, est. {mb:.2f} MB", flush=True)
     for r in rows:
         sav = "n/a" if r["saving"] is None else f"{r['saving'] * 100:.1f} %"
@@ -371,8 +447,9 @@ def search(a):
     S = Setup(c, a.corpus)
     env = envelope([json.loads(l) for l in open(a.curve) if l.strip()])
     rows = []
+    caps = [float(x) for x in a.family_caps.split(",")] if a.family_caps else None
     for v in a.variants.split(","):
-        rows += score_variant(S, v, env)
+        rows += score_variant(S, v, env, caps)
         json.dump(rows, open(a.out, "w"), indent=1, default=str)
     return 0
 
@@ -382,10 +459,12 @@ def heldout(a):
     c = np.load(a.cache)
     assert tuple(c["split"]) == (2400, 3000), c["split"]
     S = Setup(c, a.corpus)
+    S.fixed_budgets = json.loads(a.budgets) if a.budgets else None
+    caps = [float(x) for x in a.family_caps.split(",")] if a.family_caps else None
     env = envelope([json.loads(l) for l in open(a.curve) if l.strip()])
     out = []
     for v in a.variant.split(","):
-        rows = score_variant(S, v, env)
+        rows = score_variant(S, v, env, caps)
         out += [r for r in rows if r["thr"] in a.thr.split(",")]
     for r in out:
         print(json.dumps(r))
@@ -410,12 +489,16 @@ def main():
     q.add_argument("--curve", required=True)
     q.add_argument("--out", required=True)
     q.add_argument("--variants", default=",".join(VARIANTS))
+    q.add_argument("--family-caps", default="", help="comma-separated MAPE caps %% for per-family budgets "
+                                                    "(error gates; e.g. 8,9)")
     h = sub.add_parser("heldout")
     h.add_argument("--cache", required=True)
     h.add_argument("--corpus", required=True)
     h.add_argument("--curve", required=True)
     h.add_argument("--variant", required=True, help="comma-separated: the pick and the references")
     h.add_argument("--thr", required=True, help="comma-separated threshold labels, e.g. 'E 5 %%,0.5'")
+    h.add_argument("--budgets", help='per-family budgets chosen on validation, JSON: {"lan": 10, ...}')
+    h.add_argument("--family-caps", default="", help="the cap label of the per-family row (e.g. 10)")
     h.add_argument("--json")
     a = ap.parse_args()
     return {"paths": paths, "cache": cache, "search": search, "heldout": heldout}[a.cmd](a)
