@@ -42,6 +42,12 @@ Variants (``search``; names ``TARGET:GATE:HIST[:KEY]``), all on the shipped regr
   family, 2-fold cross-fitted inside validation (chosen on one half in time order, scored on
   the other, as ``levers.py``'s per-length thresholds); the row's ``budgets`` are the ones
   chosen on all of validation, which the held-out run uses (``heldout --budgets``);
+- ``cal:TARGET:GATE:HIST:W[:KEY]`` (added with the per-family budgets): a per-path budget
+  from the path's history of the learned gate itself: each evaluated transfer uses the
+  loosest stop threshold (E 3-15 % or classifier 0.9-0.2) under which the last W earlier
+  transfers on its path would have had MAPE <= T (T 5-9 %); the gate scores of earlier
+  transfers are out-of-fold on the training slice (gates fitted on the other 4 of 5
+  time-ordered blocks) and the full-fit gate's on the evaluated slice;
 - ``mem:TARGET:m:W[:KEY]``: the per-path error memory, no learning: stop at the first gate
   length n whose last W (``all`` or a number) earlier transfers on the path had median R_n
   error <= P (P 3-10 %), else the cap; with fewer than m earlier transfers, fall back to the
@@ -83,18 +89,23 @@ Run (``W`` a scratch folder)::
     python research/fastprob/history.py search --cache $W/hist-val.npz --corpus $W/corpus3000.jsonl \\
         --curve $W/curve-val.jsonl --out $W/hist-search-fam.json --family-caps 9,10 \\
         --variants log:err8:none,log:err8:hist,log:err8+stab:hist,log:err8:hist:pathcca,ratio:err8:hist,log:err10:hist
-    python research/fastprob/levers.py pick --out $W/hist-search.json,$W/hist-search-fam.json   # the rule above
+    python research/fastprob/history.py search --cache $W/hist-val.npz --corpus $W/corpus3000.jsonl \\
+        --curve $W/curve-val.jsonl --out $W/hist-search-cal.json --variants cal:log:err8:hist:all,\\
+    cal:log:err8:hist:20,cal:log:err8:none:all,cal:log:err8+stab:hist:all,cal:log:err8:hist:all:pathcca,\\
+    cal:ratio:clf:hist:all,cal:ratio:clf:none:all
+    python research/fastprob/levers.py pick \\
+        --out $W/hist-search.json,$W/hist-search-fam.json,$W/hist-search-cal.json   # the rule above
     python research/fastprob/history.py cache --corpus $W/corpus3000.jsonl --split 2400,3000 --out $W/hist-test.npz
     python research/fastprob/history.py heldout --cache $W/hist-test.npz --corpus $W/corpus3000.jsonl \\
-        --curve $W/curve-test.jsonl --variant log:err8:hist,ratio:clf:none,log:err8:hist:pathcca \\
+        --curve $W/curve-test.jsonl --variant log:err8:hist,log:err8:none,ratio:clf:none \\
         --family-caps 10 --budgets '{"lan": 10, "wan": 5, "shared": 6}' \\
         --thr 'per-family, cap 10,0.5,E 5 %' --json $W/hist-heldout.json
 
-The first run picked ``log:err8:hist`` with per-family budgets (``lan`` 10 %, ``wan`` 5 %,
-``shared`` 6 %; cap 10); the held-out call scores it, the shipped configuration
-(``ratio:clf:none`` at 0.5, as a check of the harness against the Rust core's 7.06 % at
-3.13 s) and the uniform-budget rows of the same gates for reference; only the pick's row
-decides.
+The rule picked ``log:err8:hist`` with per-family budgets (``lan`` 10 %, ``wan`` 5 %,
+``shared`` 6 %; cap 10; the ``cal`` rows did not change the pick); the held-out call scores
+it, the same gates without history inputs (same budgets), the shipped configuration
+(``ratio:clf:none`` at 0.5, a check of the harness against the Rust core's 7.06 % at
+3.13 s) and the uniform E 5 % rows for reference; only the pick's row decides.
 """
 
 from __future__ import annotations
@@ -315,6 +326,59 @@ def learned(S, target, kind, stab, hist, key):
     return gates, scores
 
 
+def learned_oof(S, target, kind, stab, hist, key):
+    """Gate scores on every transfer as a deployed sender would have seen them: out-of-fold
+    on the training transfers (gates fitted on the other 4 of 5 time-ordered blocks), the
+    full-fit gates on the evaluated ones."""
+    oof = S.c[f"oof_{target}"]
+    h = S.hist(target, key) if hist else None
+    gates, scores_ev = learned(S, target, kind, stab, hist, key)
+    scores_tr = np.full((S.n_tr, CAP), -np.inf)
+    for b in np.array_split(np.arange(S.n_tr), 5):
+        rest = np.setdiff1d(np.arange(S.n_tr), b)
+        tr_rest = [S.tr[i] for i in rest]
+        g = fit_gates(tr_rest, oof[rest], S.y_tr[rest], kind, stab, h, rest)
+        scores_tr[b] = gate_scores(g, [S.tr[i] for i in b], oof[b], kind, stab, h, b)
+    return gates, np.vstack([scores_tr, scores_ev])
+
+
+CAL_E = (3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 15.0)
+CAL_CLF = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2)
+
+
+def calibrated_stop(S, kind, scores_all, target, key, window, m, t_pct):
+    """Per-path budget from the path's history of the learned gate: for each evaluated
+    transfer, the loosest stop threshold (E from ``CAL_E`` or a classifier threshold from
+    ``CAL_CLF``, strict to loose) under which the last W earlier transfers on its path would
+    have had MAPE <= T; the strictest when none does; E 5 % / 0.5 with fewer than m earlier
+    transfers."""
+    y_all = S.y_all
+    err_all = tf.pct_err(S.pred_all(target), y_all[:, None])
+    grid = [-np.log(e + 0.5) for e in CAL_E] if kind != "clf" else list(CAL_CLF)
+    default = grid[CAL_E.index(5.0)] if kind != "clf" else 0.5
+    runs = [lv.run(scores_all, err_all, t, GATES) for t in grid]
+    seen = collections.defaultdict(list)
+    for i, d in enumerate(S.all[: S.n_tr]):
+        seen[path_key(d, key)].append(i)
+    n_stop = np.empty(len(S.ev), dtype=int)
+    e = np.empty(len(S.ev))
+    chosen = []
+    for j, d in enumerate(S.ev):
+        i = S.n_tr + j
+        js = seen[path_key(d, key)]
+        w = js if window is None else js[-window:]
+        k = grid.index(default)
+        if len(js) >= m:
+            k = 0
+            for kk, (_, ek) in enumerate(runs):
+                if ek[w].mean() <= t_pct:
+                    k = kk
+        n_stop[j], e[j] = runs[k][0][i], runs[k][1][i]
+        chosen.append(k)
+        js.append(i)
+    return n_stop, e, np.bincount(chosen, minlength=len(grid))
+
+
 def thresholds(kind):
     if kind == "clf":
         return [(f"{t:g}", t) for t in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)]
@@ -412,7 +476,18 @@ def score_variant(S, variant, env, fam_budgets=None):
     rows = []
     parts = variant.split(":")
     t0 = time.perf_counter()
-    if parts[0] == "mem":
+    if parts[0] == "cal":
+        target, gate, hist, w = parts[1:5]
+        key = parts[5] if len(parts) > 5 else "path"
+        kind, stab = gate.split("+")[0], gate.endswith("+stab")
+        w = None if w == "all" else int(w)
+        gates, scores_all = learned_oof(S, target, kind, stab, hist == "hist", key)
+        mb = est_bytes(gates, kind) / 1e6
+        for t_pct in (5.0, 6.0, 7.0, 8.0, 9.0):
+            n_s, e, counts = calibrated_stop(S, kind, scores_all, target, key, w, 5, t_pct)
+            rows.append(dict(lv.summarise(n_s, e, S.fam, env), thr=f"T {t_pct:g} %", variant=variant, est_mb=mb,
+                             chosen=counts.tolist()))
+    elif parts[0] == "mem":
         target, m, w = parts[1], int(parts[2]), None if parts[3] == "all" else int(parts[3])
         key = parts[4] if len(parts) > 4 else "path"
         fb_kind, fb_thr, _ = FALLBACK[target]
