@@ -99,7 +99,7 @@ Run (``W`` a scratch folder)::
     python research/fastprob/history.py heldout --cache $W/hist-test.npz --corpus $W/corpus3000.jsonl \\
         --curve $W/curve-test.jsonl --variant log:err8:hist,log:err8:none,ratio:clf:none \\
         --family-caps 10 --budgets '{"lan": 10, "wan": 5, "shared": 6}' \\
-        --thr 'per-family, cap 10,0.5,E 5 %' --json $W/hist-heldout.json
+        --thr 'per-family, cap 10;0.5;E 5 %' --json $W/hist-heldout.json
 
 The rule picked ``log:err8:hist`` with per-family budgets (``lan`` 10 %, ``wan`` 5 %,
 ``shared`` 6 %; cap 10; the ``cal`` rows did not change the pick); the held-out call scores
@@ -516,6 +516,34 @@ def score_variant(S, variant, env, fam_budgets=None):
     return rows
 
 
+def diag(a):
+    """How much of a prefix's error the path explains (validation): per gate length, the
+    share of the variance of log(err % + 0.5) of the validation transfers explained by (1)
+    the error-regression gate without history, (2) with history, (3) the earlier-only path
+    median error alone (``he``), and (4) the path's own mean over the validation slice
+    (in-sample: an upper bound for any per-path constant)."""
+    c = np.load(a.cache)
+    S = Setup(c, a.corpus)
+    target = a.target
+    err = tf.pct_err(S.c[f"val_{target}"], S.y_va[:, None])
+    h = S.hist(target)
+    _, s0 = learned(S, target, "err8", False, False, "path")
+    _, s1 = learned(S, target, "err8", False, True, "path")
+    keys = [path_key(d) for d in S.ev]
+    ev_idx = np.arange(S.n_tr, S.n_tr + len(S.ev))
+    r2 = lambda t, p: 1 - ((t - p) ** 2).mean() / t.var()  # noqa: E731
+    print("n  R2 gate  R2 gate+hist  R2 he alone (affine)  R2 path mean (in-sample)")
+    for n in GATES:
+        t = np.log(err[:, n - 1] + 0.5)
+        he = np.log(h["med_err"][ev_idx, n - 1] + 0.5)
+        A = np.column_stack([he, np.ones_like(he)])
+        coef = np.linalg.lstsq(A, t, rcond=None)[0]
+        pm = np.array([t[[j for j, k2 in enumerate(keys) if k2 == k]].mean() for k in keys])
+        print(f"{n:2d} {r2(t, -s0[:, n - 1]):8.3f} {r2(t, -s1[:, n - 1]):13.3f} {r2(t, A @ coef):21.3f} "
+              f"{r2(t, pm):26.3f}")
+    return 0
+
+
 def search(a):
     c = np.load(a.cache)
     assert tuple(c["split"]) == (1800, 2400), c["split"]
@@ -540,7 +568,7 @@ def heldout(a):
     out = []
     for v in a.variant.split(","):
         rows = score_variant(S, v, env, caps)
-        out += [r for r in rows if r["thr"] in a.thr.split(",")]
+        out += [r for r in rows if r["thr"] in a.thr.split(";")]
     for r in out:
         print(json.dumps(r))
     if a.json:
@@ -566,17 +594,21 @@ def main():
     q.add_argument("--variants", default=",".join(VARIANTS))
     q.add_argument("--family-caps", default="", help="comma-separated MAPE caps %% for per-family budgets "
                                                     "(error gates; e.g. 8,9)")
+    d = sub.add_parser("diag")
+    d.add_argument("--cache", required=True)
+    d.add_argument("--corpus", required=True)
+    d.add_argument("--target", default="log")
     h = sub.add_parser("heldout")
     h.add_argument("--cache", required=True)
     h.add_argument("--corpus", required=True)
     h.add_argument("--curve", required=True)
     h.add_argument("--variant", required=True, help="comma-separated: the pick and the references")
-    h.add_argument("--thr", required=True, help="comma-separated threshold labels, e.g. 'E 5 %%,0.5'")
+    h.add_argument("--thr", required=True, help="threshold labels separated by ;, e.g. 'E 5 %%;0.5'")
     h.add_argument("--budgets", help='per-family budgets chosen on validation, JSON: {"lan": 10, ...}')
     h.add_argument("--family-caps", default="", help="the cap label of the per-family row (e.g. 10)")
     h.add_argument("--json")
     a = ap.parse_args()
-    return {"paths": paths, "cache": cache, "search": search, "heldout": heldout}[a.cmd](a)
+    return {"paths": paths, "cache": cache, "search": search, "diag": diag, "heldout": heldout}[a.cmd](a)
 
 
 if __name__ == "__main__":
