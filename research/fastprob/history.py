@@ -124,13 +124,12 @@ import levers as lv  # noqa: E402
 from complete import envelope  # noqa: E402
 
 tf = lv.tf
-CAP, P, FIRST, EVERY = lv.CAP, lv.P, lv.FIRST, lv.EVERY
+CAP, P, EVERY = lv.CAP, lv.P, lv.EVERY
 GATES = lv.GATES
 STAGES = GATES + [CAP]
 B_REG, B_CLF, REG_NODES = lv.B_REG, lv.B_CLF, lv.REG_NODES
 GROWTH_CLF, GROWTH_ERR = lv.GROWTH, 1.36
 FLOOR = 1e6
-N_HIST = 6
 
 
 def path_key(d, key="path"):
