@@ -27,7 +27,7 @@ def main(args):
             thr = d.get("gate_threshold")
             label = arm + (f" (threshold {thr})" if thr is not None else "")
             print(f"| {label} | {d['bg'].upper() if d['bg'] == 'bbr' else 'CUBIC'} | {len(dec)} | {right} | "
-                  f"{', '.join(f"{s:g}" for s in secs)} | {sum(secs) / len(dec):.1f} | {d['gate_exits']} | "
+                  f"{', '.join('%g' % s for s in secs)} | {sum(secs) / len(dec):.1f} | {d['gate_exits']} | "
                   f"{d['loadavg'].split()[0]} |")
         print(f"| {arm}, both | | {tot_n} | {tot_r} ({100 * tot_r / tot_n:.0f} %) | | {tot_s / tot_n:.1f} | | |")
 
