@@ -38,7 +38,7 @@ pub fn render(rec: &DemoRecord) -> String {
     );
     let _ = write!(
         h,
-        "<h1>opsel demo: OPS against fixed CCAs on the emulated WAN</h1><p class=\"setup\">{} Mbit/s bottleneck, RTT {} ms, drop-tail buffer {} × BDP. OPS: {} probing, steady time Y = {} s, model {} (w = {}, classes {}).</p>",
+        "<h1>opsel demo: OPS against fixed CCAs on the emulated WAN</h1><p class=\"setup\">{} Mbit/s bottleneck, RTT {} ms, drop-tail buffer {} × BDP. OPS: {} probing, steady time Y = {} s, model {} (w = {} samples every {} ms, classes {}).</p>",
         s.rate_mbps,
         s.rtt_ms,
         s.buffer_bdp,
@@ -46,6 +46,7 @@ pub fn render(rec: &DemoRecord) -> String {
         s.steady_s,
         esc(&s.model),
         s.window,
+        s.sample_interval_ms,
         esc(&s.classes.join(", "))
     );
     summary(&mut h, rec);
@@ -207,7 +208,10 @@ fn run_section(h: &mut String, rec: &DemoRecord, i: usize, r: &RunRecord) {
         c.span(d.from_s, d.at_s, color, 0.18, Some(&label));
     }
     c.line(&tl.rtt, "#222", 1.5);
-    h.push_str("<h3>RTT samples (1 Hz) and the classified windows</h3>");
+    h.push_str(&format!(
+        "<h3>RTT samples (every {} ms) and the classified windows</h3>",
+        rec.setup.sample_interval_ms
+    ));
     if undecided.is_empty() {
         key(h, &[("#222", "RTT sample")]);
     } else {

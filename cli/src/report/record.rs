@@ -36,8 +36,16 @@ pub struct Setup {
     pub model: String,
     /// The model's class names (000 Table 6.1 labels).
     pub classes: Vec<String>,
-    /// The model's window length w (samples at 1 Hz).
+    /// The model's window length w, in samples.
     pub window: usize,
+    /// Time between two RTT samples, ms (the model's; 1000 in records
+    /// written before the field existed).
+    #[serde(default = "one_second_ms")]
+    pub sample_interval_ms: f64,
+}
+
+fn one_second_ms() -> f64 {
+    1000.0
 }
 
 /// One run: one background against one foreground strategy.

@@ -829,6 +829,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                 model: model_label.clone(),
                 classes,
                 window,
+                sample_interval_ms: period_s * 1e3,
             },
             runs,
         };

@@ -74,18 +74,31 @@ def ordered(grid: dict) -> list[str]:
     return sorted(grid, key=key)
 
 
-def pooled(grid: dict, names) -> tuple[np.ndarray, np.ndarray]:
-    X = np.concatenate([grid[c]["X"] for c in names])
-    y = np.concatenate([grid[c]["y"] for c in names])
-    return X, y
+def capped(X: np.ndarray, y: np.ndarray, cap: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``cap`` windows of each class (recording order), or all of them (``cap`` None)."""
+    if cap is None:
+        return X, y
+    keep = np.zeros(len(y), dtype=bool)
+    for c in SIX_CLASSES:
+        keep[np.flatnonzero(y == c)[:cap]] = True
+    return X[keep], y[keep]
 
 
-def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, log=None) -> dict:
-    """{held-out condition: evaluate() of the model trained on every other condition}."""
+def pooled(grid: dict, names, cap: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The references of conditions ``names``; ``cap`` keeps at most that many windows per class
+    and condition, so a condition recorded at length (``default``) weighs like the others and the
+    decision cost stays bounded as conditions are added."""
+    parts = [capped(grid[c]["X"], grid[c]["y"], cap) for c in names]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, cap: int | None = None, log=None) -> dict:
+    """{held-out condition: evaluate() of the model trained on every other condition (at most
+    ``cap`` references per class from each), tested on every window of the held-out one}."""
     names = ordered(grid)
     out = {}
     for c in names:
-        X, y = pooled(grid, [n for n in names if n != c])
+        X, y = pooled(grid, [n for n in names if n != c], cap)
         clf = knn.fit(X, y, k=k, radius=radius, normalization=norm)
         out[c] = knn.evaluate(clf, grid[c]["X"], grid[c]["y"])
         if log:
@@ -99,23 +112,25 @@ def _bdp_ratio(m: dict) -> float:
     return float(m["buffer_bytes"]) / bdp
 
 
-def _grid_rows(grid: dict, names) -> list[dict]:
+def _grid_rows(grid: dict, names, cap: int | None = None) -> list[dict]:
     rows = []
     for c in names:
-        m, y = grid[c]["conditions"], grid[c]["y"]
+        m, y = grid[c]["conditions"], capped(grid[c]["X"], grid[c]["y"], cap)[1]
         rows.append({"condition": c, "rate_mbps": float(m["rate_mbps"]), "rtt_ms": float(m["rtt_ms"]),
                      "buffer_bdp": round(_bdp_ratio(m), 3),
                      "windows_per_class": {cl: int(np.sum(y == cl)) for cl in SIX_CLASSES}})
     return rows
 
 
-def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probing: str, pattern, loco_rows):
+def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probing: str, pattern, loco_rows,
+             cap: int | None = None):
     names = ordered(grid)
-    X, y = pooled(grid, names)
+    X, y = pooled(grid, names, cap)
     training = {
         "source": "opsel lab collect (netlab), pooled over the condition grid",
         "condition": "grid",
-        "conditions": _grid_rows(grid, names),
+        "conditions": _grid_rows(grid, names, cap),
+        "max_refs_per_class_and_condition": cap,
         "windows_per_class": {c: int(np.sum(y == c)) for c in SIX_CLASSES},
         "normalization_choice": norm,
         "loco": {c: {"six_class": r["accuracy"], "bbr_present": r["views"]["bbr_present"]["accuracy"],
@@ -130,11 +145,12 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, norm, root, out, command) -> str:
+def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, norm, root, out, command,
+         cap: int | None = None) -> str:
     names = ordered(grid)
     six = [loco_rows[c]["accuracy"] for c in names]
     bbr = [loco_rows[c]["views"]["bbr_present"]["accuracy"] for c in names]
-    X, y = pooled(grid, names)
+    X, y = pooled(grid, names, cap)
     lines = [
         f"# Model card: `{os.path.basename(os.path.normpath(out))}` ({title})",
         "",
@@ -147,13 +163,15 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
         "## Training data",
         "",
         f"`{root}/<condition>/{mode}/` (recorded by `opsel lab collect`; `MANIFEST.md` there gives the runs "
-        "and the machine load of each). Every window of every condition below is a reference: "
-        f"{len(y)} windows of w = {w} ({', '.join(f'{c} {int(np.sum(y == c))}' for c in SIX_CLASSES)}).",
+        "and the machine load of each). "
+        + ("Every window of every condition below is a reference: " if cap is None else
+           f"The first {cap} windows per class of every condition below (recording order) are references: ")
+        + f"{len(y)} windows of w = {w} ({', '.join(f'{c} {int(np.sum(y == c))}' for c in SIX_CLASSES)}).",
         "",
         "| condition | rate Mbit/s | RTT ms | buffer × BDP | windows per class |",
         "|---|---|---|---|---|",
     ]
-    for r in _grid_rows(grid, names):
+    for r in _grid_rows(grid, names, cap):
         wpc = r["windows_per_class"]
         lines.append(f"| `{r['condition']}` | {r['rate_mbps']:g} | {r['rtt_ms']:g} | {r['buffer_bdp']:.2g} | "
                      f"{min(wpc.values())}–{max(wpc.values())} |")
@@ -161,7 +179,9 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
         "",
         "## Accuracy on a network the model has not seen (leave-one-condition-out)",
         "",
-        "For every condition: train on all the others, test on every window of it.",
+        "For every condition: train on all the others"
+        + ("" if cap is None else f" (at most {cap} windows per class from each)")
+        + ", test on every window of it.",
         "",
         "| held out | windows | 6-class % | BBR present % |",
         "|---|---|---|---|",
@@ -202,25 +222,27 @@ def cmd_grid(a, log) -> None:
         raise SystemExit(f"{len(grid)} complete conditions under {a.root}/*/{a.mode} with >= {a.min_windows} "
                          f"windows of w = {a.w} per class: need at least 3 for leave-one-condition-out")
     log(f"{len(grid)} conditions: {', '.join(ordered(grid))}")
-    loco_rows = loco(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm, log=log)
+    loco_rows = loco(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm, cap=a.max_refs, log=log)
     pattern = (next(iter(grid.values()))["conditions"]).get("pattern")
     clf, X, y = fit_grid(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm,
-                         probing="active" if pattern else "passive", pattern=pattern, loco_rows=loco_rows)
+                         probing="active" if pattern else "passive", pattern=pattern, loco_rows=loco_rows,
+                         cap=a.max_refs)
     os.makedirs(a.out, exist_ok=True)
     tmp = os.path.join(a.out, "model.json.tmp")
     clf.save(tmp)
     os.replace(tmp, os.path.join(a.out, "model.json"))
     command = (f"python -m opsel.train grid {a.root} --mode {a.mode} --w {a.w} --k {a.k} --radius {a.radius} "
                f"--norm {a.norm} --min-windows {a.min_windows} --out {a.out}"
+               + (f" --max-refs {a.max_refs}" if a.max_refs is not None else "")
                + (f" --exclude {a.exclude}" if a.exclude else ""))
     with open(os.path.join(a.out, "MODEL_CARD.md"), "w") as f:
         f.write(card(a.title or f"{a.mode} probing, condition grid", a.mode, grid, loco_rows, w=a.w, k=a.k,
-                     radius=a.radius, norm=a.norm, root=a.root, out=a.out, command=command))
+                     radius=a.radius, norm=a.norm, root=a.root, out=a.out, command=command, cap=a.max_refs))
     if a.json:
         names = ordered(grid)
         with open(a.json, "w") as f:
             json.dump({"mode": a.mode, "w": a.w, "k": a.k, "radius": a.radius, "normalization": a.norm,
-                       "conditions": _grid_rows(grid, names),
+                       "max_refs": a.max_refs, "conditions": _grid_rows(grid, names, a.max_refs),
                        "loco": {c: {"six_class": loco_rows[c]["accuracy"],
                                     "bbr_present": loco_rows[c]["views"]["bbr_present"]["accuracy"],
                                     "n": loco_rows[c]["n"], "confusion": loco_rows[c]["confusion"],
@@ -240,6 +262,9 @@ def add_parser(sub, log) -> None:
     s.add_argument("--radius", type=int, default=GRID_RADIUS)
     s.add_argument("--norm", default=GRID_NORMALIZATION, choices=knn.NORMALIZATIONS)
     s.add_argument("--min-windows", type=int, default=3, help="skip conditions with fewer windows of w in a class")
+    s.add_argument("--max-refs", type=int, default=None, metavar="N",
+                   help="at most the first N windows per class of each condition as references (LOCO tests "
+                        "every window of the held-out condition)")
     s.add_argument("--exclude", default="", help="comma-separated conditions to leave out")
     s.add_argument("--title", default=None)
     s.add_argument("--json", default=None, help="also write the LOCO table (with confusions) here")
