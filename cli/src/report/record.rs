@@ -216,6 +216,17 @@ mod tests {
     }
 
     #[test]
+    fn a_record_without_the_sample_period_is_read_at_one_hertz() {
+        let mut setup = json!({"rate_mbps": 100.0, "rtt_ms": 65.0, "buffer_bdp": 0.5,
+            "pattern": "passive", "steady_s": 60.0, "model": "passive", "classes": ["B0-C0"], "window": 40});
+        let s: Setup = serde_json::from_value(setup.clone()).unwrap();
+        assert_eq!(s.sample_interval_ms, 1000.0);
+        setup["sample_interval_ms"] = json!(200.0);
+        let s: Setup = serde_json::from_value(setup).unwrap();
+        assert_eq!(s.sample_interval_ms, 200.0);
+    }
+
+    #[test]
     fn phases_become_probe_spans_and_decisions_carry_their_window() {
         let r = run(vec![
             json!({"kind": "phase", "phase": "probe", "cycle": 1, "t_s": 10.0}),
