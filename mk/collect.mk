@@ -10,7 +10,8 @@
 #   classifier-report every table + figure of docs/results/classifier-tables.md (w/k/norm/radius
 #                   sweeps, MLP/SVM/GNB over w, multi-cycle decisions, active diagnosis; ~10 min)
 #   classifier-learning learning curves (accuracy vs windows/class) of the shipped models' traces
-#   test-collect    root-only smoke test of `collect` (~30 s, cleans up its namespaces)
+#   test-collect    root-only smoke tests of `collect` and of `calibrate`'s rate and buffer
+#                   burst (~40 s, clean up their namespaces)
 CARGO ?= cargo
 COLLECT_DIR ?=
 COLLECT_OUT ?= data/collect
@@ -54,6 +55,7 @@ classifier-report: python
 
 test-collect:
 	$(CARGO) test --release -p opsel-netlab --test collect_smoke -- --ignored --nocapture
+	$(CARGO) test --release -p opsel-cli --bin opsel calibrate -- --include-ignored --nocapture
 
 # Learning curves (CV accuracy vs windows per class, the first n recorded; docs/results/classifier.md
 # "Learning curve"): active and passive at w = 20 and 60, 1-/5-NN, radius 0 and 10, 3 fold seeds, on the

@@ -25,7 +25,7 @@ use opsel::knn::Model;
 use opsel::mix::SIX_CLASSES;
 use opsel::model::{KnnModelFile, ProbingMode};
 use opsel::sys::linux::rtt::{echo_burst, BurstConfig, EchoProbe, IcmpProber, UdpEchoProber};
-use opsel::sys::linux::tcp_info;
+use opsel::sys::linux::{set_cca, tcp_info};
 use opsel::{Error, Result};
 use opsel_netlab::collect::{self, CollectConfig, Condition, Mode, TraceSpec};
 
@@ -38,18 +38,23 @@ pub struct CalibrateArgs {
     /// Base RTT in ms instead of measuring it.
     #[arg(long)]
     rtt_ms: Option<f64>,
-    /// TCP sink that reads and discards (`HOST:PORT`) for a short rate measurement.
+    /// TCP sink that reads and discards (`HOST:PORT`, e.g. `opsel probe --sink`
+    /// at the peer) for a short bulk CUBIC burst: the bottleneck rate (its
+    /// goodput) and the buffer (its largest RTT above the base RTT).
     #[arg(long)]
     sink: Option<String>,
-    /// Seconds of the rate measurement's TCP burst.
+    /// Seconds of the measurement's TCP burst.
     #[arg(long, default_value_t = 5.0)]
     sink_s: f64,
     /// Bottleneck rate in Mbit/s instead of measuring it.
     #[arg(long)]
     rate_mbps: Option<f64>,
     /// Buffer sizes to record, as multiples of the BDP (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    buffers: Vec<f64>,
+    /// Default: the buffer the --sink burst measured, else 1. At 5 samples a
+    /// second the buffer decides what the mixes look like (references at
+    /// 0.25 and 1 × BDP misread a 0.59 × BDP path), so measure it or give it.
+    #[arg(long, value_delimiter = ',')]
+    buffers: Option<Vec<f64>>,
     /// Windows to record per class and buffer.
     #[arg(long, default_value_t = 8)]
     windows: usize,
@@ -191,15 +196,37 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
             ))
         }
     };
-    let rate_mbps = match (a.rate_mbps, &a.sink) {
+    let load = match &a.sink {
+        Some(s) if a.rate_mbps.is_none() || a.buffers.is_none() => {
+            let l = measure_load(s, a.sink_s)?;
+            println!(
+                "burst to {s}: {:.1} Mbit/s, largest smoothed RTT {:.1} ms (buffer about {:.2} × BDP)",
+                l.rate_mbps,
+                l.max_srtt_ms,
+                l.buffer_bdp(rtt_ms)
+            );
+            Some(l)
+        }
+        _ => None,
+    };
+    let rate_mbps = match (a.rate_mbps, &load) {
         (Some(v), _) => v,
-        (None, Some(s)) => measure_rate_mbps(s, a.sink_s)?,
+        (None, Some(l)) => l.rate_mbps,
         (None, None) => return Err(Error::invalid(
             "give --sink HOST:PORT (a TCP sink that discards) to measure the rate, or --rate-mbps",
         )),
     };
-    let conditions: Vec<Condition> = a
-        .buffers
+    let buffers = match (&a.buffers, &load) {
+        (Some(b), _) => b.clone(),
+        (None, Some(l)) => vec![sig2(l.buffer_bdp(rtt_ms).clamp(0.05, 8.0))],
+        (None, None) => {
+            eprintln!(
+                "opsel calibrate: no --buffers and no --sink to measure the buffer: recording 1 × BDP"
+            );
+            vec![1.0]
+        }
+    };
+    let conditions: Vec<Condition> = buffers
         .iter()
         .map(|&b| {
             let c = Condition {
@@ -290,7 +317,10 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
         "calibration": {
             "base_rtt_ms": rtt_ms,
             "rate_mbps": rate_mbps,
-            "buffers_bdp": a.buffers,
+            "buffers_bdp": buffers,
+            "measured": load.as_ref().map(|l| serde_json::json!({
+                "rate_mbps": l.rate_mbps, "max_srtt_ms": l.max_srtt_ms,
+            })),
             "conditions": conditions.iter().map(|c| &c.name).collect::<Vec<_>>(),
             "windows_added": labels.len(),
             "sample_interval_ms": t.sample_ms,
@@ -321,6 +351,15 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Two significant digits (a measured buffer: 0.59, 1.3).
+fn sig2(v: f64) -> f64 {
+    if v <= 0.0 || !v.is_finite() {
+        return v;
+    }
+    let mag = 10f64.powi(1 - v.log10().floor() as i32);
+    (v * mag).round() / mag
 }
 
 /// Three significant digits: names and conditions stay readable.
@@ -537,9 +576,28 @@ fn measure_base_rtt_ms(spec: &str) -> Result<f64> {
     Ok(best)
 }
 
-/// Goodput of a bulk TCP burst to a discard sink over its second half
-/// (bytes acked, TCP_INFO), so slow start is left out.
-fn measure_rate_mbps(sink: &str, secs: f64) -> Result<f64> {
+/// What one bulk CUBIC flow to a discard sink shows of the path.
+#[derive(Debug, Clone, Copy)]
+struct PathLoad {
+    /// Goodput over the burst's second half (bytes acked, TCP_INFO), so
+    /// slow start is left out.
+    rate_mbps: f64,
+    /// The largest smoothed RTT of the burst (TCP_INFO). A loss-based flow
+    /// fills a drop-tail bottleneck's buffer before its first loss (slow
+    /// start's overshoot, then each CUBIC epoch), so this is the base RTT
+    /// plus the full buffer's queueing delay, buffer / rate.
+    max_srtt_ms: f64,
+}
+
+impl PathLoad {
+    /// The buffer as a multiple of the BDP (rate × base RTT): its queueing
+    /// delay over the base RTT.
+    fn buffer_bdp(&self, base_rtt_ms: f64) -> f64 {
+        ((self.max_srtt_ms - base_rtt_ms) / base_rtt_ms).max(0.0)
+    }
+}
+
+fn measure_load(sink: &str, secs: f64) -> Result<PathLoad> {
     if !(secs.is_finite() && (1.0..=60.0).contains(&secs)) {
         return Err(Error::invalid(format!("--sink-s {secs} is outside 1..=60")));
     }
@@ -548,17 +606,23 @@ fn measure_rate_mbps(sink: &str, secs: f64) -> Result<f64> {
         .map_err(|_| Error::invalid(format!("--sink {sink:?} is not HOST:PORT")))?;
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|e| Error::io(format!("connect to the rate sink {addr}"), e))?;
+    // Loss-based, whatever the system default is: BBR would keep the queue
+    // short and hide the buffer.
+    set_cca(&s, "cubic")?;
     let buf = vec![0u8; 1 << 16];
     let start = Instant::now();
     let half = Duration::from_secs_f64(secs / 2.0);
     let mut mark: Option<(Instant, u64)> = None;
+    let mut max_srtt_us = 0u32;
     s.set_write_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| Error::io("set write timeout", e))?;
     while start.elapsed() < Duration::from_secs_f64(secs) {
         s.write_all(&buf)
             .map_err(|e| Error::io(format!("send to the rate sink {addr}"), e))?;
+        let info = tcp_info(&s)?;
+        max_srtt_us = max_srtt_us.max(info.rtt_us);
         if mark.is_none() && start.elapsed() >= half {
-            mark = Some((Instant::now(), tcp_info(&s)?.bytes_acked.unwrap_or(0)));
+            mark = Some((Instant::now(), info.bytes_acked.unwrap_or(0)));
         }
     }
     let (t0, b0) = mark.unwrap_or((start, 0));
@@ -569,7 +633,10 @@ fn measure_rate_mbps(sink: &str, secs: f64) -> Result<f64> {
             "the rate sink {addr} acknowledged nothing in {secs} s; give --rate-mbps"
         )));
     }
-    Ok((b1 - b0) as f64 * 8.0 / dt / 1e6)
+    Ok(PathLoad {
+        rate_mbps: (b1 - b0) as f64 * 8.0 / dt / 1e6,
+        max_srtt_ms: f64::from(max_srtt_us) / 1e3,
+    })
 }
 
 #[cfg(test)]
@@ -657,6 +724,66 @@ mod tests {
             .to_string();
         assert!(e.contains("--sample-ms 500"), "{e}");
         assert!(check_fits(&Mode::Passive, &c).is_ok());
+    }
+
+    /// One bulk CUBIC burst per buffer on a 20 Mbit/s, 40 ms netlab dumbbell
+    /// with a discard sink at the receiver: the goodput is the bottleneck's
+    /// and the largest smoothed RTT above the base RTT is the buffer.
+    #[test]
+    #[ignore = "needs root (netlab namespaces, TUN); run with `make test-collect`"]
+    fn a_cubic_burst_measures_the_rate_and_the_buffer_on_netlab() {
+        use opsel_netlab::scenario::bdp_bytes;
+        use opsel_netlab::sys::in_netns;
+        use opsel_netlab::topo::{receiver_ip, Lab, PipeSpec, TopologySpec};
+        use std::net::TcpListener;
+        let mut seen = Vec::new();
+        for buffer in [0.5, 1.5] {
+            let lab = Lab::up(
+                &TopologySpec::dumbbell(1),
+                &PipeSpec::tun(20.0, 40.0, bdp_bytes(20.0, 40.0, buffer), 1),
+            )
+            .unwrap();
+            let ip = receiver_ip(0);
+            let listener = in_netns(&lab.receiver_ns[0], move || {
+                TcpListener::bind((ip, 0)).map_err(|e| Error::io("bind the sink", e))
+            })
+            .unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let sink = std::thread::spawn(move || {
+                if let Ok((mut c, _)) = listener.accept() {
+                    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+                    let _ = std::io::copy(&mut c, &mut std::io::sink());
+                }
+            });
+            let load = in_netns(&lab.sender_ns[0], move || measure_load(&addr, 4.0)).unwrap();
+            let _ = sink.join();
+            drop(lab);
+            seen.push((buffer, load, load.buffer_bdp(40.0)));
+        }
+        eprintln!("(buffer × BDP, burst, measured buffer × BDP): {seen:?}");
+        for &(buffer, load, est) in &seen {
+            assert!(
+                (15.0..=20.5).contains(&load.rate_mbps),
+                "rate at {buffer} × BDP: {seen:?}"
+            );
+            assert!(
+                (0.6 * buffer..=1.4 * buffer).contains(&est),
+                "buffer {buffer} × BDP measured as {est:.2}: {seen:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_measured_buffer_is_its_queueing_delay_over_the_base_rtt() {
+        let l = PathLoad {
+            rate_mbps: 20.0,
+            max_srtt_ms: 63.6,
+        };
+        assert!((l.buffer_bdp(40.0) - 0.59).abs() < 1e-9);
+        // A burst that never queued (a path faster than the sender) reads as no buffer.
+        assert_eq!(l.buffer_bdp(70.0), 0.0);
+        assert_eq!(sig2(0.5912), 0.59);
+        assert_eq!(sig2(1.349), 1.3);
     }
 
     #[test]
