@@ -10,7 +10,8 @@
 #   research/generalisation/calibrated_ops.sh [OUT_DIR]      (root; ~8 min to calibrate, ~8 min of OPS per condition)
 #   python3 research/ops-gate/live_summary.py "calibrated 200 ms=OUT_DIR/cal-ext-...-ops.jsonl" ...
 #
-# OPSEL, NAMES (space-separated condition names), BUFFERS, WINDOWS, OPS_SECONDS and STEADY override the defaults.
+# OPSEL, NAMES (space-separated condition names), BUFFERS, WINDOWS, OPS_SECONDS and STEADY override the
+# defaults; TAG is appended to the result names (e.g. TAG=-b0.25,1 for a run with BUFFERS=0.25,1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-research/results/generalisation}
@@ -24,9 +25,9 @@ python3 research/generalisation/external_conditions.py | while read -r name rest
   rate=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\1/' <<<"$name")
   rtt=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\2/' <<<"$name")
   buf=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\3/' <<<"$name")
-  out="$OUT/cal-$name-ops.jsonl"
+  out="$OUT/cal-$name${TAG:-}-ops.jsonl"
   if [[ -s "$out" ]]; then echo "$name: done ($out)"; continue; fi
-  model="$OUT/cal-$name-200ms.json"
+  model="$OUT/cal-$name${TAG:-}-200ms.json"
   echo "$name: calibrating at $rate Mbit/s, $rtt ms, buffers ${BUFFERS:-$buf} x BDP"
   /usr/bin/time -f "calibrate: %e s" "$OPSEL" calibrate --rtt-ms "$rtt" --rate-mbps "$rate" --buffers "${BUFFERS:-$buf}" \
     --sample-ms 200 --window-s 10 --windows "$WINDOWS" --jobs 2 --corpus data/calibrate --out "$model"
