@@ -138,7 +138,16 @@ def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probi
         "trained_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return knn.fit(X, y, k=k, radius=radius, normalization=norm, probing=probing, pattern=pattern,
-                   training=training), X, y
+                   training=training, sample_interval_ms=sample_interval_ms(grid)), X, y
+
+
+def sample_interval_ms(grid: dict) -> float:
+    """The one sample period of every condition's traces (1000 at 000's 1 Hz; 200 for
+    ``--mode passive-200ms``); traces at different periods cannot share a model."""
+    ms = {t.sample_interval_ms for g in grid.values() for t in g["traces"]}
+    if len(ms) != 1:
+        raise SystemExit(f"the traces are sampled at different periods {sorted(ms)} ms; train one mode at a time")
+    return ms.pop()
 
 
 def _pct(x: float) -> str:
@@ -157,7 +166,8 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
         f"A {k}-NN DTW background-mix classifier (Sakoe–Chiba radius {radius}, |a−b| cost, per-window "
         f"normalisation **{norm}**) for the six classes of 000 Table 6.1, trained on **every condition of the "
         f"netlab grid at once**, so that it holds on networks it was not recorded on. Feed windows of "
-        f"w = {w} one-second RTT samples in ms, each the mean of 10 echoes 1 ms apart (000 §3.2). Load it with "
+        f"w = {w} RTT samples in ms taken every {sample_interval_ms(grid):g} ms, each the mean of 10 echoes 1 ms "
+        f"apart (000 §3.2 samples once a second). Load it with "
         f"`opsel::model::load`, `opsel.load_model`, `opsel_model_load` (C) or `loadModel` (Node).",
         "",
         "## Training data",

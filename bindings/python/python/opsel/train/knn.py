@@ -129,11 +129,12 @@ def sweep(traces: list[Trace], *, ws=W_SWEEP, ks=(1,), radii=(10,), normalizatio
     return rows
 
 
-def fit(X, y, *, k=1, radius=10, normalization="none", probing="passive", pattern=None, training=None):
+def fit(X, y, *, k=1, radius=10, normalization="none", probing="passive", pattern=None, training=None,
+        sample_interval_ms=1000.0):
     """Fit a DTW K-NN model (``opsel.KnnDtw``) ready to ``save`` as an opsel model file."""
     clf = opsel.KnnDtw(n_neighbors=k, radius=radius, normalization=normalization)
     return clf.fit(np.ascontiguousarray(X, dtype=np.float64), np.asarray(y), probing=probing, pattern=pattern,
-                   training=training)
+                   training=training, sample_interval_ms=sample_interval_ms)
 
 
 def evaluate(clf, X, y, classes=SIX_CLASSES) -> dict:
