@@ -2,7 +2,7 @@
 //! thesis's Python classifier took about 1 s, 000 §5.5 / A16): from the last
 //! RTT sample of a probe window handed to the driver to the return of
 //! `setsockopt(TCP_CONGESTION)` on a real (loopback) TCP socket, with the
-//! shipped models (`models/passive`, `models/passive-netlab` one window and
+//! shipped models (`models/passive`, `models/passive-200ms`, `models/passive-netlab` one window and
 //! margin-gated as `make demo` runs it, `models/active-s5c5s5b5`,
 //! `models/active-s5c5s5b5-netlab`).
 //!
@@ -74,6 +74,15 @@ fn shipped() -> Vec<Shipped> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     [
         ("passive", "models/passive/model.json", Config::passive()),
+        // Five samples a second, 10-s windows (models/passive-200ms/MODEL_CARD.md).
+        (
+            "passive-200ms",
+            "models/passive-200ms/model.json",
+            Config {
+                sample_period_ns: 200_000_000,
+                ..Config::passive()
+            },
+        ),
         // No normalisation (the netlab-tuned passive model): the exact
         // prepared path for every window; gated, each window's per-class
         // distances come from the same preparation.

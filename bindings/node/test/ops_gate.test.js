@@ -39,7 +39,7 @@ function firstDecision (ctl, q) {
 
 test('the shipped gate ends the probe at a check with the full window decision', () => {
   const checks = JSON.parse(fs.readFileSync(GATE, 'utf8')).checks
-  const q = trace(7)
+  const q = trace(9)
   const [full, sFull] = firstDecision(new opsel.Controller(MODEL), q)
   assert.equal(full.samples, 40)
   assert.equal(sFull.gateExits, 0)
@@ -52,7 +52,7 @@ test('the shipped gate ends the probe at a check with the full window decision',
 })
 
 test('gateThreshold 1 never fires', () => {
-  const [ev, s] = firstDecision(new opsel.Controller(MODEL, { gate: GATE, gateThreshold: 1 }), trace(7))
+  const [ev, s] = firstDecision(new opsel.Controller(MODEL, { gate: GATE, gateThreshold: 1 }), trace(9))
   assert.equal(ev.samples, 40)
   assert.equal(s.gateExits, 0)
 })

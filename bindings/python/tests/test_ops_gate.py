@@ -42,7 +42,7 @@ def first_decision(ctl, q):
 def test_shipped_gate_ends_the_probe_at_a_check_with_the_full_window_decision():
     m = opsel.load_model(str(MODEL))
     checks = json.loads(GATE.read_text())["checks"]
-    q = trace(m, 7)
+    q = trace(m, 9)
     full, s_full = first_decision(opsel.Controller(str(MODEL)), q)
     assert full["samples"] == m.window and s_full["gate_exits"] == 0
 
@@ -56,7 +56,7 @@ def test_shipped_gate_ends_the_probe_at_a_check_with_the_full_window_decision():
 def test_gate_threshold_one_never_fires():
     m = opsel.load_model(str(MODEL))
     ctl = opsel.Controller(str(MODEL), {"gate": str(GATE), "gate_threshold": 1.0})
-    ev, s = first_decision(ctl, trace(m, 7))
+    ev, s = first_decision(ctl, trace(m, 9))
     assert ev["samples"] == m.window
     assert s["gate_exits"] == 0
 

@@ -12,7 +12,7 @@ import pytest
 
 import opsel
 from opsel import plot
-from opsel.train import classifier, knn
+from opsel.train import classifier, grid, knn
 from opsel.train import __main__ as cli
 from opsel_eval import __main__ as evaluation
 from opsel_eval import cycles, diagnose, plots
@@ -326,11 +326,46 @@ def test_grid_pools_conditions_and_scores_each_held_out(tmp_path, capsys):
     assert loco["x3"]["six_class"] == pytest.approx(1.0)
     card = (out / "MODEL_CARD.md").read_text()
     assert "leave-one-condition-out" in card and "`x2`" in card and "| **median** |" in card
+    # --max-refs: at most the first N windows per class of each condition are references; LOCO still
+    # tests every window of the held-out condition.
+    capped_out = tmp_path / "grid-cap"
+    cli.main(["grid", str(root), "--w", "10", "--radius", "5", "--min-windows", "1", "--max-refs", "2",
+              "--out", str(capped_out), "--json", str(tmp_path / "loco-cap.json")])
+    mc = opsel.load_model(str(capped_out / "model.json"))
+    per = [c["windows_per_class"] for c in mc.training["conditions"]]
+    assert all(v == 2 for wpc in per for v in wpc.values()) and len(mc) == 3 * 6 * 2
+    assert mc.training["max_refs_per_class_and_condition"] == 2
+    refs = np.asarray(mc.references)[:12]
+    first = np.concatenate([trace_windows(t, 10)[:2] for t in find_traces(str(root), "default", "passive")])
+    np.testing.assert_array_equal(refs, first)
+    cap_loco = json.loads((tmp_path / "loco-cap.json").read_text())["loco"]
+    assert {c: r["n"] for c, r in cap_loco.items()} == {c: r["n"] for c, r in loco.items()}
+    assert "--max-refs 2" in (capped_out / "MODEL_CARD.md").read_text()
     # Fewer than three complete conditions: a clear error, nothing written.
     shutil.rmtree(root / "x3")
     with pytest.raises(SystemExit, match="need at least 3"):
         cli.main(["grid", str(root), "--w", "10", "--min-windows", "1", "--out", str(tmp_path / "none")])
     assert not (tmp_path / "none").exists()
+
+
+def test_a_grid_of_200ms_traces_makes_a_200ms_model(tmp_path):
+    root = tmp_path / "collect"
+    src = os.path.join(FIX, "default", "passive")
+    _at_200ms(src, str(root / "default" / "passive-200ms"))
+    for f, name in ((2.0, "x2"), (3.0, "x3")):
+        _scaled_condition(src, str(tmp_path / f"{name}-1hz"), f, name)
+        _at_200ms(str(tmp_path / f"{name}-1hz"), str(root / name / "passive-200ms"))
+    out = tmp_path / "grid"
+    cli.main(["grid", str(root), "--mode", "passive-200ms", "--w", "10", "--radius", "5", "--min-windows", "1",
+              "--out", str(out)])
+    m = opsel.load_model(str(out / "model.json"))
+    assert (m.sample_interval_ms, m.window, m.radius) == (200.0, 10, 5)
+    assert "taken every 200 ms" in (out / "MODEL_CARD.md").read_text()
+    # Its references are the 200-ms series themselves (2-s windows), not the 1 Hz reading.
+    X, _ = dataset(find_traces_dir(str(root / "default" / "passive-200ms")), 10)
+    np.testing.assert_array_equal(np.asarray(m.references)[: len(X)], X)
+    with pytest.raises(opsel.InvalidInputError, match="every 200 ms"):
+        opsel.Controller(str(out / "model.json"))
 
 
 def test_default_passive_model_is_pooled_over_the_grid():
@@ -348,7 +383,11 @@ def test_default_passive_model_is_pooled_over_the_grid():
     # trained on are still its references, found at distance 0.
     collect = os.path.join(REPO, "data", "collect")
     for c in conds:
-        tr = find_traces(collect, c["condition"], "passive")
+        # A condition's 200-ms traces are references read at 1 Hz (opsel.train.grid.load_grid).
+        tr = find_traces(collect, c["condition"], "passive") + [
+            at_1hz(t) for m in grid.finer_passive(collect, c["condition"])
+            for t in find_traces(collect, c["condition"], m)]
+        assert tr, c["condition"]
         for t in tr:
             X = trace_windows(t, m.window)[: c["windows_per_class"][t.label]][:2]
             assert all(p.distance == 0.0 and p.label == t.label for p in m.classify_batch(X)), (c["condition"], t.label)

@@ -209,12 +209,14 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
         "",
         "## How the configuration was chosen",
         "",
-        f"Normalisation, w and radius were chosen by nested LOCO on the grid (for each held-out condition, "
-        f"the representation with the best median LOCO over the remaining conditions; "
-        f"`research/generalisation/loco.py --nested`); {norm} won in most folds. w = {w} was chosen over "
-        "w = 20 because passive probing keeps the transfer sending (000 Table 6.2), so a longer window costs "
-        "decision delay, not throughput, and it gains about 10 points of LOCO accuracy "
-        "(`docs/results/generalisation.md`).",
+        (f"Normalisation, w and radius were chosen by nested LOCO on the grid (for each held-out condition, "
+         f"the representation with the best median LOCO over the remaining conditions; "
+         f"`research/generalisation/loco.py --nested`); {norm} won in most folds. w = {w} was chosen over "
+         "w = 20 because passive probing keeps the transfer sending (000 Table 6.2), so a longer window costs "
+         "decision delay, not throughput, and it gains about 10 points of LOCO accuracy "
+         "(`docs/results/generalisation.md`)." if mode == "passive" else
+         f"The configuration (normalisation {norm}, w = {w}, radius {radius}, k = {k}) was given on the "
+         "command line below, not chosen on these conditions' LOCO scores."),
         "",
         "## Reproduce",
         "",
