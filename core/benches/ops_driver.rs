@@ -160,8 +160,13 @@ fn armed(model: Model, cfg: &Config, q: &[f64], sock: &TcpStream, base: u64) -> 
     .unwrap();
     d.start(sock, base, &mut |_| {}).unwrap();
     for (k, &rtt) in q[..q.len() - 1].iter().enumerate() {
-        d.feed_sample(sock, base + (k as u64 + 1) * S, rtt, &mut |_| {})
-            .unwrap();
+        d.feed_sample(
+            sock,
+            base + (k as u64 + 1) * cfg.sample_period_ns,
+            rtt,
+            &mut |_| {},
+        )
+        .unwrap();
     }
     d
 }
@@ -260,7 +265,7 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
                 if round % 2 == 0 { "bbr" } else { "cubic" },
             ));
             // The measured step: the driver's own latency of the switch.
-            let base = monotonic_ns() - w as u64 * S;
+            let base = monotonic_ns() - w as u64 * m.config.sample_period_ns;
             let mut d = armed(sub, &m.config, &q, sock, base);
             let mut lat = None;
             d.feed_sample(sock, monotonic_ns(), q[w - 1], &mut |e| {
@@ -472,13 +477,13 @@ fn main() {
             |b| {
                 b.iter_batched(
                     || {
-                        let base = monotonic_ns() - sub.window() as u64 * S;
+                        let base = monotonic_ns() - sub.window() as u64 * m.config.sample_period_ns;
                         (armed(sub.clone(), &m.config, &q, &sock, base), base)
                     },
                     |(mut d, base)| {
                         d.feed_sample(
                             &sock,
-                            base + sub.window() as u64 * S,
+                            base + sub.window() as u64 * m.config.sample_period_ns,
                             black_box(q[sub.window() - 1]),
                             &mut |e| {
                                 black_box(e);
