@@ -38,14 +38,19 @@ pub struct Setup {
     pub classes: Vec<String>,
     /// The model's window length w, in samples.
     pub window: usize,
-    /// Time between two RTT samples, ms (the model's; 1000 in records
-    /// written before the field existed).
-    #[serde(default = "one_second_ms")]
+    /// Time between two RTT samples, ms (the model's). Written only when
+    /// it is not 1000, so a 1 Hz record reads and rewrites as before the
+    /// field existed.
+    #[serde(default = "one_second_ms", skip_serializing_if = "is_one_second")]
     pub sample_interval_ms: f64,
 }
 
 fn one_second_ms() -> f64 {
     1000.0
+}
+
+fn is_one_second(ms: &f64) -> bool {
+    *ms == 1000.0
 }
 
 /// One run: one background against one foreground strategy.
@@ -221,9 +226,11 @@ mod tests {
             "pattern": "passive", "steady_s": 60.0, "model": "passive", "classes": ["B0-C0"], "window": 40});
         let s: Setup = serde_json::from_value(setup.clone()).unwrap();
         assert_eq!(s.sample_interval_ms, 1000.0);
+        assert_eq!(serde_json::to_value(&s).unwrap(), setup);
         setup["sample_interval_ms"] = json!(200.0);
-        let s: Setup = serde_json::from_value(setup).unwrap();
+        let s: Setup = serde_json::from_value(setup.clone()).unwrap();
         assert_eq!(s.sample_interval_ms, 200.0);
+        assert_eq!(serde_json::to_value(&s).unwrap(), setup);
     }
 
     #[test]
