@@ -162,18 +162,51 @@ fn target(base: &KnnModelFile, sample_ms: Option<u32>, window_s: Option<u32>) ->
     })
 }
 
-/// `condition` must fit the sample period (Mode::check_fits); if it does
-/// not, name the shortest period that does.
+/// Whether OPS can use a model sampled every `period_ms` on a path whose
+/// largest RTT (base RTT plus a full buffer) is `worst_ms`: the OPS driver
+/// waits half a sample period for a burst's echoes
+/// (core/src/sys/linux/ops_driver/run_loop.rs), and the last of the 10 echoes
+/// leaves 9 ms after the first, so 45 % of the period with a little margin.
+/// At 1 s the driver's own 400 ms timeout is the limit.
+fn ops_can_sample(period_ms: u32, worst_ms: f64) -> bool {
+    worst_ms
+        <= if period_ms >= 1000 {
+            390.0
+        } else {
+            0.45 * f64::from(period_ms)
+        }
+}
+
+/// `condition` must fit the sample period, for the recorder (Mode::check_fits)
+/// and for OPS using the model afterwards; if it does not, name the shortest
+/// period that does.
 fn check_fits(mode: &Mode, c: &Condition) -> Result<()> {
-    mode.check_fits(c).map_err(|e| {
-        let hint = [200u32, 250, 500]
-            .into_iter()
-            .find(|&p| Mode::PassiveEvery { period_ms: p }.check_fits(c).is_ok())
-            .map_or("--sample-ms 1000".to_string(), |p| {
-                format!("--sample-ms {p} (or 1000)")
-            });
-        Error::invalid(format!("{e}\n(for opsel calibrate: {hint})"))
-    })
+    let worst = c.rtt_ms * (1.0 + c.buffer_bdp);
+    let fits = |m: &Mode| {
+        let ms = (m.sample_ns() / 1_000_000) as u32;
+        m.check_fits(c).is_ok() && (ms >= 1000 || ops_can_sample(ms, worst))
+    };
+    if fits(mode) {
+        return Ok(());
+    }
+    let ms = (mode.sample_ns() / 1_000_000) as u32;
+    let why = match mode.check_fits(c) {
+        Err(e) => e.to_string(),
+        Ok(()) => format!(
+            "condition {}: its largest RTT ({worst:.0} ms) is more than OPS waits for a burst's echoes \
+             when it samples every {ms} ms (half the period)",
+            c.name
+        ),
+    };
+    let hint = [200u32, 250, 500]
+        .into_iter()
+        .find(|&p| fits(&Mode::PassiveEvery { period_ms: p }))
+        .map_or("--sample-ms 1000".to_string(), |p| {
+            format!("--sample-ms {p} (or 1000)")
+        });
+    Err(Error::invalid(format!(
+        "{why}\n(for opsel calibrate: {hint})"
+    )))
 }
 
 pub fn main(a: CalibrateArgs) -> Result<()> {
@@ -712,18 +745,32 @@ mod tests {
 
     #[test]
     fn a_condition_too_slow_for_the_period_names_one_that_fits() {
-        let c = Condition {
-            name: "r20-d150-b1".into(),
+        let c = |rtt_ms: f64, buffer_bdp: f64| Condition {
+            name: format!("r20-d{rtt_ms}-b{buffer_bdp}"),
             rate_mbps: 20.0,
-            rtt_ms: 150.0,
-            buffer_bdp: 1.0,
+            rtt_ms,
+            buffer_bdp,
             mtu: 1500,
         };
-        let e = check_fits(&Mode::PassiveEvery { period_ms: 200 }, &c)
+        let at = |ms| Mode::PassiveEvery { period_ms: ms };
+        // 300 ms at most: too long for the recorder at 200 ms, for OPS below 1 s.
+        let e = check_fits(&at(200), &c(150.0, 1.0))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--sample-ms 500"), "{e}");
-        assert!(check_fits(&Mode::Passive, &c).is_ok());
+        assert!(
+            e.contains("does not fit") && e.contains("--sample-ms 1000"),
+            "{e}"
+        );
+        assert!(check_fits(&Mode::Passive, &c(150.0, 1.0)).is_ok());
+        // 120 ms: the recorder keeps 200-ms samples, but OPS waits only 100 ms.
+        let e = check_fits(&at(200), &c(60.0, 1.0)).unwrap_err().to_string();
+        assert!(
+            e.contains("half the period") && e.contains("--sample-ms 500"),
+            "{e}"
+        );
+        // The external conditions the 200-ms models were run at fit (84 ms at most).
+        assert!(check_fits(&at(200), &c(67.0, 0.26)).is_ok());
+        assert!(check_fits(&at(200), &c(42.0, 1.0)).is_ok());
     }
 
     /// One bulk CUBIC burst per buffer on a 20 Mbit/s, 40 ms netlab dumbbell
