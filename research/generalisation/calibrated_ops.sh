@@ -20,11 +20,8 @@ WINDOWS=${WINDOWS:-12}
 OPS_SECONDS=${OPS_SECONDS:-200}     # 10-s probes and Y = 5 s: about 12 decisions per background
 STEADY=${STEADY:-5}
 mkdir -p "$OUT"
-python3 research/generalisation/external_conditions.py | while read -r name rest; do
+python3 research/generalisation/external_conditions.py --fields | while read -r name rate rtt buf; do
   if [[ -n "${NAMES:-}" && " $NAMES " != *" $name "* ]]; then continue; fi
-  rate=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\1/' <<<"$name")
-  rtt=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\2/' <<<"$name")
-  buf=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\3/' <<<"$name")
   out="$OUT/cal-$name${TAG:-}-ops.jsonl"
   if [[ -s "$out" ]]; then echo "$name: done ($out)"; continue; fi
   model="$OUT/cal-$name${TAG:-}-200ms.json"

@@ -34,5 +34,11 @@ def draw(n: int = 3, seed: int = SEED):
 
 
 if __name__ == "__main__":
+    import sys
+
+    # --fields: "name rate_mbps rtt_ms buffer_bdp" per line, for the shell runners.
+    fields = "--fields" in sys.argv[1:]
     for r, d, b in draw():
-        print(f"ext-r{r:g}-d{d:g}-b{b:g}  rate {r:g} Mbit/s, RTT {d:g} ms, buffer {b:g} x BDP")
+        name = f"ext-r{r:g}-d{d:g}-b{b:g}"
+        print(f"{name} {r:g} {d:g} {b:g}" if fields else
+              f"{name}  rate {r:g} Mbit/s, RTT {d:g} ms, buffer {b:g} x BDP")

@@ -17,10 +17,7 @@ FIXED_SECONDS=${FIXED_SECONDS:-160}
 MEASURE_FROM=${MEASURE_FROM:-60}
 STEADY=${STEADY:-60}
 mkdir -p "$OUT"
-python3 research/generalisation/external_conditions.py | while read -r name rest; do
-  rate=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\1/' <<<"$name")
-  rtt=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\2/' <<<"$name")
-  buf=$(sed -E 's/^ext-r([0-9.]+)-d([0-9.]+)-b([0-9.]+)$/\3/' <<<"$name")
+python3 research/generalisation/external_conditions.py --fields | while read -r name rate rtt buf; do
   common=(--pattern passive --model "$MODEL" --rate-mbps "$rate" --rtt-ms "$rtt" --buffer-bdp "$buf"
           --bg cubic,bbr --measure-from "$MEASURE_FROM" --steady "$STEADY")
   for part in fixed ops; do
