@@ -32,6 +32,37 @@ fn windows(rows: &[Row], w: usize) -> Vec<Vec<f64>> {
     out
 }
 
+/// Every `step`-th sample of a trace, renumbered: the series a prober sampling
+/// `step` times less often records on the same traffic (opsel.train.data.at_interval).
+fn every(rows: Vec<Row>, step: u64) -> Vec<Row> {
+    rows.into_iter()
+        .filter(|r| r.k % step == 0)
+        .map(|r| Row { k: r.k / step, ..r })
+        .collect()
+}
+
+/// A condition's `passive-<ms>ms` folders that read at `model_ms` (their step), sorted by name.
+fn finer_passive(cond: &Path, model_ms: f64) -> Vec<(PathBuf, u64)> {
+    let mut out: Vec<(PathBuf, u64)> = std::fs::read_dir(cond)
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| {
+            let ms: f64 = p
+                .file_name()?
+                .to_str()?
+                .strip_prefix("passive-")?
+                .strip_suffix("ms")?
+                .parse()
+                .ok()?;
+            let step = model_ms / ms;
+            (step >= 1.0 && step.fract() == 0.0).then_some((p, step as u64))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 fn check(name: &str, mode: &str, window: usize) {
     let dir = repo().join("models").join(name);
     let file = opsel::model::load(dir.join("model.json"))
@@ -46,16 +77,20 @@ fn check(name: &str, mode: &str, window: usize) {
     assert_eq!(classes, six, "{name}: classes");
     assert_eq!(
         file.meta.probing.mode,
-        if mode == "passive" {
+        if mode.starts_with("passive") {
             opsel::model::ProbingMode::Passive
         } else {
             opsel::model::ProbingMode::Active
         }
     );
     // Where the model's references came from: one condition's traces, or, for a model pooled
-    // over the condition grid, the first `windows_per_class` windows of every condition's trace in
+    // over the condition grid, the first `windows_per_class` windows of every condition's traces in
     // the corpus (`data/collect`; the recorder only appends runs, so a grown corpus keeps them first).
-    let sources: Vec<(PathBuf, Option<&serde_json::Value>)> = match file.meta.training["condition"]
+    // A passive grid condition's traces are its `passive` folder, then its `passive-<ms>ms` folders
+    // read at the model's period (opsel.train.grid.load_grid), each a (folder, step) source.
+    let model_ms = file.meta.probing.sample_interval_ms;
+    let sources: Vec<(Vec<(PathBuf, u64)>, Option<&serde_json::Value>)> = match file.meta.training
+        ["condition"]
         .as_str()
         .unwrap_or("default")
     {
@@ -64,20 +99,27 @@ fn check(name: &str, mode: &str, window: usize) {
             .expect("a grid model lists its conditions")
             .iter()
             .map(|c| {
-                let cond = c["condition"].as_str().expect("condition name");
-                (
-                    repo().join("data/collect").join(cond).join(mode),
-                    Some(&c["windows_per_class"]),
-                )
+                let cond = repo()
+                    .join("data/collect")
+                    .join(c["condition"].as_str().expect("condition name"));
+                let mut folders = vec![(cond.join(mode), 1)];
+                if mode == "passive" {
+                    folders.extend(finer_passive(&cond, model_ms));
+                }
+                folders.retain(|(f, _)| f.is_dir());
+                (folders, Some(&c["windows_per_class"]))
             })
             .collect(),
         // A model that shares another model's recordings names them in its training
         // metadata (`"traces": "models/<other>/traces/<condition>"`).
         condition => vec![(
-            match file.meta.training["traces"].as_str() {
-                Some(rel) => repo().join(rel),
-                None => dir.join("traces").join(condition),
-            },
+            vec![(
+                match file.meta.training["traces"].as_str() {
+                    Some(rel) => repo().join(rel),
+                    None => dir.join("traces").join(condition),
+                },
+                1,
+            )],
             None,
         )],
     };
@@ -87,36 +129,37 @@ fn check(name: &str, mode: &str, window: usize) {
     for class in SIX_CLASSES {
         let ci = m.classes().iter().position(|c| c == class).unwrap();
         let mut class_windows = 0;
-        for (tdir, counts) in &sources {
-            let p = tdir.join(format!("{class}.csv"));
-            let text =
-                std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            let rows = parse_trace(&text).unwrap();
-            let mut wins = windows(&rows, w);
+        for (folders, counts) in &sources {
+            let mut wins = Vec::new();
+            for (tdir, step) in folders {
+                let p = tdir.join(format!("{class}.csv"));
+                // A grid folder may lack a class (a partial recording): the
+                // trainer skips the file, so does this.
+                if counts.is_some() && !p.exists() {
+                    continue;
+                }
+                let text =
+                    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                wins.extend(windows(&every(parse_trace(&text).unwrap(), *step), w));
+            }
+            let p = folders
+                .first()
+                .map(|(f, _)| f.display().to_string())
+                .unwrap_or_default();
             if let Some(counts) = counts {
                 let n = counts[class].as_u64().expect("windows per class") as usize;
                 assert!(
                     wins.len() >= n,
-                    "{}: {} windows, the model used {n}",
-                    p.display(),
+                    "{p}/{class}: {} windows, the model used {n}",
                     wins.len()
                 );
                 wins.truncate(n);
             }
-            assert!(
-                !wins.is_empty(),
-                "{name}/{class}: no windows in {}",
-                p.display()
-            );
+            assert!(!wins.is_empty(), "{name}/{class}: no windows in {p}");
             for (i, win) in wins.iter().enumerate() {
                 let pred = m.classify(win, &mut ws).unwrap();
                 // Every window is a reference: its nearest neighbour is itself, at distance 0.
-                assert_eq!(
-                    pred.distance,
-                    0.0,
-                    "{name}/{class} window {i} of {}",
-                    p.display()
-                );
+                assert_eq!(pred.distance, 0.0, "{name}/{class} window {i} of {p}");
                 assert_eq!(
                     m.labels()[pred.neighbor] as usize,
                     ci,
@@ -160,6 +203,12 @@ fn check(name: &str, mode: &str, window: usize) {
 fn passive_model_classifies_its_own_traces() {
     // The default passive model: pooled over the condition grid, w = 40.
     check("passive", "passive", 40);
+}
+
+#[test]
+fn five_samples_a_second_model_classifies_its_own_traces() {
+    // Pooled over every condition recorded every 200 ms, 10-s windows.
+    check("passive-200ms", "passive-200ms", 50);
 }
 
 #[test]
