@@ -703,8 +703,10 @@ fn active_pattern_over_three_streams_is_silent_on_all_of_them() {
     let src = d.0.join("src.bin");
     let dst = d.0.join("dst.bin");
     // Lead-in (5 s) and the 20 s probe send for 15 s: ~37 MB at 20 Mbit/s;
-    // the rest goes in the steady phase.
-    write_file(&src, 45_000_017, 21);
+    // the rest goes in the steady phase. Twice that, so the transfer outlasts
+    // the probe's last segment even when the pipe drains faster than its rate
+    // (a run with 45 MB ended before the probe's B segment).
+    write_file(&src, 75_000_017, 21);
     let model = d.0.join("model.json");
     write_model(&model, 20, "S5-C5-S5-B5");
     let addr = format!("{}:5308", receiver_ip(0));
