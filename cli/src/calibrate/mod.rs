@@ -276,22 +276,22 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-/// Two significant digits (a measured buffer: 0.59, 1.3).
-fn sig2(v: f64) -> f64 {
+/// `v` rounded to `digits` significant digits: names and conditions stay
+/// readable (three), a measured buffer is 0.59 or 1.3 (two).
+fn sig(v: f64, digits: i32) -> f64 {
     if v <= 0.0 || !v.is_finite() {
         return v;
     }
-    let mag = 10f64.powi(1 - v.log10().floor() as i32);
+    let mag = 10f64.powi(digits - 1 - v.log10().floor() as i32);
     (v * mag).round() / mag
 }
 
-/// Three significant digits: names and conditions stay readable.
+fn sig2(v: f64) -> f64 {
+    sig(v, 2)
+}
+
 fn sig3(v: f64) -> f64 {
-    if v <= 0.0 || !v.is_finite() {
-        return v;
-    }
-    let mag = 10f64.powi(2 - v.log10().floor() as i32);
-    (v * mag).round() / mag
+    sig(v, 3)
 }
 
 /// Runs the traces with `a.jobs` labs at a time, one overall progress bar.
