@@ -17,7 +17,7 @@ Variants (``search``; names ``TARGET:GATE:INPUTS[:KEY]``):
 - ``GATE`` ``clf`` (004's classifier of err < 5 %, thresholds 0.2-0.9), ``err`` / ``err10``
   / ``err8`` (regressor of log(err % + 0.5), 12 / 10 / 8 trees, budgets E 3-10 %),
   ``gT-D-L-F`` (an error gate of T trees, depth D, min L per leaf, max_features F: the
-  Bayesian optimisation's points), ``poolTdD`` (own idea 1: **one pooled error gate** for
+  Bayesian optimisation's points; ``pT-D-L-F`` the same as one pooled gate), ``poolTdD`` (own idea 1: **one pooled error gate** for
   every gate length, T trees of depth D, fitted on the rows of all ten gate lengths with n
   as an input and fixed-width inputs: the four prefix statistics, the last 10 ratio samples
   left-padded with 0, and the CV of the last 10 samples; ten times the rows per forest and
@@ -33,12 +33,13 @@ Error gates are also scored with per-family budgets (``--family-caps``; ``histor
 ones the held-out run uses).
 
 **Bayesian optimisation** (``bo``; scikit-optimize 0.10.2 ``gp_minimize``, a Gaussian
-process with the default acquisition, 30 calls of which 10 random, seed 0): over the error
-gate of the log target its trees (4-12), depth (4-14), min samples per leaf (1-30),
-max_features (0.2-1.0) and its inputs (``none``, ``abs``, ``hist``, ``abs+hist``); the
+process with the default acquisition, 40 calls of which 12 random, seed 0): over the error
+gate of the log target its layout (one forest per gate length, or one pooled forest), trees
+(4-12), depth (4-14), min samples per leaf (1-30), max_features (0.2-1.0) and its inputs
+(``none``, ``abs``, ``hist``, ``abs+hist``); the
 objective is minus the cross-fitted per-family-budget saving at cap 10 %, plus a penalty
 when no budget meets the cap or the estimated file exceeds 2 MB. The best point becomes a
-``gT-D-L-F`` variant and is scored like the others; the objective is itself a validation
+``gT-D-L-F`` or ``pT-D-L-F`` variant and is scored like the others; the objective is itself a validation
 score, so the BO rows are as optimistic as the grid's.
 
 **Candidates**: every (variant, threshold) row of the ``search`` outputs: the grid above,
@@ -160,10 +161,10 @@ def parse_gate(gate):
     if g.startswith("pool"):
         t, d = g[4:].split("d")
         return "err", dict(lv.PARAMS, n_estimators=int(t), max_depth=int(d)), stab, True
-    if g.startswith("g"):
+    if g[0] in "gp":
         t, d, leaf, f = g[1:].split("-")
         return "err", {"n_estimators": int(t), "max_depth": int(d), "min_samples_leaf": int(leaf),
-                       "max_features": float(f)}, stab, False
+                       "max_features": float(f)}, stab, g[0] == "p"
     raise ValueError(gate)
 
 
@@ -310,13 +311,13 @@ def bo(a):
     from skopt.space import Categorical, Integer, Real
 
     S, env = val_setup(a)
-    space = [Integer(4, 12, name="trees"), Integer(4, 14, name="depth"), Integer(1, 30, name="leaf"),
+    space = [Categorical(["g", "p"], name="layout"), Integer(4, 12, name="trees"), Integer(4, 14, name="depth"), Integer(1, 30, name="leaf"),
              Real(0.2, 1.0, name="max_features"), Categorical(list(BO_INPUTS), name="inputs")]
     trace = []
 
     def objective(x):
-        t, d, leaf, f, inputs = x
-        v = f"log:g{t}-{d}-{leaf}-{f:.2f}:{inputs}"
+        lay, t, d, leaf, f, inputs = x
+        v = f"log:{lay}{t}-{d}-{leaf}-{f:.2f}:{inputs}"
         rows = score_variant(S, v, env, [10.0], quiet=True)
         r = [r for r in rows if r["thr"] == "per-family, cap 10"][0]
         feasible = r["saving"] is not None and max(r["mape"], *(r[f_] for f_ in FAMS)) <= 10.0
@@ -330,8 +331,8 @@ def bo(a):
         return float(val)
 
     res = gp_minimize(objective, space, n_calls=a.calls, n_initial_points=a.initial, random_state=0)
-    t, d, leaf, f, inputs = res.x
-    best = f"log:g{t}-{d}-{leaf}-{f:.2f}:{inputs}"
+    lay, t, d, leaf, f, inputs = res.x
+    best = f"log:{lay}{t}-{d}-{leaf}-{f:.2f}:{inputs}"
     print(f"bo best: {best} objective {res.fun:.4f}", flush=True)
     rows = score_variant(S, best, env, [9.0, 10.0])
     for r in rows:
@@ -377,8 +378,8 @@ def main():
             q.add_argument("--variants", default=",".join(VARIANTS))
             q.add_argument("--family-caps", default="9,10")
         else:
-            q.add_argument("--calls", type=int, default=30)
-            q.add_argument("--initial", type=int, default=10)
+            q.add_argument("--calls", type=int, default=40)
+            q.add_argument("--initial", type=int, default=12)
     h = sub.add_parser("heldout")
     h.add_argument("--cache", required=True)
     h.add_argument("--corpus", required=True)
