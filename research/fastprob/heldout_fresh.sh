@@ -15,7 +15,7 @@ W=$4
 D=$(dirname "$0")
 mkdir -p "$W"
 $PY "$D/slice_corpus.py" "$FOLDER" --upto 3600 -o "$W/corpus3600.jsonl"
-$PY "$D/fixed_curve.py" --corpus "$W/corpus3600.jsonl" --split 3000,3600 --slice test --trees 20 \
+$PY "$D/fixed_curve.py" --corpus "$W/corpus3600.jsonl" --split 2400,3000 --slice test --trees 20 \
     --lengths 10,15,20,25,30,35,40,45,50,55,60 > "$W/curve-fresh.jsonl"
 $PY "$D/scale.py" cache --corpus "$W/corpus3600.jsonl" --split 3000,3600 --out "$W/scale-fresh.npz"
 # The pick (decides) and, for reference, the runner-up on validation with the same budgets.

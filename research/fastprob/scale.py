@@ -58,8 +58,9 @@ fixed-n RF of equal validation error is >= 40 % (envelope of ``fixed_curve.py --
 **The rule for shipping**: the top pair is refitted on transfers 1-3000 (all transfers
 recorded before the fresh slice, as a deployed model would be trained; its per-family
 budgets are the ones chosen on validation) and scored once on 3001-3600 by this harness,
-beside the fixed-n RF curve on the same transfers (``fixed_curve.py --split 3000,3600
---slice test --trees 20``: fitted on 1-3000) and the shipped configuration
+beside the fixed-n RF curve on the same transfers (``fixed_curve.py --split 2400,3000
+--slice test --trees 20``: ``--slice test`` fits on 1..3000, the split's second number, and
+scores the transfers after it) and the shipped configuration
 (``ratio:clf:none`` at 0.5) refitted the same way. It would replace the shipped model only
 if it meets more of the goals there (MAPE <= 10 % overall, <= 10 % on every family, saving
 >= 40 %) than the shipped configuration meets on the same slice, with a file <= 2 MB, and
