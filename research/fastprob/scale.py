@@ -17,8 +17,8 @@ Variants (``search``; names ``TARGET:GATE:INPUTS[:KEY]``):
 - ``GATE`` ``clf`` (004's classifier of err < 5 %, thresholds 0.2-0.9), ``err`` / ``err10``
   / ``err8`` (regressor of log(err % + 0.5), 12 / 10 / 8 trees, budgets E 3-10 %),
   ``gT-D-L-F`` (an error gate of T trees, depth D, min L per leaf, max_features F: the
-  Bayesian optimisation's points; ``pT-D-L-F`` the same as one pooled gate), ``poolTdD`` (own idea 1: **one pooled error gate** for
-  every gate length, T trees of depth D, fitted on the rows of all ten gate lengths with n
+  Bayesian optimisation's points; ``pT-D-L-F`` the same as one pooled gate), ``poolTdD``
+  (own idea 1: **one pooled error gate** for every gate length, T trees of depth D, fitted on the rows of all ten gate lengths with n
   as an input and fixed-width inputs: the four prefix statistics, the last 10 ratio samples
   left-padded with 0, and the CV of the last 10 samples; ten times the rows per forest and
   one forest instead of ten); each with ``+stab`` optional (``levers.py``);
@@ -312,7 +312,8 @@ def bo(a):
     from skopt.space import Categorical, Integer, Real
 
     S, env = val_setup(a)
-    space = [Categorical(["g", "p"], name="layout"), Integer(4, 12, name="trees"), Integer(4, 14, name="depth"), Integer(1, 30, name="leaf"),
+    space = [Categorical(["g", "p"], name="layout"), Integer(4, 12, name="trees"), Integer(4, 14, name="depth"),
+             Integer(1, 30, name="leaf"),
              Real(0.2, 1.0, name="max_features"), Categorical(list(BO_INPUTS), name="inputs")]
     trace = []
 
