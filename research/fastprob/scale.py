@@ -19,9 +19,10 @@ Variants (``search``; names ``TARGET:GATE:INPUTS[:KEY]``):
   ``gT-D-L-F`` (an error gate of T trees, depth D, min L per leaf, max_features F: the
   Bayesian optimisation's points; ``pT-D-L-F`` the same as one pooled gate), ``poolTdD``
   (own idea 1: **one pooled error gate** for every gate length, T trees of depth D, fitted
-  on the rows of all ten gate lengths with n as an input and fixed-width inputs: the four prefix statistics, the last 10 ratio samples
-  left-padded with 0, and the CV of the last 10 samples; ten times the rows per forest and
-  one forest instead of ten); each with ``+stab`` optional (``levers.py``);
+  on the rows of all ten gate lengths with n as an input and fixed-width inputs: the four
+  prefix statistics, the last 10 ratio samples left-padded with 0, and the CV of the last 10
+  samples; ten times the rows per forest and one forest instead of ten); each with ``+stab``
+  optional (``levers.py``);
 - ``INPUTS`` ``none`` or a ``+``-joined subset of ``abs`` (the absolute-scale input above,
   appended to the gate's inputs), ``hist`` (``history.py``'s six path-history inputs),
   ``fam`` (own idea 2: the **family as a one-hot input** of the gate, which per-family
