@@ -321,6 +321,9 @@ pub fn run(
         _ => None,
     };
     let mut classes = Vec::new();
+    // With --model auto: the passive model OPS ran and why (the report's
+    // `ops.auto_model`).
+    let auto_choice = Arc::new(std::sync::Mutex::new(None));
     let inner: Box<dyn Drive + '_> = match &opts.strategy {
         Strategy::Fixed(c) => match &opts.probe {
             None => Box::new(FixedCca(*c)),
@@ -360,8 +363,13 @@ pub fn run(
                 None => o.clone(),
             };
             let label = prior.as_ref().map(|p| p.decision.label.as_str());
-            let d = OpsDrive::new(o, label)?;
+            let mut d = OpsDrive::new(o, label)?;
             classes = d.classes().to_vec();
+            let sink = auto_choice.clone();
+            d.on_auto_choice(Box::new(move |c| {
+                eprintln!("OPS model auto: {}", c.reason);
+                *sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.clone());
+            }));
             Box::new(d)
         }
         Strategy::Dps(d) => {
@@ -417,7 +425,11 @@ pub fn run(
     };
     let r = xfer::send_on(ctl_sock, &xopts, &mut drive, stop, &mut cb);
     drop(drive);
-    let r = r?;
+    let mut r = r?;
+    if let Some(c) = auto_choice.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        let ops = r.ops.get_or_insert_with(Default::default);
+        ops.auto_model = Some(c);
+    }
     let probe_report = probe_out.borrow_mut().take();
     // What OPS decided toward this prefix, for the next transfer there.
     if let (Some(c), Some(path), Some(d)) = (cache.as_mut(), &opts.decision_cache, decided) {
@@ -436,7 +448,8 @@ pub fn run(
             "next_offset": r.offset + r.driver.bytes_sent, "confirmed": true,
             "complete": r.complete, "hash": r.hash, "digest": r.digest,
             "file_identical": r.file_identical, "file_size": r.file_size,
-            "end": r.driver.end, "stats": r.driver.stats, "fastprob": probe_report});
+            "end": r.driver.end, "stats": r.driver.stats, "fastprob": probe_report,
+            "auto_model": r.ops.as_ref().and_then(|o| o.auto_model.as_ref())});
         let _ = writeln!(w, "{v}");
         let _ = w.flush();
     }

@@ -6,13 +6,15 @@
 //! prober itself ([`AutoWatch`]):
 //!
 //! * the first burst goes out as the transfer starts, before the transfer's
-//!   own queue builds, so its mean is the base RTT. If it is unanswered or
-//!   above half the limit (no room left for a 1 × BDP queue), the 1 Hz model
-//!   takes over at once;
-//! * during the first two 5-Hz windows (the queue the transfer and the
-//!   background build shows up there), the first burst with an unanswered
-//!   echo or a mean above the limit switches to the 1 Hz model for the rest
-//!   of the transfer (a lost echo is a sample the 5-Hz model cannot read).
+//!   own queue builds: it measures the base RTT;
+//! * the queue the transfer and the background build shows up within the
+//!   first seconds. So every burst of the first two 5-Hz windows (20 s),
+//!   the first included, must be fully answered with a mean RTT at most the
+//!   limit; the first that is not switches to the 1 Hz model for the rest of
+//!   the transfer (a lost echo is a sample the 5-Hz model cannot read). A
+//!   path too long for 5 Hz (a base RTT over the limit) thus falls back at
+//!   its first burst, 0.1–0.2 s in; one whose queue pushes the RTT over the
+//!   limit falls back when it does.
 //!
 //! The limit is 90 % of the 5-Hz driver's echo timeout ([`echo_timeout_ns`]:
 //! 100 ms at a 200-ms period, so 90 ms), the same 10 % margin as the
@@ -103,37 +105,28 @@ impl AutoWatch {
     pub fn observe(&mut self, since_ns: u64, rtt_ms: Option<f64>, answered: u16) -> Option<String> {
         let first = self.samples == 0;
         self.samples += 1;
-        let lim = self.limit_ms;
         if first {
             self.base_rtt_ms = rtt_ms;
-            return match rtt_ms {
-                None => Some(format!(
-                    "no echo of the first burst came back within the 5-Hz timeout ({:.0} ms)",
-                    lim / 0.9
-                )),
-                Some(r) if r > lim / 2.0 => Some(format!(
-                    "base RTT {r:.1} ms is above {:.0} ms, half the 5-Hz limit ({lim:.0} ms): no room for a 1 x BDP queue",
-                    lim / 2.0
-                )),
-                _ => None,
-            };
-        }
-        if since_ns > self.watch_ns {
+        } else if since_ns > self.watch_ns {
             return None;
         }
+        let lim = self.limit_ms;
+        let what = if first {
+            "the first burst (the base RTT)".to_string()
+        } else {
+            format!("a burst after {:.1} s", since_ns as f64 / 1e9)
+        };
         if answered < self.echoes {
             return Some(format!(
-                "{} of {} echoes unanswered within the 5-Hz timeout ({:.0} ms) after {:.1} s",
+                "{} of {} echoes of {what} unanswered within the 5-Hz timeout ({:.0} ms)",
                 self.echoes - answered,
                 self.echoes,
                 lim / 0.9,
-                since_ns as f64 / 1e9
             ));
         }
         match rtt_ms {
             Some(r) if r > lim => Some(format!(
-                "RTT {r:.1} ms above the 5-Hz limit ({lim:.0} ms) after {:.1} s",
-                since_ns as f64 / 1e9
+                "RTT {r:.1} ms of {what} is above the 5-Hz limit ({lim:.0} ms)"
             )),
             _ => None,
         }
@@ -246,10 +239,10 @@ fn kept(w: &AutoWatch) -> AutoChoice {
     AutoChoice {
         model: AutoModel::Fast,
         reason: format!(
-            "5-Hz model: base RTT {} and every echo of the first {} windows answered within {:.0} ms",
+            "5-Hz model: base RTT {}; every burst of the first {:.0} s (or until the end) fully answered with a mean RTT at most {:.0} ms",
             w.base_rtt_ms
                 .map_or("-".to_string(), |r| format!("{r:.1} ms")),
-            AUTO_WATCH_WINDOWS,
+            w.watch_ns as f64 / 1e9,
             w.limit_ms
         ),
         switched_after_ns: None,
@@ -303,14 +296,20 @@ mod tests {
         // 150 ms base: every echo is late at 5 Hz.
         let mut w = watch();
         let why = w.observe(109_000_000, None, 0).unwrap();
-        assert!(why.contains("no echo of the first burst"), "{why}");
-        // 50 ms base: answered, but a 1 x BDP queue would reach 100 ms.
+        assert!(
+            why.contains("10 of 10 echoes of the first burst (the base RTT) unanswered"),
+            "{why}"
+        );
+        // 95 ms base: answered, but above 90 ms.
         let mut w = watch();
-        let why = w.observe(60_000_000, Some(50.0), 10).unwrap();
-        assert!(why.contains("base RTT 50.0 ms is above 45 ms"), "{why}");
-        assert_eq!(w.base_rtt_ms, Some(50.0));
-        // 44 ms is kept.
-        assert_eq!(watch().observe(53_000_000, Some(44.0), 10), None);
+        let why = w.observe(105_000_000, Some(95.0), 10).unwrap();
+        assert!(why.contains("RTT 95.0 ms of the first burst"), "{why}");
+        assert_eq!(w.base_rtt_ms, Some(95.0));
+        // 67 ms with a small buffer (an external condition the 5-Hz model
+        // decided right live) is kept.
+        let mut w = watch();
+        assert_eq!(w.observe(76_000_000, Some(67.0), 10), None);
+        assert_eq!(w.observe(P5, Some(84.0), 10), None);
     }
 
     #[test]
@@ -319,12 +318,15 @@ mod tests {
         assert_eq!(w.observe(0, Some(30.0), 10), None);
         assert_eq!(w.observe(P5, Some(60.0), 10), None);
         let why = w.observe(2 * P5, Some(80.0), 9).unwrap();
-        assert!(why.contains("1 of 10 echoes unanswered"), "{why}");
+        assert!(
+            why.contains("1 of 10 echoes of a burst after 0.4 s unanswered"),
+            "{why}"
+        );
         let mut w = watch();
         assert_eq!(w.observe(0, Some(30.0), 10), None);
         let why = w.observe(19 * S, Some(95.0), 10).unwrap();
         assert!(
-            why.contains("RTT 95.0 ms above the 5-Hz limit (90 ms) after 19.0 s"),
+            why.contains("RTT 95.0 ms of a burst after 19.0 s is above the 5-Hz limit (90 ms)"),
             "{why}"
         );
         // After two windows the model is kept whatever comes.
