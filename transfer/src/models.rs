@@ -152,7 +152,11 @@ pub fn locate(arg: Option<&Path>, default_name: &str) -> Result<Source> {
     locate_in(arg, default_name, &search_roots())
 }
 
-fn locate_in(arg: Option<&Path>, default_name: &str, roots: &[(PathBuf, &str)]) -> Result<Source> {
+pub(crate) fn locate_in(
+    arg: Option<&Path>,
+    default_name: &str,
+    roots: &[(PathBuf, &str)],
+) -> Result<Source> {
     let mut looked: Vec<String> = Vec::new();
     let name = match arg {
         Some(p) => {

@@ -266,6 +266,20 @@ impl OpsSpec {
 /// on the 1 Hz model only (a probe gate, early exit, several windows per
 /// decision) or the 5-Hz model is not installed.
 pub fn auto_plan(gate: bool, early_exit: bool, multi_window: bool) -> AutoPlan {
+    auto_plan_in(
+        gate,
+        early_exit,
+        multi_window,
+        &crate::models::search_roots(),
+    )
+}
+
+fn auto_plan_in(
+    gate: bool,
+    early_exit: bool,
+    multi_window: bool,
+    roots: &[(PathBuf, &str)],
+) -> AutoPlan {
     let only = if gate {
         Some("a probe gate is trained for the 1 Hz model")
     } else if early_exit {
@@ -278,7 +292,7 @@ pub fn auto_plan(gate: bool, early_exit: bool, multi_window: bool) -> AutoPlan {
     if let Some(why) = only {
         return AutoPlan::Only1Hz(why.to_string());
     }
-    match crate::models::locate(None, crate::models::PASSIVE_5HZ)
+    match crate::models::locate_in(None, crate::models::PASSIVE_5HZ, roots)
         .and_then(|s| crate::models::as_path(&s))
     {
         Ok(p) => AutoPlan::Try5Hz(p),
@@ -726,6 +740,60 @@ mod tests {
         assert!(a.pattern.is_some() && a.model.ends_with("active-s5c5s5b5/model.json"));
         let d = OpsDrive::new(a, None).unwrap();
         assert_eq!(d.ctl.as_ref().unwrap().config().steady_ns, 100_000_000_000);
+    }
+
+    #[test]
+    fn passive_ops_defaults_to_auto_and_a_named_model_does_not() {
+        // Left out or "auto": the 1 Hz model as `model`, and a plan.
+        for j in ["{}", r#"{"model":"auto"}"#] {
+            let o = ops(j).unwrap();
+            assert!(o.model.ends_with("passive/model.json"), "{j}");
+            assert!(o.auto.is_some(), "{j}");
+        }
+        // The plan tries the 5-Hz model where it is installed (here: the
+        // checkout's models/), else keeps the 1 Hz one and says why.
+        let checkout = [(shipped("models"), "the checkout")];
+        let plan = auto_plan_in(false, false, false, &checkout);
+        let AutoPlan::Try5Hz(m) = &plan else {
+            panic!("no 5-Hz model in the checkout: {plan:?}")
+        };
+        assert!(m.ends_with("passive-200ms/model.json"), "{m:?}");
+        match auto_plan_in(false, false, false, &[]) {
+            AutoPlan::Only1Hz(why) => assert!(why.contains("not installed"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Both controllers are built, at their models' periods.
+        let o = OpsOpts {
+            auto: Some(plan),
+            ..ops("{}").unwrap()
+        };
+        let d = OpsDrive::new(o, None).unwrap();
+        let fast = d.fast.as_ref().unwrap().config().sample_period_ns;
+        let slow = d.ctl.as_ref().unwrap().config().sample_period_ns;
+        assert_eq!((fast, slow), (200_000_000, 1_000_000_000));
+        // Named models run as before.
+        for j in [r#"{"model":"default"}"#, r#"{"model":"passive"}"#] {
+            let o = ops(j).unwrap();
+            assert_eq!(o.auto, None, "{j}");
+            assert!(OpsDrive::new(o, None).unwrap().fast.is_none());
+        }
+        // Options calibrated on the 1 Hz model keep it, and say why.
+        for (j, why) in [
+            (r#"{"gate":"default"}"#, "probe gate"),
+            (r#"{"early_exit":true}"#, "early exit"),
+            (r#"{"cycles":3}"#, "several windows"),
+        ] {
+            match ops(j).unwrap().auto {
+                Some(AutoPlan::Only1Hz(m)) => assert!(m.contains(why), "{j}: {m}"),
+                other => panic!("{j}: {other:?}"),
+            }
+        }
+        // An active pattern has no auto; left out it is the active model.
+        let e = ops(r#"{"model":"auto","pattern":"S5-C5-S5-B5"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("passive models"), "{e}");
+        assert_eq!(ops(r#"{"pattern":"S5-C5-S5-B5"}"#).unwrap().auto, None);
     }
 
     #[test]
