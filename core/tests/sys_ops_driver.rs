@@ -460,7 +460,7 @@ fn auto_run(
         )
         .unwrap();
         // More than the time limit at 20 Mbit/s: the limit ends the run.
-        let len = time_limit_s * 4 << 20;
+        let len = (time_limit_s * 4) << 20;
         let path = std::env::temp_dir().join(format!("opsel-auto-{}", std::process::id()));
         let mut data = vec![0u8; len as usize];
         Stream(0).read_exact(&mut data).unwrap();
@@ -482,7 +482,11 @@ fn auto_run(
         )
         .unwrap();
         drop(sock);
-        assert_eq!(told, [choice.clone()], "the choice is told once");
+        assert_eq!(
+            told,
+            std::slice::from_ref(&choice),
+            "the choice is told once"
+        );
         (report, choice, events)
     });
     let (report, choice, events) = tx.join().unwrap();

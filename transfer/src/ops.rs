@@ -411,6 +411,9 @@ pub fn controller_with_classes(
     Ok((c, classes))
 }
 
+/// Hears `model: "auto"`'s choice ([`OpsDrive::on_auto_choice`]).
+pub type OnChoice = Box<dyn FnMut(&AutoChoice) + Send>;
+
 /// OPS on stream 0 (passive probing without TCP_NOTSENT_LOWAT). With an
 /// active pattern and more than one stream the driver mirrors its silences
 /// into `gate`, and streams 1..N pause with it (`streams::spawn_senders`).
@@ -425,7 +428,7 @@ pub struct OpsDrive {
     classes: Vec<String>,
     gate: Arc<AtomicBool>,
     choice: Option<AutoChoice>,
-    on_choice: Option<Box<dyn FnMut(&AutoChoice) + Send>>,
+    on_choice: Option<OnChoice>,
 }
 
 impl OpsDrive {
@@ -470,7 +473,7 @@ impl OpsDrive {
     }
 
     /// Hear `model: "auto"`'s choice as it is made (a progress line).
-    pub fn on_auto_choice(&mut self, f: Box<dyn FnMut(&AutoChoice) + Send>) {
+    pub fn on_auto_choice(&mut self, f: OnChoice) {
         self.on_choice = Some(f);
     }
 

@@ -547,7 +547,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
                 .map(crate::dps_send::load_spec)
                 .transpose()?,
         };
-        Strategy::Ops(spec.resolve()?)
+        Strategy::Ops(Box::new(spec.resolve()?))
     } else if let Some(d) = a.dps.as_deref() {
         if let Some(c) = &a.cca {
             return Err(Error::invalid(format!(

@@ -34,7 +34,7 @@ pub use opsel_transfer::ops::{controller, OpsOpts, RttVia, ACTIVE_MODEL, PASSIVE
 #[derive(Debug, Clone)]
 pub enum Strategy {
     Fixed(CcaName),
-    Ops(OpsOpts),
+    Ops(Box<OpsOpts>),
     /// DPS on its own, optionally under the fairness manager (`--dps` without `--ops`).
     Dps(crate::dps_send::DpsOpts),
 }
@@ -358,9 +358,9 @@ pub fn run(
             let o = match &prior {
                 Some(p) => OpsOpts {
                     initial_cca: CcaName::new(&p.decision.cca)?,
-                    ..o.clone()
+                    ..(**o).clone()
                 },
-                None => o.clone(),
+                None => (**o).clone(),
             };
             let label = prior.as_ref().map(|p| p.decision.label.as_str());
             let mut d = OpsDrive::new(o, label)?;
@@ -400,8 +400,14 @@ pub fn run(
     };
     let mut decided: Option<Decision> = None;
     let mut classified: Option<(String, f64)> = None;
+    // With OPS the report's `ops`: decisions, CCAs used, the auto model.
+    let mut ops_log = matches!(opts.strategy, Strategy::Ops(_))
+        .then(|| opsel_transfer::ops::OpsLog::new(classes.clone()));
     let mut cb = |e: &DriverEvent| {
         log.event(e);
+        if let Some(l) = ops_log.as_mut() {
+            l.event(e);
+        }
         on_event(e);
         // The last decision, for the decision cache: the class and its
         // confidence, then the CCA the policy chose for it.
@@ -426,9 +432,10 @@ pub fn run(
     let r = xfer::send_on(ctl_sock, &xopts, &mut drive, stop, &mut cb);
     drop(drive);
     let mut r = r?;
-    if let Some(c) = auto_choice.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        let ops = r.ops.get_or_insert_with(Default::default);
-        ops.auto_model = Some(c);
+    if let Some(l) = ops_log {
+        let mut rep = l.into_report();
+        rep.auto_model = auto_choice.lock().unwrap_or_else(|p| p.into_inner()).take();
+        r.ops = Some(rep);
     }
     let probe_report = probe_out.borrow_mut().take();
     // What OPS decided toward this prefix, for the next transfer there.

@@ -65,7 +65,9 @@ pub struct AutoChoice {
     pub reason: String,
     /// When the 5-Hz model gave way, from the start of the run (ns).
     pub switched_after_ns: Option<u64>,
-    /// The first burst's mean RTT (the base RTT), if it was answered.
+    /// The first burst's mean RTT, if it was answered: the base RTT, plus
+    /// whatever queue a background already keeps (it goes out before the
+    /// transfer's own queue builds).
     pub base_rtt_ms: Option<f64>,
 }
 
@@ -239,7 +241,7 @@ fn kept(w: &AutoWatch) -> AutoChoice {
     AutoChoice {
         model: AutoModel::Fast,
         reason: format!(
-            "5-Hz model: base RTT {}; every burst of the first {:.0} s (or until the end) fully answered with a mean RTT at most {:.0} ms",
+            "5-Hz model: first burst {}; every burst of the first {:.0} s (or until the end) fully answered with a mean RTT at most {:.0} ms",
             w.base_rtt_ms
                 .map_or("-".to_string(), |r| format!("{r:.1} ms")),
             w.watch_ns as f64 / 1e9,
@@ -288,7 +290,7 @@ mod tests {
         assert_eq!(w.base_rtt_ms, Some(20.4));
         let c = kept(&w);
         assert_eq!(c.model, AutoModel::Fast);
-        assert!(c.reason.contains("base RTT 20.4 ms"), "{}", c.reason);
+        assert!(c.reason.contains("first burst 20.4 ms"), "{}", c.reason);
     }
 
     #[test]
