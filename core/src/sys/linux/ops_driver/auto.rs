@@ -6,7 +6,8 @@
 //! prober itself ([`AutoWatch`]):
 //!
 //! * the first burst goes out as the transfer starts, before the transfer's
-//!   own queue builds: it measures the base RTT;
+//!   own queue builds: it measures the base RTT (plus whatever queue a
+//!   background already keeps);
 //! * the queue the transfer and the background build shows up within the
 //!   first seconds. So every burst of the first two 5-Hz windows (20 s),
 //!   the first included, must be fully answered with a mean RTT at most the
@@ -25,7 +26,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{DriverEvent, DriverReport, EndReason, OpsDriver, Source};
-use crate::ops::{Classifier, Policy};
+use crate::ops::{Classifier, Policy, Stats};
 use crate::sys::linux::rtt::BurstConfig;
 use crate::{Error, Result};
 
@@ -141,7 +142,8 @@ impl AutoWatch {
 /// from where `fast` left the source, for what remains of the time limit.
 /// `on_choice` hears the choice as it is made (at the fallback, or when the
 /// watch ends with the 5-Hz model kept). The caller's `stop` is seen at
-/// each event (within one 200-ms sample). The merged report counts both runs.
+/// each event (within one 200-ms sample). The merged report sums both
+/// runs' bytes, CCA sets, lost samples and controller counters.
 ///
 /// With a [`Source::File`] sent by `sendfile` the second driver starts at
 /// the first byte not sent; a [`Source::Reader`] loses the bytes the first
@@ -229,12 +231,31 @@ where
             started_ns: r1.started_ns,
             ended_ns: r2.ended_ns,
             end: r2.end,
-            stats: r2.stats,
+            stats: sum_stats(&r1.stats, &r2.stats),
             cca_sets: r1.cca_sets + r2.cca_sets,
             lost_samples: r1.lost_samples + r2.lost_samples,
         },
         choice,
     ))
+}
+
+/// Both runs' controller counters (a probe the 5-Hz model left unfinished
+/// at the fallback counts as probing time, not as a decision).
+fn sum_stats(a: &Stats, b: &Stats) -> Stats {
+    Stats {
+        decisions: a.decisions + b.decisions,
+        early_exits: a.early_exits + b.early_exits,
+        prior_exits: a.prior_exits + b.prior_exits,
+        prior_overruled: a.prior_overruled + b.prior_overruled,
+        failed_decisions: a.failed_decisions + b.failed_decisions,
+        gate_exits: a.gate_exits + b.gate_exits,
+        incomplete_probes: a.incomplete_probes + b.incomplete_probes,
+        cca_switches: a.cca_switches + b.cca_switches,
+        probe_ns: a.probe_ns + b.probe_ns,
+        steady_ns: a.steady_ns + b.steady_ns,
+        probe_bytes: a.probe_bytes + b.probe_bytes,
+        steady_bytes: a.steady_bytes + b.steady_bytes,
+    }
 }
 
 fn kept(w: &AutoWatch) -> AutoChoice {
