@@ -379,3 +379,216 @@ fn lead_in_runs_first_and_the_callers_flag_stops_the_run() {
         .sum();
     assert!(lead > 0, "the lead-in burst sent nothing");
 }
+
+/// One passive run of `run_auto` between the lab's namespaces: the 5-Hz
+/// controller (w = 50 at 200 ms) first, a 1 Hz one (w = 4) as the fallback,
+/// echoes answered after `echo_delay_ms` by the receiver. The data goes
+/// through a 20 Mbit/s tbf whose queue holds at most 30 ms, so the path's
+/// largest RTT is about `echo_delay_ms` + 30 ms. Sent from a file by
+/// `sendfile(2)`, checked byte by byte at the receiver (the second driver
+/// must continue exactly where the first stopped).
+fn auto_run(
+    echo_delay_ms: u64,
+    time_limit_s: u64,
+) -> (
+    opsel::sys::linux::ops_driver::DriverReport,
+    opsel::sys::linux::ops_driver::AutoChoice,
+    Vec<DriverEvent>,
+    u64,
+    u64,
+) {
+    use opsel::sys::linux::ops_driver::run_auto;
+    let lab = Lab::new();
+    lab.exec(
+        &lab.a,
+        &[
+            "tc", "qdisc", "add", "dev", "veth-a", "root", "tbf", "rate", "20mbit", "burst",
+            "16kb", "latency", "30ms",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("lab setup: {e}"));
+    let addr: SocketAddr = format!("{ADDR_B}:5303").parse().unwrap();
+    let rx = lab.spawn_in(&lab.b, move || {
+        let echo = UdpEchoResponder::spawn(
+            UdpSocket::bind(addr).unwrap(),
+            Duration::from_millis(echo_delay_ms),
+        )
+        .unwrap();
+        let l = TcpListener::bind(addr).unwrap();
+        let (mut c, _) = l.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let (mut pos, mut bad) = (0u64, 0u64);
+        loop {
+            let n = c.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            for &b in &buf[..n] {
+                bad += (b != byte_at(pos)) as u64;
+                pos += 1;
+            }
+        }
+        echo.stop().unwrap();
+        (pos, bad)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let tx = lab.spawn_in(&lab.a, move || {
+        let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).unwrap();
+        let ctl = |period_ns: u64, w: usize, class: &str| {
+            let mut cfg = Config::passive();
+            cfg.sample_period_ns = period_ns;
+            cfg.steady_ns = 2_000_000_000;
+            let c = ScriptedClassifier::new(w, &SIX_CLASSES, &[(class, 0.9)]).unwrap();
+            Controller::new(cfg, c, Stump::default()).unwrap()
+        };
+        let dcfg = DriverConfig {
+            time_limit_ns: Some(time_limit_s * 1_000_000_000),
+            notsent_lowat_bytes: None,
+            lead_in: false,
+            ..DriverConfig::default()
+        };
+        let fast = OpsDriver::new(
+            ctl(200_000_000, 50, "B1-C0"),
+            RttSource::UdpEcho(addr),
+            dcfg,
+        )
+        .unwrap();
+        let slow = OpsDriver::new(
+            ctl(1_000_000_000, 4, "B0-C1"),
+            RttSource::UdpEcho(addr),
+            dcfg,
+        )
+        .unwrap();
+        // More than the time limit at 20 Mbit/s: the limit ends the run.
+        let len = (time_limit_s * 4) << 20;
+        let path = std::env::temp_dir().join(format!("opsel-auto-{}", std::process::id()));
+        let mut data = vec![0u8; len as usize];
+        Stream(0).read_exact(&mut data).unwrap();
+        std::fs::write(&path, &data).unwrap();
+        drop(data);
+        let f = std::fs::File::open(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let src = FileSource::new(f.as_fd(), 0, len).unwrap();
+        let mut events = Vec::new();
+        let mut told = Vec::new();
+        let (report, choice) = run_auto(
+            fast,
+            slow,
+            &sock,
+            &mut Source::File(src),
+            &AtomicBool::new(false),
+            &mut |e| events.push(e.clone()),
+            &mut |c| told.push(c.clone()),
+        )
+        .unwrap();
+        drop(sock);
+        assert_eq!(
+            told,
+            std::slice::from_ref(&choice),
+            "the choice is told once"
+        );
+        (report, choice, events)
+    });
+    let (report, choice, events) = tx.join().unwrap();
+    let (received, bad) = rx.join().unwrap();
+    (report, choice, events, received, bad)
+}
+
+/// The samples each classification was made from, in order.
+fn classified_samples(events: &[DriverEvent]) -> Vec<usize> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::Ops(Event::Classified { samples, .. }) => Some(*samples),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `--model auto` on a short path (20 ms echo delay, at most ~30 ms of
+/// queue): the 5-Hz model is kept and the first decision is made from its
+/// 50 samples (10 s of probing at 200 ms). Bounded: ~13 s.
+#[test]
+#[ignore = "root: creates network namespaces; run by `make test-ops`"]
+fn auto_keeps_the_5hz_model_on_a_short_path() {
+    if !can_run("auto_keeps_the_5hz_model_on_a_short_path") {
+        return;
+    }
+    use opsel::sys::linux::ops_driver::AutoModel;
+    let (report, choice, events, received, bad) = auto_run(20, 12);
+    assert_eq!(choice.model, AutoModel::Fast, "{choice:?}");
+    assert_eq!(choice.switched_after_ns, None);
+    let base = choice.base_rtt_ms.expect("the first burst was answered");
+    assert!((20.0..90.0).contains(&base), "base RTT {base} ms");
+    assert_eq!(report.end, EndReason::TimeLimit);
+    assert_eq!((received, bad), (report.bytes_sent, 0));
+    // Every burst answered, every sample under the 90 ms limit.
+    let rtts: Vec<(Option<f64>, u16)> = events
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::Rtt {
+                rtt_ms, answered, ..
+            } => Some((*rtt_ms, *answered)),
+            _ => None,
+        })
+        .collect();
+    assert!(rtts.len() >= 50, "{} samples", rtts.len());
+    assert!(
+        rtts.iter()
+            .all(|(r, n)| *n == 10 && r.is_some_and(|r| (20.0..90.0).contains(&r))),
+        "{rtts:?}"
+    );
+    // The decision is the 5-Hz controller's, from one 50-sample window.
+    let c = classified_samples(&events);
+    assert_eq!(c.first(), Some(&50), "{c:?}");
+    assert!(report.stats.decisions >= 1, "{:?}", report.stats);
+}
+
+/// `--model auto` on a path too long for 5 Hz (150 ms echo delay, more
+/// than the 100-ms echo timeout): the first burst goes unanswered, the 1 Hz
+/// model takes over on the same connection and decides from its 4-sample
+/// window; every byte arrives in order across the switch. Bounded: ~9 s.
+#[test]
+#[ignore = "root: creates network namespaces; run by `make test-ops`"]
+fn auto_falls_back_to_1hz_on_a_long_path() {
+    if !can_run("auto_falls_back_to_1hz_on_a_long_path") {
+        return;
+    }
+    use opsel::sys::linux::ops_driver::AutoModel;
+    let (report, choice, events, received, bad) = auto_run(150, 8);
+    assert_eq!(choice.model, AutoModel::Slow, "{choice:?}");
+    assert!(choice.switched_after_ns.is_some());
+    assert!(
+        choice
+            .reason
+            .contains("of the first burst (the base RTT) unanswered"),
+        "{}",
+        choice.reason
+    );
+    assert_eq!(choice.base_rtt_ms, None);
+    assert_eq!(report.end, EndReason::TimeLimit);
+    assert_eq!((received, bad), (report.bytes_sent, 0));
+    assert!(report.bytes_sent > 5_000_000, "{}", report.bytes_sent);
+    // After the lost 5-Hz burst, the 1 Hz prober's samples are answered
+    // (its 400 ms timeout holds 150 ms plus the queue).
+    let rtts: Vec<(Option<f64>, u16)> = events
+        .iter()
+        .filter_map(|e| match e {
+            DriverEvent::Rtt {
+                rtt_ms, answered, ..
+            } => Some((*rtt_ms, *answered)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rtts.first(), Some(&(None, 0)), "{rtts:?}");
+    assert!(rtts.len() >= 5, "{rtts:?}");
+    assert!(
+        rtts[1..]
+            .iter()
+            .all(|(r, n)| *n == 10 && r.is_some_and(|r| r >= 150.0)),
+        "{rtts:?}"
+    );
+    // Only the 1 Hz controller decided, from its 4-sample window.
+    let c = classified_samples(&events);
+    assert!(!c.is_empty() && c.iter().all(|&n| n == 4), "{c:?}");
+}

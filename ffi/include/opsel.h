@@ -2848,10 +2848,12 @@ void opsel_stop_free(opsel_stop *stop);
  * send spec, e.g. `{"hash":"blake3","cca":"cubic"}` (fields cca, hash,
  * offset, resume, name, streams, time_s, interval_s, key, ops; NULL =
  * defaults: CUBIC, XXH3-128 or keyed BLAKE3 with a key). `ops` lets OPS
- * choose the CCA on the live connection, e.g. `{"ops":{}}` (passive probing
- * with the shipped passive model) or `{"ops":{"pattern":"S5-C5-S5-B5",
+ * choose the CCA on the live connection, e.g. `{"ops":{}}` (passive probing;
+ * model "auto": the 5-Hz passive-200ms model while the path's RTTs fit it,
+ * else the 1 Hz passive model) or `{"ops":{"pattern":"S5-C5-S5-B5",
  * "steady_s":100,"gate":"default"}}`; the report's `ops` then lists the
- * decisions and the CCAs used. `stop`: NULL, or a flag from
+ * decisions, the CCAs used and, with "auto", `auto_model` (which model ran
+ * and why). `stop`: NULL, or a flag from
  * `opsel_stop_new()` that another thread may raise with `opsel_stop_set()`
  * to end the sending early (the report's `driver.end` is then "stopped",
  * `complete` false, and the receiver keeps the bytes sent as a verified

@@ -31,6 +31,14 @@ use opsel::{Error, Result};
 /// The default passive model (models/passive/MODEL_CARD.md: pooled over the
 /// condition grid, w = 40).
 pub const PASSIVE: &str = "passive";
+/// The 5-Hz passive model (models/passive-200ms/MODEL_CARD.md: a sample
+/// every 200 ms, w = 50, decides after 10 s), which `auto` tries first. Not
+/// built into the binary: found like any shipped model.
+pub const PASSIVE_5HZ: &str = "passive-200ms";
+/// The model name that lets passive OPS choose between [`PASSIVE_5HZ`] and
+/// [`PASSIVE`] on the live path (the default of passive OPS;
+/// `opsel::sys::linux::ops_driver::AutoWatch` states the rule).
+pub const AUTO: &str = "auto";
 /// The default active model (S5-C5-S5-B5, 000 §5.6).
 pub const ACTIVE: &str = "active-s5c5s5b5";
 /// The default FastProb model of `opsel probe --throughput`
@@ -144,7 +152,11 @@ pub fn locate(arg: Option<&Path>, default_name: &str) -> Result<Source> {
     locate_in(arg, default_name, &search_roots())
 }
 
-fn locate_in(arg: Option<&Path>, default_name: &str, roots: &[(PathBuf, &str)]) -> Result<Source> {
+pub(crate) fn locate_in(
+    arg: Option<&Path>,
+    default_name: &str,
+    roots: &[(PathBuf, &str)],
+) -> Result<Source> {
     let mut looked: Vec<String> = Vec::new();
     let name = match arg {
         Some(p) => {

@@ -28,7 +28,8 @@ use opsel::ops::{
 };
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::ops_driver::{
-    DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource, Source,
+    run_auto, AutoChoice, AutoModel, DriverConfig, DriverEvent, DriverReport, OpsDriver, RttSource,
+    Source,
 };
 use opsel::sys::linux::tcp_rtt::TcpInfoRttProbe;
 use opsel::{Error, Result};
@@ -79,9 +80,13 @@ impl RttVia {
 #[serde(default, deny_unknown_fields)]
 pub struct OpsSpec {
     /// A model file (or a folder with `model.json`), or a shipped name
-    /// (`"passive"`, `"active-s5c5s5b5"`); `"default"` or left out: the
-    /// shipped model for the probing mode (`crate::models` says where it is
-    /// looked for).
+    /// (`"passive"`, `"passive-200ms"`, `"active-s5c5s5b5"`); `"default"`:
+    /// the shipped model for the probing mode (`crate::models` says where it
+    /// is looked for). `"auto"` or left out with passive probing: the 5-Hz
+    /// model (`passive-200ms`) while the path's RTTs fit it, else the 1 Hz
+    /// `passive` (`ops_driver::AutoWatch` states the rule; the report's
+    /// `auto_model` says which ran and why). Left out with a pattern: the
+    /// shipped active model.
     pub model: Option<String>,
     /// An active probing pattern (000 §3.2, e.g. `"S5-C5-S5-B5"`), or
     /// `"passive"` / left out for passive probing.
@@ -164,6 +169,19 @@ pub struct OpsOpts {
     pub gate: Option<PathBuf>,
     /// Override of the gate file's threshold.
     pub gate_threshold: Option<f64>,
+    /// `model: "auto"`: `model` is the 1 Hz model and this says whether the
+    /// 5-Hz model is tried first. `None`: the model was named.
+    pub auto: Option<AutoPlan>,
+}
+
+/// What `model: "auto"` resolved to before the transfer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AutoPlan {
+    /// Try this 5-Hz model first; `OpsOpts::model` is the fallback.
+    Try5Hz(PathBuf),
+    /// Only the 1 Hz model, for this reason (an option the 5-Hz model does
+    /// not have, or the model is not installed).
+    Only1Hz(String),
 }
 
 impl OpsSpec {
@@ -195,12 +213,22 @@ impl OpsSpec {
         } else {
             crate::models::ACTIVE
         };
+        let auto = self
+            .model
+            .as_deref()
+            .is_none_or(|m| m == crate::models::AUTO);
+        if auto && !passive && self.model.is_some() {
+            return Err(Error::invalid(
+                "model \"auto\" chooses between the passive models; with an active pattern name a model or leave it out",
+            ));
+        }
         let arg = self
             .model
             .as_deref()
-            .filter(|m| *m != "default")
+            .filter(|m| *m != "default" && *m != crate::models::AUTO)
             .map(Path::new);
         let model = crate::models::as_path(&crate::models::locate(arg, default)?)?;
+        let auto = (auto && passive).then(|| self.auto_plan());
         Ok(OpsOpts {
             rtt: RttVia::parse(self.rtt.as_deref().unwrap_or("udp"), passive)?,
             steady_s: self.steady_s,
@@ -219,7 +247,59 @@ impl OpsSpec {
             gate_threshold: self.gate_threshold,
             pattern,
             model,
+            auto,
         })
+    }
+
+    /// `model: "auto"` with passive probing ([`auto_plan`]).
+    fn auto_plan(&self) -> AutoPlan {
+        auto_plan(
+            self.gate.is_some(),
+            self.early_exit,
+            self.cycles.is_some_and(|c| c > 1) || self.extend_below.is_some(),
+        )
+    }
+}
+
+/// What `model: "auto"` does with passive probing: try the 5-Hz model
+/// (`passive-200ms`) unless an option is set that is trained or calibrated
+/// on the 1 Hz model only (a probe gate, early exit, several windows per
+/// decision) or the 5-Hz model is not installed.
+pub fn auto_plan(gate: bool, early_exit: bool, multi_window: bool) -> AutoPlan {
+    auto_plan_in(
+        gate,
+        early_exit,
+        multi_window,
+        &crate::models::search_roots(),
+    )
+}
+
+fn auto_plan_in(
+    gate: bool,
+    early_exit: bool,
+    multi_window: bool,
+    roots: &[(PathBuf, &str)],
+) -> AutoPlan {
+    let only = if gate {
+        Some("a probe gate is trained for the 1 Hz model")
+    } else if early_exit {
+        Some("early exit is calibrated on the 1 Hz model")
+    } else if multi_window {
+        Some("several windows per decision are calibrated on the 1 Hz model")
+    } else {
+        None
+    };
+    if let Some(why) = only {
+        return AutoPlan::Only1Hz(why.to_string());
+    }
+    match crate::models::locate_in(None, crate::models::PASSIVE_5HZ, roots)
+        .and_then(|s| crate::models::as_path(&s))
+    {
+        Ok(p) => AutoPlan::Try5Hz(p),
+        Err(_) => AutoPlan::Only1Hz(format!(
+            "the 5-Hz model {} is not installed (it is not built into the binary)",
+            crate::models::PASSIVE_5HZ
+        )),
     }
 }
 
@@ -331,6 +411,9 @@ pub fn controller_with_classes(
     Ok((c, classes))
 }
 
+/// Hears `model: "auto"`'s choice ([`OpsDrive::on_auto_choice`]).
+pub type OnChoice = Box<dyn FnMut(&AutoChoice) + Send>;
+
 /// OPS on stream 0 (passive probing without TCP_NOTSENT_LOWAT). With an
 /// active pattern and more than one stream the driver mirrors its silences
 /// into `gate`, and streams 1..N pause with it (`streams::spawn_senders`).
@@ -338,28 +421,78 @@ pub fn controller_with_classes(
 /// echoes on its listen port).
 pub struct OpsDrive {
     ctl: Option<OpsController>,
+    /// `model: "auto"` trying the 5-Hz model: its controller (`ctl` is the
+    /// 1 Hz fallback's).
+    fast: Option<OpsController>,
     opts: OpsOpts,
     classes: Vec<String>,
     gate: Arc<AtomicBool>,
+    choice: Option<AutoChoice>,
+    on_choice: Option<OnChoice>,
 }
 
 impl OpsDrive {
     /// The drive with its controller built (a bad model, pattern or gate
     /// fails here, before any connection). `prior`: a decision cache's class
-    /// label for this destination (see [`controller_with_classes`]).
+    /// label for this destination (see [`controller_with_classes`]). With
+    /// `model: "auto"` both passive models' controllers are built.
     pub fn new(opts: OpsOpts, prior: Option<&str>) -> Result<OpsDrive> {
         let (c, classes) = controller_with_classes(&opts, prior)?;
+        let fast = match &opts.auto {
+            Some(AutoPlan::Try5Hz(m)) => {
+                let o = OpsOpts {
+                    model: m.clone(),
+                    ..opts.clone()
+                };
+                let (f, fc) = controller_with_classes(&o, prior)?;
+                if fc != classes {
+                    return Err(Error::invalid(format!(
+                        "model auto: {} and {} name different classes; name one with --model",
+                        m.display(),
+                        opts.model.display()
+                    )));
+                }
+                Some(f)
+            }
+            _ => None,
+        };
         Ok(OpsDrive {
             ctl: Some(c),
+            fast,
             opts,
             classes,
             gate: Arc::new(AtomicBool::new(false)),
+            choice: None,
+            on_choice: None,
         })
     }
 
     /// The model's class names (events carry class indices).
     pub fn classes(&self) -> &[String] {
         &self.classes
+    }
+
+    /// Hear `model: "auto"`'s choice as it is made (a progress line).
+    pub fn on_auto_choice(&mut self, f: OnChoice) {
+        self.on_choice = Some(f);
+    }
+
+    /// Which model `model: "auto"` ran with and why (after the transfer).
+    pub fn auto_choice(&self) -> Option<&AutoChoice> {
+        self.choice.as_ref()
+    }
+
+    fn rtt_source(&self, data: &TcpStream) -> Result<RttSource> {
+        let to = data
+            .peer_addr()
+            .map_err(|e| Error::io("the data connection's peer address", e))?;
+        match self.opts.rtt {
+            RttVia::Icmp => Ok(RttSource::Icmp(to.ip())),
+            RttVia::UdpEcho => Ok(RttSource::UdpEcho(to)),
+            RttVia::TcpInfo => {
+                TcpInfoRttProbe::new(data).map(|p| RttSource::Custom(Box::new(p)) as RttSource)
+            }
+        }
     }
 }
 
@@ -385,30 +518,19 @@ impl Drive for OpsDrive {
         stop: &AtomicBool,
         on_event: &mut dyn FnMut(&DriverEvent),
     ) -> Result<DriverReport> {
-        let o = &self.opts;
         let ctl = self
             .ctl
             .take()
             .ok_or_else(|| Error::invalid("internal: the OPS controller runs once"))?;
-        let to = data
-            .peer_addr()
-            .map_err(|e| Error::io("the data connection's peer address", e))?;
-        let rtt = match o.rtt {
-            RttVia::Icmp => Ok(RttSource::Icmp(to.ip())),
-            RttVia::UdpEcho => Ok(RttSource::UdpEcho(to)),
-            RttVia::TcpInfo => {
-                TcpInfoRttProbe::new(data).map(|p| RttSource::Custom(Box::new(p)) as RttSource)
-            }
-        };
         // Passive probing has no silent segments (only an active pattern's S
         // segments are silences, 000 §3.2), so it needs no TCP_NOTSENT_LOWAT
         // either: with 128 KiB unsent at most, a sender thread that the
         // scheduler delays by more than the time the socket takes to drain it
         // (1.3 ms at 800 Mbit/s) leaves the path idle
         // (docs/results/datapath.md, netlab). Active probing keeps it.
-        let passive = o.pattern.is_none();
+        let passive = self.opts.pattern.is_none();
         let dcfg = DriverConfig {
-            lead_in: o.lead_in,
+            lead_in: self.opts.lead_in,
             ..dcfg
         };
         let dcfg = if passive {
@@ -416,8 +538,35 @@ impl Drive for OpsDrive {
         } else {
             dcfg
         };
+        if let Some(fast) = self.fast.take() {
+            let fast = OpsDriver::new(fast, self.rtt_source(data)?, dcfg)?;
+            let slow = OpsDriver::new(ctl, self.rtt_source(data)?, dcfg)?;
+            let on_choice = &mut self.on_choice;
+            let mut made: Option<AutoChoice> = None;
+            let r = run_auto(fast, slow, data, src, stop, on_event, &mut |c| {
+                made = Some(c.clone());
+                if let Some(f) = on_choice.as_mut() {
+                    f(c)
+                }
+            });
+            self.choice = made;
+            return r.map(|(r, _)| r);
+        }
+        if let Some(AutoPlan::Only1Hz(why)) = &self.opts.auto {
+            let c = AutoChoice {
+                model: AutoModel::Slow,
+                reason: format!("1 Hz model: {why}"),
+                switched_after_ns: None,
+                base_rtt_ms: None,
+            };
+            if let Some(f) = self.on_choice.as_mut() {
+                f(&c)
+            }
+            self.choice = Some(c);
+        }
         let gate = (!passive).then(|| self.gate.clone());
-        rtt.and_then(|rtt| OpsDriver::new(ctl, rtt, dcfg))
+        self.rtt_source(data)
+            .and_then(|rtt| OpsDriver::new(ctl, rtt, dcfg))
             .and_then(|mut drv| {
                 if let Some(g) = gate {
                     drv.publish_sending(g);
@@ -454,6 +603,8 @@ pub struct OpsReport {
     pub ccas: Vec<String>,
     /// Probes that ended without a decision (too few samples, a failed policy).
     pub failed_decisions: u64,
+    /// With `model: "auto"`: which passive model ran and why.
+    pub auto_model: Option<AutoChoice>,
 }
 
 /// Builds an [`OpsReport`] from a drive's events (one event per second at
@@ -560,6 +711,7 @@ mod tests {
             dps: None,
             gate: None,
             gate_threshold: None,
+            auto: None,
         }
     }
 
@@ -591,6 +743,60 @@ mod tests {
         assert!(a.pattern.is_some() && a.model.ends_with("active-s5c5s5b5/model.json"));
         let d = OpsDrive::new(a, None).unwrap();
         assert_eq!(d.ctl.as_ref().unwrap().config().steady_ns, 100_000_000_000);
+    }
+
+    #[test]
+    fn passive_ops_defaults_to_auto_and_a_named_model_does_not() {
+        // Left out or "auto": the 1 Hz model as `model`, and a plan.
+        for j in ["{}", r#"{"model":"auto"}"#] {
+            let o = ops(j).unwrap();
+            assert!(o.model.ends_with("passive/model.json"), "{j}");
+            assert!(o.auto.is_some(), "{j}");
+        }
+        // The plan tries the 5-Hz model where it is installed (here: the
+        // checkout's models/), else keeps the 1 Hz one and says why.
+        let checkout = [(shipped("models"), "the checkout")];
+        let plan = auto_plan_in(false, false, false, &checkout);
+        let AutoPlan::Try5Hz(m) = &plan else {
+            panic!("no 5-Hz model in the checkout: {plan:?}")
+        };
+        assert!(m.ends_with("passive-200ms/model.json"), "{m:?}");
+        match auto_plan_in(false, false, false, &[]) {
+            AutoPlan::Only1Hz(why) => assert!(why.contains("not installed"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Both controllers are built, at their models' periods.
+        let o = OpsOpts {
+            auto: Some(plan),
+            ..ops("{}").unwrap()
+        };
+        let d = OpsDrive::new(o, None).unwrap();
+        let fast = d.fast.as_ref().unwrap().config().sample_period_ns;
+        let slow = d.ctl.as_ref().unwrap().config().sample_period_ns;
+        assert_eq!((fast, slow), (200_000_000, 1_000_000_000));
+        // Named models run as before.
+        for j in [r#"{"model":"default"}"#, r#"{"model":"passive"}"#] {
+            let o = ops(j).unwrap();
+            assert_eq!(o.auto, None, "{j}");
+            assert!(OpsDrive::new(o, None).unwrap().fast.is_none());
+        }
+        // Options calibrated on the 1 Hz model keep it, and say why.
+        for (j, why) in [
+            (r#"{"gate":"default"}"#, "probe gate"),
+            (r#"{"early_exit":true}"#, "early exit"),
+            (r#"{"cycles":3}"#, "several windows"),
+        ] {
+            match ops(j).unwrap().auto {
+                Some(AutoPlan::Only1Hz(m)) => assert!(m.contains(why), "{j}: {m}"),
+                other => panic!("{j}: {other:?}"),
+            }
+        }
+        // An active pattern has no auto; left out it is the active model.
+        let e = ops(r#"{"model":"auto","pattern":"S5-C5-S5-B5"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("passive models"), "{e}");
+        assert_eq!(ops(r#"{"pattern":"S5-C5-S5-B5"}"#).unwrap().auto, None);
     }
 
     #[test]

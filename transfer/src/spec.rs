@@ -143,7 +143,9 @@ fn with_drive(
                 log.event(e);
                 on_event(e)
             })?;
-            r.ops = Some(log.into_report());
+            let mut rep = log.into_report();
+            rep.auto_model = d.auto_choice().cloned();
+            r.ops = Some(rep);
             Ok(r)
         }
     }

@@ -95,7 +95,14 @@ pub struct SendArgs {
     /// Steady time Y in seconds; 0 probes once (iPerfOPS -S).
     #[arg(long, default_value_t = 100.0)]
     steady: f64,
-    /// Model file (default: the shipped model for the pattern).
+    /// Model: a file or a shipped name. Default with `--pattern passive`:
+    /// `auto`: the 5-Hz model (passive-200ms, decides after 10 s) while
+    /// every echo burst of its first two windows (20 s), the first (the base
+    /// RTT) included, is fully answered with a mean RTT of at most 90 ms,
+    /// else the 1 Hz model (passive, 40 s) for the rest of the transfer; a
+    /// gate, --early-exit or --cycles > 1 keep the 1 Hz model. The choice is
+    /// printed and in the --json report (`auto_model`). Default with a
+    /// pattern: the shipped active model.
     #[arg(long)]
     model: Option<PathBuf>,
     /// Adaptive Y: grow while the decision holds, shrink when it changes.
@@ -540,7 +547,7 @@ pub fn send_main(a: SendArgs) -> Result<()> {
                 .map(crate::dps_send::load_spec)
                 .transpose()?,
         };
-        Strategy::Ops(spec.resolve()?)
+        Strategy::Ops(Box::new(spec.resolve()?))
     } else if let Some(d) = a.dps.as_deref() {
         if let Some(c) = &a.cca {
             return Err(Error::invalid(format!(
@@ -798,6 +805,7 @@ mod tests {
             dps: None,
             gate: Some(models("passive/gate.json")),
             gate_threshold: None,
+            auto: None,
         };
         let s = opsel_transfer::ops::spec(&o);
         assert_eq!(s.gate, o.gate);

@@ -21,7 +21,7 @@
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, SocketAddrV4, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,6 +46,8 @@ use serde_json::json;
 use super::send::{OpsOpts, ACTIVE_MODEL, PASSIVE_MODEL};
 use crate::models;
 use crate::report::{self, DemoRecord, RunRecord, Setup};
+use opsel::sys::linux::ops_driver::{run_auto, AutoChoice, AutoModel, Source};
+use opsel_transfer::ops::AutoPlan;
 
 /// Throughput bins of the report's charts (the receivers count per 100 ms).
 const REPORT_BIN_S: f64 = 1.0;
@@ -55,7 +57,13 @@ pub struct DemoArgs {
     /// The short variant: OPS only, against a CUBIC and a BBR background, 50 s each.
     #[arg(long)]
     quick: bool,
-    /// Model for OPS (default: the shipped model for --pattern).
+    /// Model for OPS: a path or a shipped name. Default with `--pattern
+    /// passive`: `auto`: the 5-Hz model (passive-200ms, decides after 10 s)
+    /// while every echo burst of its first two windows (20 s), the first
+    /// (the base RTT) included, is fully answered with a mean RTT of at most
+    /// 90 ms, else the 1 Hz model (passive, 40 s) for the rest of the run; a
+    /// gate, early exit or several windows per decision keep the 1 Hz model.
+    /// Default with a pattern: the shipped active model.
     #[arg(long)]
     model: Option<PathBuf>,
     /// Backgrounds: cubic, bbr, altX (ALT-X: toggle CUBIC/BBR every X s).
@@ -291,6 +299,8 @@ struct Cell {
     fg_bins: Vec<u64>,
     /// The foreground's events in the core's schema with `t_s` (report).
     events: Vec<serde_json::Value>,
+    /// With `--model auto`: the model the foreground ran and why.
+    auto: Option<AutoChoice>,
 }
 
 const BG_PORT: u16 = 5001;
@@ -381,28 +391,63 @@ fn run_cell(
             ..DriverConfig::default()
         };
         let mut evs: Vec<DriverEvent> = Vec::new();
+        let mut choice: Option<AutoChoice> = None;
         let mut zeros = std::io::repeat(0x5a);
         let rep = match &fg2 {
             Fg::Fixed(c) => send_fixed(&sock, &mut zeros, *c, &cfg, &stop2, &mut |e| {
                 evs.push(e.clone())
             })?,
             Fg::Ops { adaptive, early } => {
-                let o = OpsOpts {
+                let mut o = OpsOpts {
                     adaptive: *adaptive,
                     early_exit: *early,
                     ..ops2
                 };
+                if *early && matches!(o.auto, Some(AutoPlan::Try5Hz(_))) {
+                    o.auto = Some(opsel_transfer::ops::auto_plan(false, true, false));
+                }
                 let ctl = super::send::controller(&o)?;
-                let rtt = if rtt_tcp_info {
-                    RttSource::Custom(Box::new(TcpInfoRttProbe::new(&sock)?))
-                } else {
-                    RttSource::UdpEcho(echo_addr)
+                let rtt = || -> Result<RttSource> {
+                    Ok(if rtt_tcp_info {
+                        RttSource::Custom(Box::new(TcpInfoRttProbe::new(&sock)?))
+                    } else {
+                        RttSource::UdpEcho(echo_addr)
+                    })
                 };
-                let mut drv = OpsDriver::new(ctl, rtt, cfg)?;
-                drv.run(&sock, &mut zeros, &stop2, &mut |e| evs.push(e.clone()))?
+                match &o.auto {
+                    Some(AutoPlan::Try5Hz(m)) => {
+                        let fast = super::send::controller(&OpsOpts {
+                            model: m.clone(),
+                            ..o.clone()
+                        })?;
+                        let (rep, c) = run_auto(
+                            OpsDriver::new(fast, rtt()?, cfg)?,
+                            OpsDriver::new(ctl, rtt()?, cfg)?,
+                            &sock,
+                            &mut Source::Reader(&mut zeros),
+                            &stop2,
+                            &mut |e| evs.push(e.clone()),
+                            &mut |_| {},
+                        )?;
+                        choice = Some(c);
+                        rep
+                    }
+                    plan => {
+                        if let Some(AutoPlan::Only1Hz(why)) = plan {
+                            choice = Some(AutoChoice {
+                                model: AutoModel::Slow,
+                                reason: format!("1 Hz model: {why}"),
+                                switched_after_ns: None,
+                                base_rtt_ms: None,
+                            });
+                        }
+                        let mut drv = OpsDriver::new(ctl, rtt()?, cfg)?;
+                        drv.run(&sock, &mut zeros, &stop2, &mut |e| evs.push(e.clone()))?
+                    }
+                }
             }
         };
-        Ok((rep, evs))
+        Ok((rep, evs, choice))
     })?;
 
     let mut k = 1u64;
@@ -432,7 +477,7 @@ fn run_cell(
         // error does not change the measurement window.
         eprintln!("(background sender: {e})");
     }
-    let (report, evs) = fg_res?;
+    let (report, evs, auto) = fg_res?;
     let (bg_bins, fg_bins) = (bg_bins.values(), fg_bins.values());
     let bg_mbps = mean_mbps(&bg_bins, measure_from, seconds);
     let fg_mbps = mean_mbps(&fg_bins, measure_from, seconds);
@@ -487,6 +532,7 @@ fn run_cell(
             .iter()
             .filter_map(|e| report::record::event_value(e, classes, t0))
             .collect(),
+        auto,
     })
 }
 
@@ -553,8 +599,12 @@ pub fn main(a: DemoArgs) -> Result<()> {
     // --model PATH or NAME, else the shipped default, found outside a
     // checkout too (crate::models: $OPSEL_MODELS, the install prefix, the
     // built-in copy).
+    let auto = passive
+        && a.model
+            .as_deref()
+            .is_none_or(|m| m == Path::new(models::AUTO));
     let model_src = models::locate(
-        a.model.as_deref(),
+        a.model.as_deref().filter(|_| !auto),
         if passive {
             models::PASSIVE
         } else {
@@ -565,6 +615,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
     // Tables and records name the model as given (or by its shipped name),
     // not by where this machine keeps it: they end up in docs/results.
     let model_label = match &a.model {
+        _ if auto => models::AUTO.to_string(),
         Some(p) => p.display().to_string(),
         None => (if passive {
             models::PASSIVE
@@ -592,6 +643,13 @@ pub fn main(a: DemoArgs) -> Result<()> {
         dps: None,
         gate: super::args::resolve_gate(a.gate.as_deref(), &model)?,
         gate_threshold: a.gate_threshold,
+        auto: auto.then(|| {
+            opsel_transfer::ops::auto_plan(
+                a.gate.is_some(),
+                false,
+                a.cycles > 1 || a.extend_below.is_some(),
+            )
+        }),
     };
     // Several windows per decision lengthen the first probe by (N − 1) windows.
     let mut extra_s = 0.0;
@@ -600,6 +658,8 @@ pub fn main(a: DemoArgs) -> Result<()> {
     // Seconds per RTT sample of the model (1 at 000's 1 Hz, 0.2 for a model
     // of `opsel calibrate --sample-ms 200`).
     let mut period_s = 1.0;
+    // With --model auto: the 5-Hz model's (decisions made before a fallback).
+    let mut fast_period_s = 1.0;
     if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
         // Fail before the lab comes up if the model is missing or mismatched.
         let c = super::send::controller(&ops).map_err(|e| {
@@ -608,6 +668,13 @@ pub fn main(a: DemoArgs) -> Result<()> {
             ))
         })?;
         period_s = c.config().sample_period_ns as f64 / 1e9;
+        if let Some(AutoPlan::Try5Hz(m)) = &ops.auto {
+            let f = super::send::controller(&OpsOpts {
+                model: m.clone(),
+                ..ops.clone()
+            })?;
+            fast_period_s = f.config().sample_period_ns as f64 / 1e9;
+        }
         let window_s = c.window_len() as f64 * period_s;
         if a.seconds.is_none() && a.extend_below.is_none() {
             extra_s = a.cycles.saturating_sub(1) as f64 * window_s;
@@ -762,14 +829,33 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         r.stats.cca_switches.to_string(),
                     )
                 });
+                // Which model made a decision: the 5-Hz one until auto fell back.
+                let fast_until_s = match &cell.auto {
+                    Some(c) if c.model == AutoModel::Fast => f64::INFINITY,
+                    Some(AutoChoice {
+                        switched_after_ns: Some(ns),
+                        ..
+                    }) => plan.fg_start_s + *ns as f64 / 1e9,
+                    _ => f64::NEG_INFINITY,
+                };
+                let per = |t: f64| {
+                    if t < fast_until_s {
+                        fast_period_s
+                    } else {
+                        period_s
+                    }
+                };
+                if let Some(c) = &cell.auto {
+                    eprintln!("  model auto: {}", c.reason);
+                }
                 let dec = cell
                     .decisions
                     .iter()
                     .map(|(t, mix, _, cca, n)| {
                         format!(
                             "{t:.0}: {mix} → {cca}{}",
-                            if (*n as f64) * period_s < 20.0 {
-                                format!(" ({:.1} s probed)", *n as f64 * period_s)
+                            if (*n as f64) * per(*t) < 20.0 {
+                                format!(" ({:.1} s probed)", *n as f64 * per(*t))
                             } else {
                                 String::new()
                             }
@@ -802,10 +888,10 @@ pub fn main(a: DemoArgs) -> Result<()> {
                         "early_exits": cell.report.map(|r| r.stats.early_exits),
                         "gate": ops.gate.as_ref().map(|g| g.display().to_string()), "gate_threshold": a.gate_threshold,
                         "gate_exits": cell.report.map(|r| r.stats.gate_exits),
-                        "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n, "probe_s": *n as f64 * period_s})).collect::<Vec<_>>(),
+                        "decisions": cell.decisions.iter().map(|(t, m, c, cca, n)| json!({"t_s": t, "mix": m, "confidence": c, "cca": cca, "samples": n, "probe_s": *n as f64 * per(*t)})).collect::<Vec<_>>(),
                         "windows": cell.windows.iter().map(|(t, i, c, d, l, m)| json!({"t_s": t, "window": i, "class_index": c, "distance": d, "leader": l, "margin": m})).collect::<Vec<_>>(),
                         "decision_latency_us": cell.latencies_us,
-                        "model": model_label, "rtt_source": a.rtt,
+                        "model": model_label, "auto_model": cell.auto, "rtt_source": a.rtt,
                         "loadavg": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.trim().to_string())});
                     let _ = writeln!(f, "{v}");
                 }

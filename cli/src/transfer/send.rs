@@ -34,7 +34,7 @@ pub use opsel_transfer::ops::{controller, OpsOpts, RttVia, ACTIVE_MODEL, PASSIVE
 #[derive(Debug, Clone)]
 pub enum Strategy {
     Fixed(CcaName),
-    Ops(OpsOpts),
+    Ops(Box<OpsOpts>),
     /// DPS on its own, optionally under the fairness manager (`--dps` without `--ops`).
     Dps(crate::dps_send::DpsOpts),
 }
@@ -321,6 +321,9 @@ pub fn run(
         _ => None,
     };
     let mut classes = Vec::new();
+    // With --model auto: the passive model OPS ran and why (the report's
+    // `ops.auto_model`).
+    let auto_choice = Arc::new(std::sync::Mutex::new(None));
     let inner: Box<dyn Drive + '_> = match &opts.strategy {
         Strategy::Fixed(c) => match &opts.probe {
             None => Box::new(FixedCca(*c)),
@@ -355,13 +358,18 @@ pub fn run(
             let o = match &prior {
                 Some(p) => OpsOpts {
                     initial_cca: CcaName::new(&p.decision.cca)?,
-                    ..o.clone()
+                    ..(**o).clone()
                 },
-                None => o.clone(),
+                None => (**o).clone(),
             };
             let label = prior.as_ref().map(|p| p.decision.label.as_str());
-            let d = OpsDrive::new(o, label)?;
+            let mut d = OpsDrive::new(o, label)?;
             classes = d.classes().to_vec();
+            let sink = auto_choice.clone();
+            d.on_auto_choice(Box::new(move |c| {
+                eprintln!("OPS model auto: {}", c.reason);
+                *sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.clone());
+            }));
             Box::new(d)
         }
         Strategy::Dps(d) => {
@@ -392,8 +400,14 @@ pub fn run(
     };
     let mut decided: Option<Decision> = None;
     let mut classified: Option<(String, f64)> = None;
+    // With OPS the report's `ops`: decisions, CCAs used, the auto model.
+    let mut ops_log = matches!(opts.strategy, Strategy::Ops(_))
+        .then(|| opsel_transfer::ops::OpsLog::new(classes.clone()));
     let mut cb = |e: &DriverEvent| {
         log.event(e);
+        if let Some(l) = ops_log.as_mut() {
+            l.event(e);
+        }
         on_event(e);
         // The last decision, for the decision cache: the class and its
         // confidence, then the CCA the policy chose for it.
@@ -417,7 +431,12 @@ pub fn run(
     };
     let r = xfer::send_on(ctl_sock, &xopts, &mut drive, stop, &mut cb);
     drop(drive);
-    let r = r?;
+    let mut r = r?;
+    if let Some(l) = ops_log {
+        let mut rep = l.into_report();
+        rep.auto_model = auto_choice.lock().unwrap_or_else(|p| p.into_inner()).take();
+        r.ops = Some(rep);
+    }
     let probe_report = probe_out.borrow_mut().take();
     // What OPS decided toward this prefix, for the next transfer there.
     if let (Some(c), Some(path), Some(d)) = (cache.as_mut(), &opts.decision_cache, decided) {
@@ -436,7 +455,8 @@ pub fn run(
             "next_offset": r.offset + r.driver.bytes_sent, "confirmed": true,
             "complete": r.complete, "hash": r.hash, "digest": r.digest,
             "file_identical": r.file_identical, "file_size": r.file_size,
-            "end": r.driver.end, "stats": r.driver.stats, "fastprob": probe_report});
+            "end": r.driver.end, "stats": r.driver.stats, "fastprob": probe_report,
+            "auto_model": r.ops.as_ref().and_then(|o| o.auto_model.as_ref())});
         let _ = writeln!(w, "{v}");
         let _ = w.flush();
     }

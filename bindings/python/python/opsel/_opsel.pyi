@@ -485,7 +485,8 @@ def send_file(
     stop: Optional[Stop] = None,
     on_event: Optional[Callable[[dict[str, Any]], Any]] = None,
 ) -> dict[str, Any]: ...  # SendReport: driver, offset, file_identical, complete, file_size,
-# hash, digest, file_digest, streams, ops (decisions, ccas, failed_decisions; None without ops)
+# hash, digest, file_digest, streams, ops (decisions, ccas, failed_decisions, auto_model; None
+# without ops)
 
 def recv_file(
     sock: Any,  # listening TCP socket (or its int descriptor); left open, blocking

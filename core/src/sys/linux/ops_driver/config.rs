@@ -11,7 +11,9 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DriverConfig {
     /// Echoes per sample and their spacing; the reply timeout is capped at
-    /// half the sample period so a lost echo never delays the next sample.
+    /// half the sample period ([`echo_timeout_ns`](super::echo_timeout_ns)):
+    /// a probe's sample-0 burst must be in before the window takes sample 0
+    /// (`run_loop.rs` explains why the recorder's longer wait is not used).
     pub burst: BurstConfig,
     /// Length of the byte-accounting interval of [`DriverEvent::Interval`](super::DriverEvent::Interval).
     pub interval_ns: u64,

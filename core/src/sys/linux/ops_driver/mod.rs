@@ -28,6 +28,7 @@
 //!
 //! [`UdpEchoResponder`]: crate::sys::linux::rtt::UdpEchoResponder
 
+mod auto;
 mod ccas;
 mod config;
 mod driver;
@@ -40,6 +41,10 @@ mod pump;
 mod rtt_source;
 mod run_loop;
 
+pub use auto::{
+    auto_rtt_limit_ms, echo_timeout_ns, run_auto, AutoChoice, AutoModel, AutoWatch,
+    AUTO_WATCH_WINDOWS,
+};
 pub use ccas::check_ccas_available;
 pub use config::DriverConfig;
 pub use driver::OpsDriver;
