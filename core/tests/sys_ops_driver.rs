@@ -522,7 +522,8 @@ fn auto_keeps_the_5hz_model_on_a_short_path() {
     assert!((20.0..90.0).contains(&base), "base RTT {base} ms");
     assert_eq!(report.end, EndReason::TimeLimit);
     assert_eq!((received, bad), (report.bytes_sent, 0));
-    // Every burst answered, every sample under the 90 ms limit.
+    // Every answered burst under the 90 ms limit. The pipe's queue may drop
+    // an echo now and then; the rule reads that as a drop, not as late.
     let rtts: Vec<(Option<f64>, u16)> = events
         .iter()
         .filter_map(|e| match e {
@@ -535,8 +536,14 @@ fn auto_keeps_the_5hz_model_on_a_short_path() {
     assert!(rtts.len() >= 50, "{} samples", rtts.len());
     assert!(
         rtts.iter()
-            .all(|(r, n)| *n == 10 && r.is_some_and(|r| (20.0..90.0).contains(&r))),
+            .all(|(r, n)| r.map_or(*n == 0, |r| *n > 0 && (20.0..90.0).contains(&r))),
         "{rtts:?}"
+    );
+    let answered = rtts.iter().filter(|(r, _)| r.is_some()).count();
+    assert!(
+        answered >= 50,
+        "{answered} of {} bursts answered",
+        rtts.len()
     );
     // The decision is the 5-Hz controller's, from one 50-sample window.
     let c = classified_samples(&events);

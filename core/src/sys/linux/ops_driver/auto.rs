@@ -9,13 +9,24 @@
 //!   own queue builds: it measures the base RTT (plus whatever queue a
 //!   background already keeps);
 //! * the queue the transfer and the background build shows up within the
-//!   first seconds. So every burst of the first two 5-Hz windows (20 s),
-//!   the first included, must be fully answered with a mean RTT at most the
-//!   limit; the first that is not switches to the 1 Hz model for the rest of
-//!   the transfer (a lost echo is a sample the 5-Hz model cannot read). A
-//!   path too long for 5 Hz (a base RTT over the limit) thus falls back at
-//!   its first burst, 0.1–0.2 s in; one whose queue pushes the RTT over the
-//!   limit falls back when it does.
+//!   first seconds. So during the first two 5-Hz windows (20 s) every
+//!   burst, the first included, must have a mean RTT at most the limit and
+//!   must not look late; the first that fails switches to the 1 Hz model
+//!   for the rest of the transfer. A path too long for 5 Hz (a base RTT over
+//!   the limit) thus falls back at its first burst, 0.1–0.2 s in; one whose
+//!   queue pushes the RTT over the limit falls back when it does.
+//!
+//! An echo can go unanswered for two reasons: its RTT passed the timeout
+//! (the path is too long for 5 Hz), or the bottleneck dropped it (a full
+//! drop-tail queue drops echoes as it drops the flows' packets). The burst's
+//! mean skips lost echoes (`rtt::Burst::mean_rtt_ns`), so a drop costs the
+//! model nothing; falling back on every drop would send most shallow-buffer
+//! paths with a CUBIC background to the 40-s model. Within one 10-ms burst
+//! the RTT barely moves, so a late burst loses echoes while its answered
+//! ones sit near the timeout. Hence: a burst with a lost echo is late when
+//! its answered mean (or, when none answered, the previous burst's) is above
+//! 75 % of the limit; the first burst with no reply at all is late (no base
+//! RTT), and so is a third burst with no reply within the watch.
 //!
 //! The limit is 90 % of the 5-Hz driver's echo timeout ([`echo_timeout_ns`]:
 //! 100 ms at a 200-ms period, so 90 ms), the same 10 % margin as the
@@ -79,9 +90,18 @@ pub struct AutoWatch {
     echoes: u16,
     watch_ns: u64,
     samples: u64,
+    /// Bursts with no reply so far (read as drops).
+    silent_bursts: u32,
+    /// The previous burst's mean RTT.
+    last_rtt_ms: Option<f64>,
     /// The first burst's mean RTT.
     pub base_rtt_ms: Option<f64>,
 }
+
+/// Share of the limit above which a burst with lost echoes reads as late.
+const LATE_SHARE: f64 = 0.75;
+/// Bursts without any reply the watch reads as drops before it falls back.
+const SILENT_BURSTS_TOLERATED: u32 = 2;
 
 impl AutoWatch {
     /// The rule for a 5-Hz driver with `burst` at `period_ns` whose windows
@@ -94,6 +114,8 @@ impl AutoWatch {
                 .saturating_mul(window as u64)
                 .saturating_mul(period_ns),
             samples: 0,
+            silent_bursts: 0,
+            last_rtt_ms: None,
             base_rtt_ms: None,
         }
     }
@@ -119,13 +141,33 @@ impl AutoWatch {
         } else {
             format!("a burst after {:.1} s", since_ns as f64 / 1e9)
         };
-        if answered < self.echoes {
-            return Some(format!(
-                "{} of {} echoes of {what} unanswered within the 5-Hz timeout ({:.0} ms)",
-                self.echoes - answered,
-                self.echoes,
-                lim / 0.9,
-            ));
+        let lost = self.echoes.saturating_sub(answered);
+        let prev = self.last_rtt_ms;
+        self.last_rtt_ms = rtt_ms.or(prev);
+        if lost > 0 {
+            let late_at = LATE_SHARE * lim;
+            let late = match rtt_ms {
+                Some(r) => r > late_at,
+                None if first => true,
+                None => {
+                    self.silent_bursts += 1;
+                    prev.is_none_or(|p| p > late_at) || self.silent_bursts > SILENT_BURSTS_TOLERATED
+                }
+            };
+            if late {
+                return Some(format!(
+                    "{lost} of {} echoes of {what} unanswered within the 5-Hz timeout ({:.0} ms){}",
+                    self.echoes,
+                    lim / 0.9,
+                    match (rtt_ms, prev) {
+                        (Some(r), _) => format!(", the answered ones at {r:.1} ms"),
+                        (None, _) if first => String::new(),
+                        (None, Some(p)) if p > late_at =>
+                            format!(", the burst before at {p:.1} ms"),
+                        _ => format!(", {} bursts without a reply", self.silent_bursts),
+                    }
+                ));
+            }
         }
         match rtt_ms {
             Some(r) if r > lim => Some(format!(
@@ -262,7 +304,7 @@ fn kept(w: &AutoWatch) -> AutoChoice {
     AutoChoice {
         model: AutoModel::Fast,
         reason: format!(
-            "5-Hz model: first burst {}; every burst of the first {:.0} s (or until the end) fully answered with a mean RTT at most {:.0} ms",
+            "5-Hz model: first burst {}; every burst of the first {:.0} s (or until the end) with a mean RTT at most {:.0} ms, none late",
             w.base_rtt_ms
                 .map_or("-".to_string(), |r| format!("{r:.1} ms")),
             w.watch_ns as f64 / 1e9,
@@ -352,10 +394,37 @@ mod tests {
             why.contains("RTT 95.0 ms of a burst after 19.0 s is above the 5-Hz limit (90 ms)"),
             "{why}"
         );
+        // A burst with no reply right after one near the limit is late.
+        let mut w = watch();
+        assert_eq!(w.observe(0, Some(30.0), 10), None);
+        assert_eq!(w.observe(P5, Some(80.0), 10), None);
+        let why = w.observe(2 * P5, None, 0).unwrap();
+        assert!(why.contains("the burst before at 80.0 ms"), "{why}");
         // After two windows the model is kept whatever comes.
         let mut w = watch();
         assert_eq!(w.observe(0, Some(30.0), 10), None);
         assert_eq!(w.observe(21 * S, Some(150.0), 3), None);
         assert_eq!(w.observe(22 * S, None, 0), None);
+    }
+
+    #[test]
+    fn drops_at_a_short_rtt_are_not_read_as_late() {
+        // A drop-tail bottleneck drops an echo or a whole burst now and then;
+        // the burst's mean skips lost echoes, so the 5-Hz model is kept.
+        let mut w = watch();
+        assert_eq!(w.observe(0, Some(30.0), 10), None);
+        assert_eq!(w.observe(P5, Some(45.0), 7), None);
+        assert_eq!(w.observe(2 * P5, None, 0), None);
+        assert_eq!(w.observe(3 * P5, Some(50.0), 10), None);
+        assert_eq!(w.observe(4 * P5, None, 0), None);
+        // A third burst without a reply within the watch is read as late.
+        let why = w.observe(5 * P5, None, 0).unwrap();
+        assert!(why.contains("3 bursts without a reply"), "{why}");
+        // Lost echoes with the answered ones near the limit are late.
+        let mut w = watch();
+        assert_eq!(w.observe(0, Some(30.0), 10), None);
+        let why = w.observe(P5, Some(70.0), 8).unwrap();
+        assert!(why.contains("2 of 10 echoes"), "{why}");
+        assert!(why.contains("the answered ones at 70.0 ms"), "{why}");
     }
 }
