@@ -127,6 +127,9 @@ fn run_section(h: &mut String, rec: &DemoRecord, i: usize, r: &RunRecord) {
         r.bg_mbps,
         r.jain
     );
+    if let Some(m) = &r.model_used {
+        let _ = write!(h, "<p class=\"note\">Model: {}.</p>", esc(&m.describe()));
+    }
     // Throughput over time.
     let pts = |v: &[f64]| -> Vec<(f64, f64)> {
         v.iter()
@@ -210,7 +213,14 @@ fn run_section(h: &mut String, rec: &DemoRecord, i: usize, r: &RunRecord) {
     c.line(&tl.rtt, "#222", 1.5);
     h.push_str(&format!(
         "<h3>RTT samples (every {} ms) and the classified windows</h3>",
-        rec.setup.sample_interval_ms
+        if r.model_used
+            .as_ref()
+            .is_some_and(|m| m.fallback_after_s.is_some())
+        {
+            format!("{} ms, then 1000", rec.setup.sample_interval_ms)
+        } else {
+            rec.setup.sample_interval_ms.to_string()
+        }
     ));
     if undecided.is_empty() {
         key(h, &[("#222", "RTT sample")]);

@@ -76,6 +76,32 @@ pub struct RunRecord {
     /// The foreground driver's events (no `interval`s: the receivers'
     /// series above are the throughput), each with `t_s`.
     pub events: Vec<Value>,
+    /// With `--model auto`: which model the foreground ran and why (the
+    /// 5-Hz model for the whole run, or until its fallback to the 1 Hz one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_used: Option<ModelUsed>,
+}
+
+/// The model a `--model auto` foreground ran (`opsel_transfer` auto plan).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsed {
+    /// Seconds after the foreground started when the 5-Hz model gave way to
+    /// the 1 Hz one; `None`: the 5-Hz model ran the whole run.
+    pub fallback_after_s: Option<f64>,
+    /// The rule's reason, with the measured values.
+    pub reason: String,
+}
+
+impl ModelUsed {
+    pub fn describe(&self) -> String {
+        match self.fallback_after_s {
+            Some(s) => format!(
+                "the 5-Hz model until {s:.1} s after the foreground started, then the 1 Hz model ({})",
+                self.reason
+            ),
+            None => format!("the 5-Hz model for the whole run ({})", self.reason),
+        }
+    }
 }
 
 /// Receiver bins (bytes per `bin_ns`) summed into `bin_s`-wide bins, in Mbit/s.

@@ -660,6 +660,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
     let mut period_s = 1.0;
     // With --model auto: the 5-Hz model's (decisions made before a fallback).
     let mut fast_period_s = 1.0;
+    let mut fast_window = 0;
     if fgs.iter().any(|f| matches!(f, Fg::Ops { .. })) {
         // Fail before the lab comes up if the model is missing or mismatched.
         let c = super::send::controller(&ops).map_err(|e| {
@@ -674,6 +675,7 @@ pub fn main(a: DemoArgs) -> Result<()> {
                 ..ops.clone()
             })?;
             fast_period_s = f.config().sample_period_ns as f64 / 1e9;
+            fast_window = f.window_len();
         }
         let window_s = c.window_len() as f64 * period_s;
         if a.seconds.is_none() && a.extend_below.is_none() {
@@ -821,6 +823,10 @@ pub fn main(a: DemoArgs) -> Result<()> {
                             plan.seconds,
                         ),
                         events: cell.events.clone(),
+                        model_used: cell.auto.as_ref().map(|c| report::record::ModelUsed {
+                            fallback_after_s: c.switched_after_ns.map(|ns| ns as f64 / 1e9),
+                            reason: c.reason.clone(),
+                        }),
                     });
                 }
                 let (probe_s, switches) = cell.report.map_or((String::new(), String::new()), |r| {
@@ -914,8 +920,14 @@ pub fn main(a: DemoArgs) -> Result<()> {
                 steady_s: steady,
                 model: model_label.clone(),
                 classes,
-                window,
-                sample_interval_ms: period_s * 1e3,
+                // With auto, the setup names the 5-Hz model the runs start
+                // with; each run says whether it fell back (`model_used`).
+                window: if fast_window > 0 { fast_window } else { window },
+                sample_interval_ms: if fast_window > 0 {
+                    fast_period_s * 1e3
+                } else {
+                    period_s * 1e3
+                },
             },
             runs,
         };
