@@ -58,4 +58,52 @@ fn hot_paths_allocate_nothing() {
             assert_eq!(n, 0, "prepared margin ({norm:?}) allocated {n} times");
         }
     }
+
+    // The passive models' configuration (divide-min, 1-NN, band of half the
+    // window): the pruned exact finish (last sample above the prefix's
+    // minimum), its per-class distances, and the pruned bounded finish (a new
+    // minimum), with the margin.
+    for k in [1, 3] {
+        let cfg = KnnConfig {
+            k,
+            dtw: DtwParams {
+                radius: Some(10),
+                cost: Cost::Abs,
+            },
+            normalization: Normalization::DivideMin,
+        };
+        let m = Model::fit(&x, 20, &y, classes.clone(), cfg).unwrap();
+        let mut ws = m.workspace();
+        let mut out = vec![0.0; 6];
+        for w in q.chunks_exact(20) {
+            let min = w[..19].iter().copied().fold(f64::INFINITY, f64::min);
+            for last in [min * 1.05, min * 0.97] {
+                let mut win = w.to_vec();
+                win[19] = last;
+                let (ok, n) = count(|| m.prepare(&win[..19], &mut ws));
+                assert!(ok);
+                assert_eq!(n, 0, "prepare (divide-min, k={k}) allocated {n} times");
+                let (_, n) = count(|| m.classify_with_margin(&win, &mut ws).unwrap());
+                assert_eq!(
+                    n, 0,
+                    "prepared margin (divide-min, k={k}) allocated {n} times"
+                );
+                assert_eq!(ws.stats().speculative, last < min);
+                let (_, n) = count(|| m.classify(&win, &mut ws).unwrap());
+                assert_eq!(
+                    n, 0,
+                    "prepared classify (divide-min, k={k}) allocated {n} times"
+                );
+                let (applied, n) = count(|| {
+                    m.nearest_per_class_prepared(&win, &mut ws, &mut out)
+                        .unwrap()
+                });
+                assert_eq!(applied, last > min);
+                assert_eq!(
+                    n, 0,
+                    "prepared per-class (divide-min, k={k}) allocated {n} times"
+                );
+            }
+        }
+    }
 }

@@ -291,7 +291,12 @@ impl Model {
             self.labels.len(),
         );
         let guesses = self.prepared_guesses();
-        ws.prepared.reserve(self.window, self.labels.len(), guesses);
+        ws.prepared.reserve(
+            self.window,
+            self.labels.len(),
+            guesses,
+            self.last_row_cells(),
+        );
         ws
     }
 
@@ -325,7 +330,7 @@ impl Model {
         ws: &mut Workspace,
     ) -> Result<(Prediction, f64, f64)> {
         self.prepare_query(window, ws)?;
-        let finished = self.finish_prepared(window, ws);
+        let finished = self.finish_prepared(window, ws, false);
         let prepared = finished == prepared::Finished::Exact;
         let bounded = finished == prepared::Finished::Bounded;
         if bounded {
@@ -477,6 +482,9 @@ pub struct SearchStats {
     /// The bounds came from a speculative preparation ([`Model::prepare`]
     /// with a guessed last sample), not from LB_Enhanced.
     pub speculative: bool,
+    /// The decision finished a preparation of [`Model::prepare`] (exact, or
+    /// speculative with `speculative` set) instead of searching afresh.
+    pub prepared: bool,
 }
 
 impl Workspace {

@@ -234,15 +234,12 @@ impl Model {
             return Ok(false);
         }
         self.prepare_query(window, ws)?;
-        if self.finish_prepared(window, ws) != Finished::Exact {
+        if self.finish_prepared(window, ws, true) != Finished::Exact {
             return Ok(false);
         }
-        out.iter_mut().for_each(|o| *o = f64::INFINITY);
-        for (&d, &c) in ws.prepared.dist.iter().zip(&self.labels) {
-            let o = &mut out[c as usize];
-            if d < *o {
-                *o = d;
-            }
+        // The pruned finish's per-class nearest (`Model::finish_class_best`).
+        for (o, &(d, _)) in out.iter_mut().zip(&ws.class_best) {
+            *o = d;
         }
         let cost = self.config.dtw.cost;
         out.iter_mut()

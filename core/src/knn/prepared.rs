@@ -121,21 +121,42 @@ pub(super) struct Prepared {
     /// Accumulated distance of every reference after the finish (exact, or
     /// to the guessed query when bounded).
     pub(super) dist: Vec<f64>,
+    /// Bounded finish: whether `dist[i]` is D(i) itself (else a lower bound
+    /// of it, [`Model::finish_bounded_pruned`]).
+    pub(super) exact: Vec<bool>,
     /// Bounded finish: B, in finished (reported) units.
     pub(super) bound: f64,
     /// The exact finish filled `Workspace::class_best` (k = 1).
     class_best: bool,
+    /// The pruned finishes ([`Model::finish_class_best`],
+    /// [`Model::finish_bounded_pruned`]), per guess (`[guess][position]`):
+    /// reference indices in ascending order of `M` (the minimum over the last
+    /// row's band of the prepared `min(prev[j], prev[j + 1])`), ties to the
+    /// lower index, and per position `M`, the reference's last normalised
+    /// value, its label, and its finish operands (`[up; c][s; c]`, c = the
+    /// last row's band width). Written at prepare time, off the decision's
+    /// path; reserved with the workspace. `min_up` is scratch (`[ref]`).
+    min_up: Vec<f64>,
+    order: Vec<u32>,
+    ord_min: Vec<f64>,
+    ord_last: Vec<f64>,
+    ord_label: Vec<u32>,
+    ord_cells: Vec<f64>,
+    /// Classes with at least one reference (the early exit needs each
+    /// class's best).
+    present: usize,
 }
 
 impl Prepared {
     /// Size the buffers for `guesses` guesses; allocates only when growing
     /// (or when the window changes).
     pub(super) fn fit_to(&mut self, window: usize, n_refs: usize) {
-        self.reserve(window, n_refs, 1);
+        self.reserve(window, n_refs, 1, 0);
     }
 
-    /// [`Prepared::fit_to`] for `guesses` guesses.
-    pub(super) fn reserve(&mut self, window: usize, n_refs: usize, guesses: usize) {
+    /// [`Prepared::fit_to`] for `guesses` guesses and a last row of `cells`
+    /// band columns.
+    pub(super) fn reserve(&mut self, window: usize, n_refs: usize, guesses: usize, cells: usize) {
         let p = window.saturating_sub(1);
         if self.prefix.len() != p {
             self.model = 0;
@@ -151,6 +172,21 @@ impl Prepared {
         if self.dist.len() != n_refs {
             self.model = 0;
             self.dist.resize(n_refs, 0.0);
+        }
+        if self.exact.len() < n_refs {
+            self.exact.resize(n_refs, false);
+        }
+        if self.min_up.len() < n_refs {
+            self.min_up.resize(n_refs, 0.0);
+        }
+        if self.order.len() < guesses * n_refs {
+            self.order.resize(guesses * n_refs, 0);
+            self.ord_min.resize(guesses * n_refs, 0.0);
+            self.ord_last.resize(guesses * n_refs, 0.0);
+            self.ord_label.resize(guesses * n_refs, 0);
+        }
+        if self.ord_cells.len() < guesses * 2 * cells * n_refs {
+            self.ord_cells.resize(guesses * 2 * cells * n_refs, 0.0);
         }
     }
 }
@@ -207,6 +243,39 @@ fn row<const SQ: bool>(
     curr[hi + 2..].iter_mut().for_each(|c| *c = inf);
 }
 
+/// [`last_cell`] for one reference from its finish operands `[up; c][s; c]`:
+/// the same operations in the same order, so the same bits.
+#[inline(always)]
+fn corner<const SQ: bool>(last: f64, cells: &[f64]) -> f64 {
+    let (up, s) = cells.split_at(cells.len() / 2);
+    let mut left = f64::INFINITY;
+    for (&u, &s) in up.iter().zip(s) {
+        let d = last - s;
+        let l = if SQ { d * d } else { d.abs() };
+        let m = if u < left { u } else { left };
+        left = l + m;
+    }
+    left
+}
+
+/// [`corner`] for four references at once: four independent chains, each
+/// with [`corner`]'s operations in its order (the same bits).
+#[inline(always)]
+fn corners4<const SQ: bool>(last: f64, cells: [&[f64]; 4], c: usize) -> [f64; 4] {
+    let cells = cells.map(|x| &x[..2 * c]);
+    let mut left = [f64::INFINITY; 4];
+    for t in 0..c {
+        for (l, x) in left.iter_mut().zip(&cells) {
+            let (u, s) = (x[t], x[c + t]);
+            let d = last - s;
+            let cost = if SQ { d * d } else { d.abs() };
+            let m = if u < *l { u } else { *l };
+            *l = cost + m;
+        }
+    }
+    left
+}
+
 /// The last cell of row `i` of the banded programme for `LANES` references,
 /// `[lo, hi]` its band and `prev` row `i − 1` as [`row`] takes it: the same
 /// operations in the same order as [`row`] (so the same bits), without
@@ -228,6 +297,12 @@ fn last_cell<const SQ: bool>(q: f64, s: &[Lanes], lo: usize, hi: usize, up: &[La
 }
 
 impl Model {
+    /// Columns of the last row's band (the pruned finishes' operands per reference).
+    pub(super) fn last_row_cells(&self) -> usize {
+        let w = self.window;
+        w - (w - 1).saturating_sub(self.config.dtw.radius_or_max())
+    }
+
     /// Guesses a preparation of this model holds (its workspace reserves them).
     pub(super) fn prepared_guesses(&self) -> usize {
         match self.config.normalization {
@@ -261,7 +336,8 @@ impl Model {
         }
         ws.fit_to(w, self.config.k, self.classes.len(), self.labels.len());
         let guesses = self.prepared_guesses();
-        ws.prepared.reserve(w, self.labels.len(), guesses.max(1));
+        ws.prepared
+            .reserve(w, self.labels.len(), guesses.max(1), self.last_row_cells());
         let p = &mut ws.prepared;
         p.prefix.copy_from_slice(prefix);
         p.base = base;
@@ -324,8 +400,187 @@ impl Model {
             }
         }
         self.run_prepare(ws);
+        self.prepare_order(ws);
         ws.prepared.model = self.id;
         true
+    }
+
+    /// The pruned finishes' order and operands for every guess (the fields
+    /// after `Prepared::class_best`): off the decision's path, at prepare time.
+    fn prepare_order(&self, ws: &mut Workspace) {
+        let w = self.window;
+        let n = self.labels.len();
+        let lo = (w - 1).saturating_sub(self.config.dtw.radius_or_max());
+        let c = w - lo;
+        let p = &mut ws.prepared;
+        let per_guess = n.div_ceil(LANES) * (w + 1);
+        let mut present = 0u64;
+        for &l in &self.labels {
+            if l < 64 {
+                present |= 1 << l;
+            }
+        }
+        p.present = if self.classes.len() <= 64 {
+            present.count_ones() as usize
+        } else {
+            usize::MAX // no early exit
+        };
+        // Guess 0 last (as in `prepare_rows`): its operands, the exact
+        // finish's and the likeliest, are then the most recently written.
+        for g in (0..p.guesses).rev() {
+            // Slots lo..w of a group's rows hold the last row's `up` operands.
+            let rows = &p.rows[g * per_guess..(g + 1) * per_guess];
+            for (grp, rows) in rows.chunks_exact(w + 1).enumerate() {
+                let used = LANES.min(n - grp * LANES);
+                for lane in 0..used {
+                    p.min_up[grp * LANES + lane] = rows[lo..w]
+                        .iter()
+                        .map(|u| u[lane])
+                        .fold(f64::INFINITY, |a, b| if b < a { b } else { a });
+                }
+            }
+            let order = &mut p.order[g * n..(g + 1) * n];
+            for (i, o) in order.iter_mut().enumerate() {
+                *o = i as u32;
+            }
+            let min_up = &p.min_up[..n];
+            // Unstable sort (no allocation); the index breaks ties, so the
+            // order is deterministic.
+            order.sort_unstable_by(|&a, &b| {
+                min_up[a as usize]
+                    .total_cmp(&min_up[b as usize])
+                    .then(a.cmp(&b))
+            });
+            for (pos, &i) in order.iter().enumerate() {
+                let i = i as usize;
+                let (grp, lane) = (i / LANES, i % LANES);
+                let rows = &rows[grp * (w + 1)..(grp + 1) * (w + 1)];
+                let s = self.reference(i);
+                let at = g * n + pos;
+                p.ord_min[at] = min_up[i];
+                p.ord_last[at] = s[w - 1];
+                p.ord_label[at] = self.labels[i];
+                let cells = &mut p.ord_cells[at * 2 * c..(at + 1) * 2 * c];
+                for t in 0..c {
+                    cells[t] = rows[lo + t][lane];
+                    cells[c + t] = s[lo + t];
+                }
+            }
+        }
+    }
+
+    /// The exact finish's per-class nearest references, pruned: into
+    /// `ws.class_best` (accumulated distance, index; ties to the lower index,
+    /// `usize::MAX` for a class without references). With `all` every
+    /// class's entry is what the full finish's scan gives, bit for bit;
+    /// without, only the two classes whose entries come first under
+    /// [`lowest`] (the nearest class, and the nearest other class: all that
+    /// 1-NN and its margin read), the others being at least those two.
+    /// Returns how many references' distances were computed.
+    ///
+    /// Why it is exact: the last cell is `l(w−1) + min(…)` over a chain
+    /// whose every value is at least `M`, the minimum of the chain's `up`
+    /// operands (each value is a non-negative local cost plus a minimum of
+    /// values at least `M`; rounding is monotone), so the computed distance
+    /// is at least `fl(M + l(w−1))`, computed here with the same local cost.
+    /// A reference whose bound exceeds its class's best so far can neither be
+    /// its class's nearest nor tie it; without `all`, neither can one whose
+    /// bound exceeds T, the second smallest class best so far (the two
+    /// answers are at most T, and class bests only decrease). References run
+    /// in ascending `M`, so once `M` exceeds the largest threshold (every
+    /// class's best, or T) nothing later can enter. A computed distance gets
+    /// the operations of [`last_cell`] in its order ([`corner`]). Candidates
+    /// are checked against the bests as they stand and computed four at a
+    /// time (independent chains overlap in the core); a best that has since
+    /// dropped only means a candidate computed in vain.
+    #[inline(always)]
+    fn finish_class_best<const SQ: bool>(&self, last: f64, all: bool, ws: &mut Workspace) -> usize {
+        let n = self.labels.len();
+        let c = self.last_row_cells();
+        let Workspace {
+            prepared: p,
+            class_best,
+            ..
+        } = ws;
+        class_best.fill((f64::INFINITY, usize::MAX));
+        let local = |s: f64| {
+            let d = last - s;
+            if SQ {
+                d * d
+            } else {
+                d.abs()
+            }
+        };
+        // The largest threshold (stop once M exceeds it) and T.
+        let need = if all { p.present } else { p.present.min(2) };
+        let (mut filled, mut stop, mut second) = (0usize, f64::INFINITY, f64::INFINITY);
+        let mut computed = 0;
+        let mut batch = [0usize; 4];
+        let mut pos = 0;
+        while pos < n {
+            let mut used = 0;
+            while pos < n && used < 4 {
+                let m = p.ord_min[pos];
+                if filled >= need && m > stop {
+                    pos = n;
+                    break;
+                }
+                let best = class_best[p.ord_label[pos] as usize].0;
+                let limit = if best < second { best } else { second };
+                if m + local(p.ord_last[pos]) <= limit {
+                    batch[used] = pos;
+                    used += 1;
+                }
+                pos += 1;
+            }
+            let mut d = [f64::INFINITY; 4];
+            if used == 4 {
+                let cells = batch.map(|b| &p.ord_cells[b * 2 * c..(b + 1) * 2 * c]);
+                d = corners4::<SQ>(last, cells, c);
+            } else {
+                for t in 0..used {
+                    let b = batch[t];
+                    d[t] = corner::<SQ>(last, &p.ord_cells[b * 2 * c..(b + 1) * 2 * c]);
+                }
+            }
+            computed += used;
+            let mut changed = false;
+            for t in 0..used {
+                let (b, d) = (batch[t], d[t]);
+                let i = p.order[b] as usize;
+                let best = &mut class_best[p.ord_label[b] as usize];
+                if d < best.0 || (d == best.0 && i < best.1) {
+                    if best.1 == usize::MAX {
+                        filled += 1;
+                    }
+                    *best = (d, i);
+                    changed = true;
+                }
+            }
+            if changed && filled >= 2 {
+                let (mut lo1, mut lo2, mut hi) = (f64::INFINITY, f64::INFINITY, 0.0f64);
+                for b in class_best.iter().filter(|b| b.1 != usize::MAX) {
+                    if b.0 < lo1 {
+                        lo2 = lo1;
+                        lo1 = b.0;
+                    } else if b.0 < lo2 {
+                        lo2 = b.0;
+                    }
+                    hi = if b.0 > hi { b.0 } else { hi };
+                }
+                if !all {
+                    second = lo2;
+                }
+                stop = if all { hi } else { lo2 };
+            } else if changed && filled >= need {
+                // One class present: its best is the only threshold.
+                stop = class_best
+                    .iter()
+                    .filter(|b| b.1 != usize::MAX)
+                    .fold(0.0, |a, b| if b.0 > a { b.0 } else { a });
+            }
+        }
+        computed
     }
 
     fn run_prepare(&self, ws: &mut Workspace) {
@@ -366,7 +621,9 @@ impl Model {
         } = ws;
         let inf = [f64::INFINITY; LANES];
         let per_guess = groups * (w + 1);
-        for g in 0..prepared.guesses {
+        // Guess 0 last: the exact finish's rows are then the freshest in the
+        // cache (`prepare_order` reads them next).
+        for g in (0..prepared.guesses).rev() {
             let query = &prepared.query[g * (w - 1)..(g + 1) * (w - 1)];
             let rows = &mut prepared.rows[g * per_guess..(g + 1) * per_guess];
             for (grp, out) in rows.chunks_exact_mut(w + 1).enumerate() {
@@ -425,7 +682,14 @@ impl Model {
     /// If `ws` holds a preparation valid for `window` (validated, length w,
     /// normalised into `ws.query` by `prepare_query`), finish it (see
     /// [`Finished`]). When exact, `ws.neighbors` gets the k nearest (finished).
-    pub(super) fn finish_prepared(&self, window: &[f64], ws: &mut Workspace) -> Finished {
+    /// With `per_class` (or k = 1) an exact finish fills only
+    /// `ws.class_best` (and, for k = 1, `ws.neighbors`), not `prepared.dist`.
+    pub(super) fn finish_prepared(
+        &self,
+        window: &[f64],
+        ws: &mut Workspace,
+        per_class: bool,
+    ) -> Finished {
         let w = self.window;
         if !self.holds_prefix_of(window, ws) {
             return Finished::No;
@@ -442,40 +706,51 @@ impl Model {
         };
         ws.query[..w - 1].copy_from_slice(&ws.prepared.query[..w - 1]);
         ws.query[w - 1] = last;
-        self.run_finish(last, 0, ws);
         // k nearest in index order with the search's tie rule: the same list
         // the exhaustive search builds.
         let k = self.config.k;
         ws.neighbors.clear();
         ws.prepared.class_best = false;
-        if k == 1 {
-            // One scan: each class's nearest (ties to the lower index, as
-            // `insert` breaks them), then the nearest of all; the margin's
-            // other-class nearest is then a look-up (`other_class_prepared`).
-            ws.class_best.fill((f64::INFINITY, usize::MAX));
-            for (i, (&d, &l)) in ws.prepared.dist.iter().zip(&self.labels).enumerate() {
-                let b = &mut ws.class_best[l as usize];
-                if d < b.0 || b.1 == usize::MAX {
-                    *b = (d, i);
+        let n = self.labels.len();
+        if k == 1 || per_class {
+            // Each class's nearest (ties to the lower index, as `insert`
+            // breaks them), pruned (`finish_class_best`), then the nearest of
+            // all; the margin's other-class nearest is then a look-up
+            // (`other_class_prepared`). `prepared.dist` is not filled.
+            let computed = self.run_class_best(last, per_class, ws);
+            if k == 1 {
+                if let Some(best) = lowest(ws.class_best.iter().copied()) {
+                    ws.neighbors.push(best);
                 }
             }
-            if let Some(best) = lowest(ws.class_best.iter().copied()) {
-                ws.neighbors.push(best);
-            }
             ws.prepared.class_best = true;
-        } else {
-            for (i, &d) in ws.prepared.dist.iter().enumerate() {
-                insert(&mut ws.neighbors, k, d, i);
+            ws.stats = SearchStats {
+                references: n,
+                pruned_by_bounds: n - computed,
+                full_dtw: computed,
+                prepared: true,
+                ..SearchStats::default()
+            };
+            if k == 1 {
+                let cost = self.config.dtw.cost;
+                for nb in ws.neighbors.iter_mut() {
+                    nb.0 = cost.finish(nb.0);
+                }
             }
+            return Finished::Exact;
+        }
+        self.run_finish(last, 0, ws);
+        for (i, &d) in ws.prepared.dist.iter().enumerate() {
+            insert(&mut ws.neighbors, k, d, i);
         }
         let cost = self.config.dtw.cost;
         for nb in ws.neighbors.iter_mut() {
             nb.0 = cost.finish(nb.0);
         }
-        let n = self.labels.len();
         ws.stats = SearchStats {
             references: n,
             full_dtw: n,
+            prepared: true,
             ..SearchStats::default()
         };
         Finished::Exact
@@ -532,8 +807,121 @@ impl Model {
         }
         ws.prepared.bound = bound;
         let last = ws.query[w - 1];
-        self.run_finish(last, g, ws);
+        self.run_bounded_pruned(last, g, ws);
         Finished::Bounded
+    }
+
+    /// The bounded finish's `prepared.dist`, pruned: for guess `g`, D(s)
+    /// exactly (the operations of [`last_cell`]; `prepared.exact` set) for
+    /// the references that can matter, and for the others a lower bound of
+    /// D(s), `fl(M + l(w−1))` (see [`Model::finish_class_best`]). That is all
+    /// [`Model::search_bounded`] needs of them: their bound D − B still
+    /// lower-bounds the distance, and the cut-off is taken from computed D
+    /// only (`prepared_bounds`), so any choice here is exact; the choice only
+    /// decides how much the search must compute. Left out: references whose
+    /// bound exceeds, in finished units, by more than 2B the k-th smallest D
+    /// computed so far (the search prunes those anyway), and for k = 1 also
+    /// their class's smallest D so far when that is lower, unless it exceeds
+    /// the second smallest class's (the margin's search excluding the nearest
+    /// class then still finds its seed). References run in ascending `M`
+    /// (the prepared order of guess `g`). `ws.neighbors` and `ws.class_best`
+    /// are scratch here (the search and the vote rewrite them).
+    #[inline(always)]
+    fn finish_bounded_pruned<const SQ: bool>(&self, last: f64, g: usize, ws: &mut Workspace) {
+        let n = self.labels.len();
+        let k = self.config.k;
+        let cost = self.config.dtw.cost;
+        let c = self.last_row_cells();
+        let Workspace {
+            prepared: p,
+            neighbors,
+            class_best,
+            ..
+        } = ws;
+        neighbors.clear();
+        class_best.fill((f64::INFINITY, usize::MAX));
+        let two_b = 2.0 * p.bound;
+        let slack = |f: f64| {
+            let f = f + two_b;
+            f + SPECULATIVE_SLACK * f
+        };
+        let local = |s: f64| {
+            let d = last - s;
+            if SQ {
+                d * d
+            } else {
+                d.abs()
+            }
+        };
+        // In finished units, plus 2B, with slack: the k-th smallest D so far;
+        // for k = 1 (`class_best[c].0`: class c's smallest D so far) the two
+        // smallest class values.
+        let (mut limit, mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+        let base = g * n;
+        for pos in 0..n {
+            let at = base + pos;
+            let i = p.order[at] as usize;
+            let lb = p.ord_min[at] + local(p.ord_last[at]);
+            let f = cost.finish(lb);
+            let label = p.ord_label[at] as usize;
+            let skip = if k == 1 {
+                let own = class_best[label].0;
+                f > lo1 && f > if own < lo2 { own } else { lo2 }
+            } else {
+                f > limit
+            };
+            if skip {
+                p.dist[i] = lb;
+                p.exact[i] = false;
+                continue;
+            }
+            let d = corner::<SQ>(last, &p.ord_cells[at * 2 * c..(at + 1) * 2 * c]);
+            p.dist[i] = d;
+            p.exact[i] = true;
+            if k == 1 {
+                let fd = slack(cost.finish(d));
+                let b = &mut class_best[label];
+                if fd < b.0 {
+                    b.0 = fd;
+                    (lo1, lo2) = (f64::INFINITY, f64::INFINITY);
+                    for b in class_best.iter() {
+                        if b.0 < lo1 {
+                            lo2 = lo1;
+                            lo1 = b.0;
+                        } else if b.0 < lo2 {
+                            lo2 = b.0;
+                        }
+                    }
+                }
+            } else if insert(neighbors, k, d, i) && neighbors.len() == k {
+                limit = slack(cost.finish(neighbors[k - 1].0));
+            }
+        }
+    }
+
+    fn run_bounded_pruned(&self, last: f64, guess: usize, ws: &mut Workspace) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                return unsafe { self.bounded_pruned_avx2(last, guess, ws) };
+            }
+        }
+        self.bounded_pruned_impl(last, guess, ws)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn bounded_pruned_avx2(&self, last: f64, guess: usize, ws: &mut Workspace) {
+        self.bounded_pruned_impl(last, guess, ws)
+    }
+
+    #[inline(always)]
+    fn bounded_pruned_impl(&self, last: f64, guess: usize, ws: &mut Workspace) {
+        match self.config.dtw.cost {
+            dtw::Cost::Abs => self.finish_bounded_pruned::<false>(last, guess, ws),
+            dtw::Cost::Squared => self.finish_bounded_pruned::<true>(last, guess, ws),
+        }
     }
 
     /// The nearest reference of any class but `class` from an exact finish,
@@ -564,6 +952,31 @@ impl Model {
             nb.0 = cost.finish(nb.0);
         }
         ws.neighbors.first().map_or(f64::INFINITY, |n| n.0)
+    }
+
+    fn run_class_best(&self, last: f64, all: bool, ws: &mut Workspace) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                return unsafe { self.class_best_avx2(last, all, ws) };
+            }
+        }
+        self.class_best_impl(last, all, ws)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn class_best_avx2(&self, last: f64, all: bool, ws: &mut Workspace) -> usize {
+        self.class_best_impl(last, all, ws)
+    }
+
+    #[inline(always)]
+    fn class_best_impl(&self, last: f64, all: bool, ws: &mut Workspace) -> usize {
+        match self.config.dtw.cost {
+            dtw::Cost::Abs => self.finish_class_best::<false>(last, all, ws),
+            dtw::Cost::Squared => self.finish_class_best::<true>(last, all, ws),
+        }
     }
 
     fn run_finish(&self, last: f64, guess: usize, ws: &mut Workspace) {
@@ -618,7 +1031,7 @@ impl Model {
         window: &[f64],
         ws: &mut Workspace,
     ) -> Option<Prediction> {
-        match self.finish_prepared(window, ws) {
+        match self.finish_prepared(window, ws, false) {
             Finished::No => None,
             Finished::Exact => Some(self.vote(ws)),
             Finished::Bounded => {

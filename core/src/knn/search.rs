@@ -140,6 +140,7 @@ impl Model {
         let n = self.labels.len();
         let mut cutoff = if bounded {
             stats.speculative = true;
+            stats.prepared = true;
             self.prepared_bounds(ws, exclude)
         } else {
             self.enhanced_bounds(ws, exclude);
@@ -181,6 +182,7 @@ impl Model {
         let cost = self.config.dtw.cost;
         let bound = ws.prepared.bound;
         let dist = &ws.prepared.dist[..n];
+        let exact = &ws.prepared.exact[..n];
         let seeds = &mut ws.seeds;
         seeds.clear();
         let n_seeds = seeds.capacity().min(n).min(self.candidates(exclude));
@@ -193,7 +195,12 @@ impl Model {
             let f = cost.finish(d);
             let lo = (f - bound) - SPECULATIVE_SLACK * (f + bound);
             ws.lb[i] = if lo > 0.0 { cost.unfinish(lo) } else { 0.0 };
-            // Seeds by D itself: with B large many lower bounds are 0, D still ranks.
+            // Seeds by D itself: with B large many lower bounds are 0, D still
+            // ranks. Only references whose D was computed (the pruned finish
+            // leaves a lower bound of D for the others): the cut-off needs D.
+            if !exact[i] {
+                continue;
+            }
             if seeds.len() < n_seeds {
                 seeds.push((d, i));
                 if seeds.len() == n_seeds {

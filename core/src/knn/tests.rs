@@ -442,17 +442,23 @@ fn preparation_is_used_only_when_it_holds() {
     let q: Vec<f64> = x[..20].iter().map(|v| v * 1.01).collect();
     assert!(m.prepare(&q[..19], &mut ws));
     m.classify(&q, &mut ws).unwrap();
-    // Prepared: every reference's exact distance, no pruning.
-    assert_eq!(ws.stats().full_dtw, m.len());
+    // Prepared, exact: the last row of the references the prepared bound
+    // does not rule out (pruned finish), fewer than all of them.
+    let st = ws.stats();
+    assert!(st.prepared && !st.speculative);
+    assert_eq!(st.full_dtw + st.pruned_by_bounds, m.len());
+    assert!(st.full_dtw < m.len(), "{st:?}");
     // Another prefix: the search runs (some references pruned or abandoned).
     let mut other = q.clone();
     other[3] += 1.0;
     m.classify(&other, &mut ws).unwrap();
+    assert!(!ws.stats().prepared);
     assert!(ws.stats().full_dtw < m.len());
     // Another model of the same shape does not use this workspace's preparation.
     let m2 = Model::fit(&x, 20, &y, classes, cfg).unwrap();
     assert!(m.prepare(&q[..19], &mut ws));
     m2.classify(&q, &mut ws).unwrap();
+    assert!(!ws.stats().prepared);
     assert!(ws.stats().full_dtw < m2.len());
     // Bad prefixes prepare nothing.
     assert!(!m.prepare(&q[..18], &mut ws));
@@ -481,4 +487,138 @@ fn without_reference_is_the_fit_on_the_others() {
         e.contains("reference index 3 out of range (the model has 3)"),
         "{e}"
     );
+}
+
+/// Brute force, independent of the search and of the preparation: normalise,
+/// full `dtw::distance` to every normalised reference, every reference sorted
+/// by (distance, index). Returns (the k nearest, each class's nearest
+/// (distance, index)).
+#[allow(clippy::type_complexity)]
+fn brute_knn(m: &Model, q: &[f64]) -> (Vec<(f64, usize)>, Vec<(f64, usize)>) {
+    let w = m.window();
+    let norm = m.config().normalization;
+    let mut qn = q.to_vec();
+    norm.apply(&mut qn).unwrap();
+    let mut all: Vec<(f64, usize)> = (0..m.len())
+        .map(|i| {
+            let mut r = m.raw_reference(i).to_vec();
+            norm.apply(&mut r).unwrap();
+            (dtw::distance(&qn, &r, &m.config().dtw).unwrap(), i)
+        })
+        .collect();
+    assert_eq!(all.len() * w, m.raw_references().len());
+    all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut per_class = vec![(f64::INFINITY, usize::MAX); m.classes().len()];
+    for &(d, i) in &all {
+        let b = &mut per_class[m.labels()[i] as usize];
+        if b.1 == usize::MAX {
+            *b = (d, i);
+        }
+    }
+    all.truncate(m.config().k);
+    (all, per_class)
+}
+
+/// The vote of `vote.rs` on a brute-force neighbour list: most votes, ties to
+/// the class of the nearest neighbour among the tied classes.
+fn brute_vote(m: &Model, nb: &[(f64, usize)]) -> usize {
+    let mut votes = vec![0u32; m.classes().len()];
+    for &(_, i) in nb {
+        votes[m.labels()[i] as usize] += 1;
+    }
+    let top = *votes.iter().max().unwrap();
+    nb.iter()
+        .map(|&(_, i)| m.labels()[i] as usize)
+        .find(|&c| votes[c] == top)
+        .unwrap()
+}
+
+/// The shipped 5-Hz model (`models/passive-200ms`: w = 50, radius 25,
+/// divide-min, 1-NN) on a quarter of its references, with duplicates under
+/// other labels (exact ties across classes), queried with the other
+/// references perturbed: the last sample a little above the prefix's minimum
+/// (the exact pruned finish), equal to it, or a new minimum (the bounded
+/// finish), and with a reference itself (distance 0, tied with its
+/// duplicate). Prepared classification, margin and per-class distances equal
+/// the brute force bit for bit, for k = 1 and k = 3.
+#[test]
+fn prepared_equals_brute_force_on_the_shipped_5hz_model() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/passive-200ms/model.json");
+    let full = crate::model::load(&path).unwrap().model;
+    let w = full.window();
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for i in (0..full.len()).step_by(4) {
+        x.extend_from_slice(full.raw_reference(i));
+        y.push(full.labels()[i]);
+    }
+    let n_classes = full.classes().len() as u32;
+    for i in (0..full.len()).step_by(97) {
+        x.extend_from_slice(full.raw_reference(i));
+        y.push((full.labels()[i] + 1) % n_classes);
+    }
+    let mut checked = [0usize; 2];
+    for k in [1, 3] {
+        let cfg = KnnConfig {
+            k,
+            ..*full.config()
+        };
+        let m = Model::fit(&x, w, &y, full.classes().to_vec(), cfg).unwrap();
+        let mut ws = m.workspace();
+        let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ k as u64;
+        let mut rnd = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % 1_000_000) as f64 / 1_000_000.0
+        };
+        let mut queries: Vec<Vec<f64>> = Vec::new();
+        for (t, i) in (1..full.len()).step_by(61).enumerate() {
+            let mut q: Vec<f64> = full
+                .raw_reference(i)
+                .iter()
+                .map(|v| v * (1.0 + 0.02 * (rnd() - 0.5)))
+                .collect();
+            let min = q[..w - 1].iter().copied().fold(f64::INFINITY, f64::min);
+            q[w - 1] = match t % 4 {
+                0 => min * (1.0 + 0.1 * rnd()),
+                1 => min,
+                2 => min * (1.0 - 0.05 * rnd()),
+                _ => q[w - 1],
+            };
+            queries.push(q);
+        }
+        // A reference that has a duplicate under another label.
+        queries.push(full.raw_reference(0).to_vec());
+        for q in &queries {
+            let (nb, per_class) = brute_knn(&m, q);
+            let want_class = brute_vote(&m, &nb);
+            assert!(m.prepare(&q[..w - 1], &mut ws));
+            let p = m.classify(q, &mut ws).unwrap();
+            checked[ws.stats().speculative as usize] += 1;
+            assert_eq!(ws.neighbors(), &nb[..], "k = {k}");
+            assert_eq!((p.class, p.neighbor), (want_class, nb[0].1));
+            assert_eq!(p.distance.to_bits(), nb[0].0.to_bits());
+            // The margin: the nearest reference of any other class.
+            let (pm, other, _) = m.classify_with_margin(q, &mut ws).unwrap();
+            assert_eq!(pm, p);
+            let want_other = per_class
+                .iter()
+                .enumerate()
+                .filter(|&(c, b)| c != p.class && b.1 != usize::MAX)
+                .map(|(_, b)| b.0)
+                .fold(f64::INFINITY, f64::min);
+            assert_eq!(other.to_bits(), want_other.to_bits(), "k = {k}");
+            // Per-class distances through the preparation when it applies.
+            let mut out = vec![0.0; m.classes().len()];
+            if m.nearest_per_class_prepared(q, &mut ws, &mut out).unwrap() {
+                for (o, b) in out.iter().zip(&per_class) {
+                    assert_eq!(o.to_bits(), b.0.to_bits());
+                }
+            }
+        }
+    }
+    // Both finishes ran: the exact one and the bounded one.
+    assert!(checked[0] > 0 && checked[1] > 0, "{checked:?}");
 }
