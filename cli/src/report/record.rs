@@ -243,7 +243,31 @@ mod tests {
             bg_series_mbps: vec![],
             fg_series_mbps: vec![],
             events,
+            model_used: None,
         }
+    }
+
+    #[test]
+    fn the_auto_model_of_a_run_round_trips_and_older_records_have_none() {
+        let mut r = run(vec![]);
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v.get("model_used").is_none(), "{v}");
+        r.model_used = Some(ModelUsed {
+            fallback_after_s: Some(0.11),
+            reason: "10 of 10 echoes of the first burst unanswered".into(),
+        });
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["model_used"]["fallback_after_s"], json!(0.11));
+        let back: RunRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+        let d = back.model_used.unwrap().describe();
+        assert!(d.starts_with("the 5-Hz model until 0.1 s"), "{d}");
+        assert!(d.contains("then the 1 Hz model (10 of 10 echoes"), "{d}");
+        let kept = ModelUsed {
+            fallback_after_s: None,
+            reason: "kept".into(),
+        };
+        assert_eq!(kept.describe(), "the 5-Hz model for the whole run (kept)");
     }
 
     #[test]
