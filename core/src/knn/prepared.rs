@@ -133,8 +133,9 @@ pub(super) struct Prepared {
     pub(super) exact: Vec<bool>,
     /// Bounded finish: B, in finished (reported) units.
     pub(super) bound: f64,
-    /// The exact finish filled `Workspace::class_best` (k = 1).
-    class_best: bool,
+    /// The exact finish (or the bounded margin search) filled
+    /// `Workspace::class_best` (k = 1).
+    pub(super) class_best: bool,
     /// The pruned finishes ([`Model::finish_class_best`],
     /// [`Model::finish_bounded_pruned`]), per guess (`[guess][position]`):
     /// reference indices ordered by `M` (the minimum over the last row's
@@ -222,7 +223,7 @@ impl Prepared {
 
 /// The smallest (distance, index) by distance, then index (the order
 /// `insert` keeps), skipping classes without a reference (index `usize::MAX`).
-fn lowest(it: impl Iterator<Item = (f64, usize)>) -> Option<(f64, usize)> {
+pub(super) fn lowest(it: impl Iterator<Item = (f64, usize)>) -> Option<(f64, usize)> {
     it.filter(|b| b.1 != usize::MAX)
         .fold(None, |acc: Option<(f64, usize)>, b| match acc {
             Some(a) if a.0 < b.0 || (a.0 == b.0 && a.1 < b.1) => Some(a),
