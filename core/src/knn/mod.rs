@@ -331,9 +331,15 @@ impl Model {
     ) -> Result<(Prediction, f64, f64)> {
         self.prepare_query(window, ws)?;
         let finished = self.finish_prepared(window, ws, false);
-        let prepared = finished == prepared::Finished::Exact;
+        let mut prepared = finished == prepared::Finished::Exact;
         let bounded = finished == prepared::Finished::Bounded;
-        if bounded {
+        if bounded && self.config.k == 1 {
+            // One search for the nearest and the nearest of another class
+            // (`search_bounded_margin`); the margin is then a look-up.
+            self.search_bounded_margin(ws);
+            ws.prepared.class_best = true;
+            prepared = true;
+        } else if bounded {
             self.search_bounded(ws, None);
         } else if !prepared {
             self.search(ws, true, None);

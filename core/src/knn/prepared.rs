@@ -87,6 +87,13 @@ const MAX_GUESSES: usize = {
 /// windows of millions of samples.
 pub(super) const SPECULATIVE_SLACK: f64 = 1e-9;
 
+/// References per guess that the preparation puts in ascending order of the
+/// pruned finishes' bound, with their operands copied contiguously; the rest
+/// follow unordered. On `models/passive-200ms` (2749 references) the exact
+/// finish computes a median of 20 and a p99 of 132 last rows, nearly all
+/// from the head; a reference in the tail is still handled exactly.
+pub(super) const ORDERED_HEAD: usize = 512;
+
 /// How [`Model::finish_prepared`] finished a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Finished {
@@ -126,17 +133,29 @@ pub(super) struct Prepared {
     pub(super) exact: Vec<bool>,
     /// Bounded finish: B, in finished (reported) units.
     pub(super) bound: f64,
-    /// The exact finish filled `Workspace::class_best` (k = 1).
-    class_best: bool,
+    /// The exact finish (or the bounded margin search) filled
+    /// `Workspace::class_best` (k = 1).
+    pub(super) class_best: bool,
     /// The pruned finishes ([`Model::finish_class_best`],
     /// [`Model::finish_bounded_pruned`]), per guess (`[guess][position]`):
-    /// reference indices in ascending order of `M` (the minimum over the last
-    /// row's band of the prepared `min(prev[j], prev[j + 1])`), ties to the
-    /// lower index, and per position `M`, the reference's last normalised
-    /// value, its label, and its finish operands (`[up; c][s; c]`, c = the
-    /// last row's band width). Written at prepare time, off the decision's
-    /// path; reserved with the workspace. `min_up` is scratch (`[ref]`).
+    /// reference indices ordered by `M` (the minimum over the last row's
+    /// band of the prepared `min(prev[j], prev[j + 1])`): the `head` smallest
+    /// (ties to the lower index) first and in ascending order, then the rest
+    /// unordered, each at least the head's last. Per position `M`, the
+    /// reference's last normalised value and its label; for head positions
+    /// also the finish operands (`[up; c][s; c]`, c = the last row's band
+    /// width; `[guess][head position]`), tail references read theirs from
+    /// `rows` and the model ([`Model::tail_corner`]). A full sort and a copy
+    /// of every reference's operands cost about 15 % of the preparation; the
+    /// pruned finishes rarely go past the first few dozen positions. Written
+    /// at prepare time, off the decision's path; reserved with the workspace.
+    /// `min_up` holds `M` per guess and reference (`[guess][ref]`), written
+    /// by [`Model::prepare`]'s row pass while the rows are in cache.
     min_up: Vec<f64>,
+    head: usize,
+    /// The most head positions (0: [`ORDERED_HEAD`]); tests lower it to
+    /// exercise the tail.
+    pub(super) head_cap: usize,
     order: Vec<u32>,
     ord_min: Vec<f64>,
     ord_last: Vec<f64>,
@@ -176,8 +195,8 @@ impl Prepared {
         if self.exact.len() < n_refs {
             self.exact.resize(n_refs, false);
         }
-        if self.min_up.len() < n_refs {
-            self.min_up.resize(n_refs, 0.0);
+        if self.min_up.len() < guesses * n_refs {
+            self.min_up.resize(guesses * n_refs, 0.0);
         }
         if self.order.len() < guesses * n_refs {
             self.order.resize(guesses * n_refs, 0);
@@ -185,15 +204,26 @@ impl Prepared {
             self.ord_last.resize(guesses * n_refs, 0.0);
             self.ord_label.resize(guesses * n_refs, 0);
         }
-        if self.ord_cells.len() < guesses * 2 * cells * n_refs {
-            self.ord_cells.resize(guesses * 2 * cells * n_refs, 0.0);
+        let head = n_refs.min(self.head_limit());
+        if self.ord_cells.len() < guesses * 2 * cells * head {
+            self.ord_cells.resize(guesses * 2 * cells * head, 0.0);
+        }
+    }
+}
+
+impl Prepared {
+    fn head_limit(&self) -> usize {
+        if self.head_cap == 0 {
+            ORDERED_HEAD
+        } else {
+            self.head_cap
         }
     }
 }
 
 /// The smallest (distance, index) by distance, then index (the order
 /// `insert` keeps), skipping classes without a reference (index `usize::MAX`).
-fn lowest(it: impl Iterator<Item = (f64, usize)>) -> Option<(f64, usize)> {
+pub(super) fn lowest(it: impl Iterator<Item = (f64, usize)>) -> Option<(f64, usize)> {
     it.filter(|b| b.1 != usize::MAX)
         .fold(None, |acc: Option<(f64, usize)>, b| match acc {
             Some(a) if a.0 < b.0 || (a.0 == b.0 && a.1 < b.1) => Some(a),
@@ -217,30 +247,6 @@ fn local<const SQ: bool>(a: f64, b: &Lanes) -> Lanes {
             d.abs()
         }
     })
-}
-
-/// One row `i` of the banded programme for `LANES` references: `prev` and
-/// `curr` hold `[1 + column]`, slot 0 the virtual column −1 (infinite).
-#[inline(always)]
-fn row<const SQ: bool>(
-    q: f64,
-    s: &[Lanes],
-    lo: usize,
-    hi: usize,
-    prev: &[Lanes],
-    curr: &mut [Lanes],
-) {
-    let inf = [f64::INFINITY; LANES];
-    curr[..=lo].iter_mut().for_each(|c| *c = inf);
-    let mut left = inf;
-    for j in lo..=hi {
-        let l = local::<SQ>(q, &s[j]);
-        let m = vmin(&vmin(&prev[j], &prev[j + 1]), &left);
-        let v: Lanes = std::array::from_fn(|t| l[t] + m[t]);
-        curr[j + 1] = v;
-        left = v;
-    }
-    curr[hi + 2..].iter_mut().for_each(|c| *c = inf);
 }
 
 /// [`last_cell`] for one reference from its finish operands `[up; c][s; c]`:
@@ -277,15 +283,15 @@ fn corners4<const SQ: bool>(last: f64, cells: [&[f64]; 4], c: usize) -> [f64; 4]
 }
 
 /// The last cell of row `i` of the banded programme for `LANES` references,
-/// `[lo, hi]` its band and `prev` row `i − 1` as [`row`] takes it: the same
-/// operations in the same order as [`row`] (so the same bits), without
+/// `[lo, hi]` its band and `prev` row `i − 1` as [`Model::prepare_rows`] leaves
+/// it: the same operations in the same order as a row there (so the same bits), without
 /// storing the row. The finish needs only the programme's corner.
 #[inline(always)]
 ///
 /// `up[j]` holds `min(prev[j], prev[j + 1])` (the two upper neighbours of
 /// cell j, taken at prepare time, off the decision's path: [`Model::prepare`]
 /// stores the row so): `min` is exact and applied to the same operands in the
-/// same order, so the bits are those of [`row`].
+/// same order, so the bits are those of a full row.
 fn last_cell<const SQ: bool>(q: f64, s: &[Lanes], lo: usize, hi: usize, up: &[Lanes]) -> Lanes {
     let mut left = [f64::INFINITY; LANES];
     for j in lo..=hi {
@@ -406,7 +412,8 @@ impl Model {
     }
 
     /// The pruned finishes' order and operands for every guess (the fields
-    /// after `Prepared::class_best`): off the decision's path, at prepare time.
+    /// after `Prepared::class_best`): off the decision's path, at prepare
+    /// time. `M` is already in `min_up` ([`Model::prepare_rows`]).
     fn prepare_order(&self, ws: &mut Workspace) {
         let w = self.window;
         let n = self.labels.len();
@@ -425,41 +432,43 @@ impl Model {
         } else {
             usize::MAX // no early exit
         };
+        let head = n.min(p.head_limit());
+        p.head = head;
         // Guess 0 last (as in `prepare_rows`): its operands, the exact
         // finish's and the likeliest, are then the most recently written.
         for g in (0..p.guesses).rev() {
-            // Slots lo..w of a group's rows hold the last row's `up` operands.
             let rows = &p.rows[g * per_guess..(g + 1) * per_guess];
-            for (grp, rows) in rows.chunks_exact(w + 1).enumerate() {
-                let used = LANES.min(n - grp * LANES);
-                for lane in 0..used {
-                    p.min_up[grp * LANES + lane] = rows[lo..w]
-                        .iter()
-                        .map(|u| u[lane])
-                        .fold(f64::INFINITY, |a, b| if b < a { b } else { a });
-                }
-            }
+            let min_up = &p.min_up[g * n..(g + 1) * n];
             let order = &mut p.order[g * n..(g + 1) * n];
             for (i, o) in order.iter_mut().enumerate() {
                 *o = i as u32;
             }
-            let min_up = &p.min_up[..n];
-            // Unstable sort (no allocation); the index breaks ties, so the
-            // order is deterministic.
-            order.sort_unstable_by(|&a, &b| {
-                min_up[a as usize]
-                    .total_cmp(&min_up[b as usize])
-                    .then(a.cmp(&b))
-            });
+            // The `head` smallest by (M, index), then those in order: a
+            // selection and a short sort instead of sorting all n. Both are
+            // in place (no allocation); the index breaks ties, so the order
+            // is deterministic.
+            let by_m = |a: &u32, b: &u32| {
+                min_up[*a as usize]
+                    .total_cmp(&min_up[*b as usize])
+                    .then(a.cmp(b))
+            };
+            if head < n {
+                order.select_nth_unstable_by(head - 1, by_m);
+            }
+            order[..head].sort_unstable_by(by_m);
             for (pos, &i) in order.iter().enumerate() {
+                let i = i as usize;
+                let at = g * n + pos;
+                p.ord_min[at] = min_up[i];
+                p.ord_last[at] = self.refs[i * w + w - 1];
+                p.ord_label[at] = self.labels[i];
+            }
+            for (pos, &i) in order[..head].iter().enumerate() {
                 let i = i as usize;
                 let (grp, lane) = (i / LANES, i % LANES);
                 let rows = &rows[grp * (w + 1)..(grp + 1) * (w + 1)];
                 let s = self.reference(i);
-                let at = g * n + pos;
-                p.ord_min[at] = min_up[i];
-                p.ord_last[at] = s[w - 1];
-                p.ord_label[at] = self.labels[i];
+                let at = g * head + pos;
                 let cells = &mut p.ord_cells[at * 2 * c..(at + 1) * 2 * c];
                 for t in 0..c {
                     cells[t] = rows[lo + t][lane];
@@ -467,6 +476,29 @@ impl Model {
                 }
             }
         }
+    }
+
+    /// [`corner`] for reference `i` of guess `g` outside the ordered head:
+    /// its operands read where they live (`prepared.rows`, lane-major, and
+    /// the reference), the same values in the same order, so the same bits.
+    #[inline(always)]
+    fn tail_corner<const SQ: bool>(&self, p: &Prepared, g: usize, i: usize, last: f64) -> f64 {
+        let w = self.window;
+        let lo = (w - 1).saturating_sub(self.config.dtw.radius_or_max());
+        let per_guess = self.labels.len().div_ceil(LANES) * (w + 1);
+        let (grp, lane) = (i / LANES, i % LANES);
+        let at = g * per_guess + grp * (w + 1);
+        let up = &p.rows[at + lo..at + w];
+        let s = &self.reference(i)[lo..w];
+        let mut left = f64::INFINITY;
+        for (u, &s) in up.iter().zip(s) {
+            let u = u[lane];
+            let d = last - s;
+            let l = if SQ { d * d } else { d.abs() };
+            let m = if u < left { u } else { left };
+            left = l + m;
+        }
+        left
     }
 
     /// The exact finish's per-class nearest references, pruned: into
@@ -486,9 +518,11 @@ impl Model {
     /// A reference whose bound exceeds its class's best so far can neither be
     /// its class's nearest nor tie it; without `all`, neither can one whose
     /// bound exceeds T, the second smallest class best so far (the two
-    /// answers are at most T, and class bests only decrease). References run
-    /// in ascending `M`, so once `M` exceeds the largest threshold (every
-    /// class's best, or T) nothing later can enter. A computed distance gets
+    /// answers are at most T, and class bests only decrease). The ordered
+    /// head runs in ascending `M`, so once `M` exceeds the largest threshold
+    /// (every class's best, or T) nothing later can enter; in the unordered
+    /// tail such a reference is skipped, and the scan stops once the head's
+    /// last `M` (at most every tail `M`) exceeds the threshold. A computed distance gets
     /// the operations of [`last_cell`] in its order ([`corner`]). Candidates
     /// are checked against the bests as they stand and computed four at a
     /// time (independent chains overlap in the core); a best that has since
@@ -517,13 +551,25 @@ impl Model {
         let mut computed = 0;
         let mut batch = [0usize; 4];
         let mut pos = 0;
+        // The tail (positions from `head` on) is unordered, each M at least
+        // the head's last (`floor`).
+        let head = p.head;
+        let floor = if head < n {
+            p.ord_min[head - 1]
+        } else {
+            f64::INFINITY
+        };
         while pos < n {
             let mut used = 0;
             while pos < n && used < 4 {
                 let m = p.ord_min[pos];
                 if filled >= need && m > stop {
-                    pos = n;
-                    break;
+                    if pos < head || floor > stop {
+                        pos = n;
+                        break;
+                    }
+                    pos += 1;
+                    continue;
                 }
                 let best = class_best[p.ord_label[pos] as usize].0;
                 let limit = if best < second { best } else { second };
@@ -534,13 +580,17 @@ impl Model {
                 pos += 1;
             }
             let mut d = [f64::INFINITY; 4];
-            if used == 4 {
+            if used == 4 && batch[3] < head {
                 let cells = batch.map(|b| &p.ord_cells[b * 2 * c..(b + 1) * 2 * c]);
                 d = corners4::<SQ>(last, cells, c);
             } else {
                 for t in 0..used {
                     let b = batch[t];
-                    d[t] = corner::<SQ>(last, &p.ord_cells[b * 2 * c..(b + 1) * 2 * c]);
+                    d[t] = if b < head {
+                        corner::<SQ>(last, &p.ord_cells[b * 2 * c..(b + 1) * 2 * c])
+                    } else {
+                        self.tail_corner::<SQ>(p, 0, p.order[b] as usize, last)
+                    };
                 }
             }
             computed += used;
@@ -608,24 +658,33 @@ impl Model {
         }
     }
 
-    /// Rows 0..w−1 of every reference's programme against each guessed prefix.
+    /// Rows 0..w−1 of every reference's programme against each guessed
+    /// prefix, and each reference's `M` (`prepared.min_up`).
+    ///
+    /// Each group's rows are computed in place in its slots of `rows`: cell
+    /// j of row i reads slots j and j + 1 of row i − 1, and writes slot
+    /// j + 1, so slot j + 1's old value is kept in a register for cell
+    /// j + 1. No row is copied and only the slot left of the band is reset
+    /// to ∞ (columns right of the band have never been written, ∞ since
+    /// row −1). Every cell gets `l + min(min(up, upper right), left)`, the
+    /// full programme's operations in its order (the same bits). Afterwards slots `lo..=w` of the last row's band are
+    /// valid, the only ones read; slots left of it hold stale values.
     #[inline(always)]
     fn prepare_rows<const SQ: bool>(&self, ws: &mut Workspace) {
         let w = self.window;
+        let n = self.labels.len();
         let r = self.config.dtw.radius_or_max();
-        let groups = self.labels.len().div_ceil(LANES);
-        // The previous row lives in `rows` itself; the current one in
-        // `cb_lanes` (w + 1 slots, scratch of the search, free here).
-        let Workspace {
-            prepared, cb_lanes, ..
-        } = ws;
+        let groups = n.div_ceil(LANES);
+        let prepared = &mut ws.prepared;
         let inf = [f64::INFINITY; LANES];
         let per_guess = groups * (w + 1);
+        let last_lo = (w - 1).saturating_sub(r);
         // Guess 0 last: the exact finish's rows are then the freshest in the
         // cache (`prepare_order` reads them next).
         for g in (0..prepared.guesses).rev() {
             let query = &prepared.query[g * (w - 1)..(g + 1) * (w - 1)];
             let rows = &mut prepared.rows[g * per_guess..(g + 1) * per_guess];
+            let min_up = &mut prepared.min_up[g * n..(g + 1) * n];
             for (grp, out) in rows.chunks_exact_mut(w + 1).enumerate() {
                 let s = &self.refs_lanes[grp * w..(grp + 1) * w];
                 // Row −1: only the corner (−1, −1) is 0.
@@ -634,15 +693,32 @@ impl Model {
                 for (i, &qi) in query.iter().enumerate() {
                     let lo = i.saturating_sub(r);
                     let hi = i.saturating_add(r).min(w - 1);
-                    row::<SQ>(qi, s, lo, hi, out, &mut cb_lanes[..=w]);
-                    out.copy_from_slice(&cb_lanes[..=w]);
+                    let mut up = out[lo];
+                    let mut left = inf;
+                    for j in lo..=hi {
+                        let next = out[j + 1];
+                        let l = local::<SQ>(qi, &s[j]);
+                        let m = vmin(&vmin(&up, &next), &left);
+                        let v: Lanes = std::array::from_fn(|t| l[t] + m[t]);
+                        out[j + 1] = v;
+                        left = v;
+                        up = next;
+                    }
+                    // Column lo − 1 is outside every later row's band, but
+                    // row i + 1 reads it when its band starts at lo too.
+                    out[lo] = inf;
                 }
                 // The last row reads row w − 2 only as min(slot j, slot j + 1)
                 // for its band's columns j: take those minimums now (ascending
-                // j reads slot j + 1 before it is overwritten; `last_cell`).
-                for j in (w - 1).saturating_sub(r)..w {
+                // j reads slot j + 1 before it is overwritten; `last_cell`),
+                // and their minimum, `M` (the pruned finishes' bound).
+                let mut m = inf;
+                for j in last_lo..w {
                     out[j] = vmin(&out[j], &out[j + 1]);
+                    m = vmin(&out[j], &m);
                 }
+                let used = LANES.min(n - grp * LANES);
+                min_up[grp * LANES..grp * LANES + used].copy_from_slice(&m[..used]);
             }
         }
     }
@@ -823,8 +899,9 @@ impl Model {
     /// computed so far (the search prunes those anyway), and for k = 1 also
     /// their class's smallest D so far when that is lower, unless it exceeds
     /// the second smallest class's (the margin's search excluding the nearest
-    /// class then still finds its seed). References run in ascending `M`
-    /// (the prepared order of guess `g`). `ws.neighbors` and `ws.class_best`
+    /// class then still finds its seed). References run in the prepared order
+    /// of guess `g` (ascending `M` in the head; the order only decides how
+    /// much is computed). `ws.neighbors` and `ws.class_best`
     /// are scratch here (the search and the vote rewrite them).
     #[inline(always)]
     fn finish_bounded_pruned<const SQ: bool>(&self, last: f64, g: usize, ws: &mut Workspace) {
@@ -875,7 +952,12 @@ impl Model {
                 p.exact[i] = false;
                 continue;
             }
-            let d = corner::<SQ>(last, &p.ord_cells[at * 2 * c..(at + 1) * 2 * c]);
+            let d = if pos < p.head {
+                let at = g * p.head + pos;
+                corner::<SQ>(last, &p.ord_cells[at * 2 * c..(at + 1) * 2 * c])
+            } else {
+                self.tail_corner::<SQ>(p, g, i, last)
+            };
             p.dist[i] = d;
             p.exact[i] = true;
             if k == 1 {

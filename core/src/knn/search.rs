@@ -45,6 +45,9 @@ enum Mode {
     Pruned,
     /// Bounds from a bounded finish of a speculative preparation.
     Bounded,
+    /// [`Mode::Bounded`] for k = 1 and its margin at once: each class's
+    /// nearest into `ws.class_best` ([`Model::search_bounded_margin`]).
+    BoundedMargin,
 }
 
 /// The DTW candidates queued for one lockstep run.
@@ -52,6 +55,8 @@ enum Mode {
 pub(super) struct Batch {
     ids: [usize; LANES],
     len: usize,
+    /// Merge into `ws.class_best` (per class) instead of `ws.neighbors`.
+    per_class: bool,
 }
 
 impl Model {
@@ -70,6 +75,28 @@ impl Model {
     /// ([`Model::finish_prepared`] returned `Finished::Bounded` for this query).
     pub(super) fn search_bounded(&self, ws: &mut Workspace, exclude: Option<u32>) {
         self.search_mode(ws, Mode::Bounded, exclude)
+    }
+
+    /// One bounded search for 1-NN and its margin (k = 1, after
+    /// `Finished::Bounded`): `ws.class_best` gets the nearest reference of
+    /// every class that can be the nearest or the nearest of another class
+    /// (accumulated distance, index; ties to the lower index), exactly what
+    /// [`Model::search_bounded`] without and then excluding the predicted
+    /// class would find; `ws.neighbors` the nearest (finished). Classes
+    /// farther than the second-nearest class may hold a larger value or none.
+    ///
+    /// Why one search is enough: both answers are at most T, the second
+    /// smallest class nearest (of the two nearest classes, one is not the
+    /// predicted one). So a reference is skipped when its lower bound exceeds
+    /// T as it stands (it can be neither answer), or its own class's nearest
+    /// so far (it can be neither that class's nearest nor tie it), and a DTW
+    /// is abandoned above T. Before any DTW, T is bounded by the second
+    /// smallest class minimum of D + B over the prepared distances (each an
+    /// upper bound of a distance). This replaces the second search's pass
+    /// over every reference's bound and its DTWs of references already
+    /// computed by the first.
+    pub(super) fn search_bounded_margin(&self, ws: &mut Workspace) {
+        self.search_mode(ws, Mode::BoundedMargin, None)
     }
 
     fn search_mode(&self, ws: &mut Workspace, mode: Mode, exclude: Option<u32>) {
@@ -121,7 +148,13 @@ impl Model {
             }
             stats.full_dtw = n;
         } else {
-            self.pruned_search(ws, &mut stats, mode == Mode::Bounded, exclude);
+            self.pruned_search(ws, &mut stats, mode, exclude);
+        }
+        if mode == Mode::BoundedMargin {
+            ws.neighbors.clear();
+            if let Some(best) = super::prepared::lowest(ws.class_best.iter().copied()) {
+                ws.neighbors.push(best);
+            }
         }
         for nb in ws.neighbors.iter_mut() {
             nb.0 = cost.finish(nb.0);
@@ -134,25 +167,42 @@ impl Model {
         &self,
         ws: &mut Workspace,
         stats: &mut SearchStats,
-        bounded: bool,
+        mode: Mode,
         exclude: Option<u32>,
     ) {
         let n = self.labels.len();
-        let mut cutoff = if bounded {
-            stats.speculative = true;
-            stats.prepared = true;
-            self.prepared_bounds(ws, exclude)
-        } else {
+        let per_class = mode == Mode::BoundedMargin;
+        let mut cutoff = if mode == Mode::Pruned {
             self.enhanced_bounds(ws, exclude);
             f64::INFINITY
+        } else {
+            stats.speculative = true;
+            stats.prepared = true;
+            let c = self.prepared_bounds(ws, exclude);
+            if per_class {
+                self.margin_cutoff(ws)
+            } else {
+                c
+            }
         };
-        let mut batch = Batch::default();
+        if per_class {
+            ws.class_best.fill((f64::INFINITY, usize::MAX));
+        }
+        // Per class: also above its class's nearest so far (slack as `cutoff`).
+        let own = |ws: &Workspace, i: usize| {
+            let b = ws.class_best[self.labels[i] as usize].0;
+            b * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE
+        };
+        let mut batch = Batch {
+            per_class,
+            ..Batch::default()
+        };
         // Pass 2: seeds in ascending bound order, then everything else in order.
         for s in 0..ws.seeds.len() {
             let i = ws.seeds[s].1;
             let b = ws.lb[i];
             ws.lb[i] = f64::NEG_INFINITY; // done; pass 3 skips it
-            if b > cutoff {
+            if b > cutoff || (per_class && b > own(ws, i)) {
                 stats.pruned_by_bounds += 1;
                 continue;
             }
@@ -163,7 +213,7 @@ impl Model {
             if b == f64::NEG_INFINITY {
                 continue;
             }
-            if b > cutoff {
+            if b > cutoff || (per_class && b > own(ws, i)) {
                 stats.pruned_by_bounds += 1;
                 continue;
             }
@@ -223,6 +273,40 @@ impl Model {
             .iter()
             .map(|s| cost.finish(s.0) + bound)
             .fold(0.0, f64::max);
+        let upper = upper + SPECULATIVE_SLACK * upper;
+        cost.unfinish(upper) * (1.0 + SPECULATIVE_SLACK) + f64::MIN_POSITIVE
+    }
+
+    /// The per-class search's first cut-off (path-sum units, with slack):
+    /// the second smallest over classes of the smallest D + B among computed
+    /// D (`prepared.exact`), each an upper bound of a distance of that class.
+    fn margin_cutoff(&self, ws: &mut Workspace) -> f64 {
+        let n = self.labels.len();
+        let cost = self.config.dtw.cost;
+        let p = &ws.prepared;
+        // `class_best` as scratch: each class's smallest computed D.
+        ws.class_best.fill((f64::INFINITY, usize::MAX));
+        for i in 0..n {
+            if p.exact[i] {
+                let b = &mut ws.class_best[self.labels[i] as usize].0;
+                if p.dist[i] < *b {
+                    *b = p.dist[i];
+                }
+            }
+        }
+        let (mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY);
+        for b in ws.class_best.iter() {
+            if b.0 < lo1 {
+                lo2 = lo1;
+                lo1 = b.0;
+            } else if b.0 < lo2 {
+                lo2 = b.0;
+            }
+        }
+        if !lo2.is_finite() {
+            return f64::INFINITY;
+        }
+        let upper = cost.finish(lo2) + p.bound;
         let upper = upper + SPECULATIVE_SLACK * upper;
         cost.unfinish(upper) * (1.0 + SPECULATIVE_SLACK) + f64::MIN_POSITIVE
     }
@@ -373,6 +457,26 @@ impl Model {
                 continue;
             }
             stats.full_dtw += 1;
+            if batch.per_class {
+                let i = batch.ids[slot];
+                let best = &mut ws.class_best[self.labels[i] as usize];
+                if d < best.0 || (d == best.0 && i < best.1) {
+                    *best = (d, i);
+                    // T: the second smallest class nearest.
+                    let (mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY);
+                    for b in ws.class_best.iter() {
+                        if b.0 < lo1 {
+                            lo2 = lo1;
+                            lo1 = b.0;
+                        } else if b.0 < lo2 {
+                            lo2 = b.0;
+                        }
+                    }
+                    let c = lo2 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;
+                    *cutoff = cutoff.min(c);
+                }
+                continue;
+            }
             if insert(&mut ws.neighbors, k, d, batch.ids[slot]) && ws.neighbors.len() == k {
                 // Never above a cut-off the bounds set before (bounded search).
                 let c = ws.neighbors[k - 1].0 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;

@@ -258,7 +258,8 @@ proptest! {
     #[test]
     fn prepared_equals_unprepared(seed in any::<u64>(), w in 1usize..30, r in prop::option::of(0usize..12),
                                   sq in any::<bool>(), k in 1usize..4, norm in 0usize..4, per_class in 1usize..12,
-                                  last_scale in prop::sample::select(vec![0.5, 1.0, 1.3, 3.0])) {
+                                  last_scale in prop::sample::select(vec![0.5, 1.0, 1.3, 3.0]),
+                                  head_cap in 0usize..6) {
         let (x, y, classes) = six(per_class, w, seed);
         let normalization = [Normalization::None, Normalization::SubtractMin, Normalization::DivideMin, Normalization::ZScore][norm];
         let cfg = KnnConfig {
@@ -269,6 +270,9 @@ proptest! {
         let m = Model::fit(&x, w, &y, classes, cfg).unwrap();
         let (q, _) = synth::dataset(&SIX_CLASSES, 1, w, seed ^ 0x5eed).unwrap();
         let mut prep_ws = m.workspace();
+        // A short ordered head (0: the default) sends the pruned finish into
+        // the unordered tail.
+        prep_ws.prepared.head_cap = head_cap;
         for qw in q.chunks_exact(w) {
             let mut qw = qw.to_vec();
             let min = qw[..w - 1].iter().copied().fold(f64::INFINITY, f64::min);
@@ -330,7 +334,8 @@ proptest! {
     fn speculative_preparation_equals_exhaustive(seed in any::<u64>(), w in 2usize..30,
             r in prop::option::of(0usize..12), sq in any::<bool>(), k in 1usize..6,
             norm in 0usize..4, n_refs in 1usize..60, kind in 0u8..3,
-            last in prop::sample::select(vec![0.0, 0.25, -0.6, 1.5, 0.1, -0.37, 3.0, -8.0, 40.0, -1e3])) {
+            last in prop::sample::select(vec![0.0, 0.25, -0.6, 1.5, 0.1, -0.37, 3.0, -8.0, 40.0, -1e3]),
+            head_cap in 0usize..6) {
         let normalization = [Normalization::None, Normalization::SubtractMin, Normalization::DivideMin, Normalization::ZScore][norm];
         let mut x = Vec::with_capacity(n_refs * w);
         let mut y = Vec::with_capacity(n_refs);
@@ -365,6 +370,8 @@ proptest! {
         }
         let mut ws = m.workspace();
         let mut prep_ws = m.workspace();
+        // A short ordered head (0: the default): the bounded finish's tail.
+        prep_ws.prepared.head_cap = head_cap;
         prop_assert!(m.prepare(&qw[..w - 1], &mut prep_ws));
         let a = m.classify(&qw, &mut prep_ws).unwrap();
         let a_nb = prep_ws.neighbors().to_vec();
@@ -559,13 +566,17 @@ fn prepared_equals_brute_force_on_the_shipped_5hz_model() {
         y.push((full.labels()[i] + 1) % n_classes);
     }
     let mut checked = [0usize; 2];
-    for k in [1, 3] {
+    let mut tail_used = false;
+    // The default ordered head, and a short one whose unordered tail the
+    // pruned finishes must then search.
+    for (k, head_cap) in [(1, 0), (3, 0), (1, 7), (3, 7)] {
         let cfg = KnnConfig {
             k,
             ..*full.config()
         };
         let m = Model::fit(&x, w, &y, full.classes().to_vec(), cfg).unwrap();
         let mut ws = m.workspace();
+        ws.prepared.head_cap = head_cap;
         let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ k as u64;
         let mut rnd = move || {
             s ^= s << 13;
@@ -597,6 +608,8 @@ fn prepared_equals_brute_force_on_the_shipped_5hz_model() {
             assert!(m.prepare(&q[..w - 1], &mut ws));
             let p = m.classify(q, &mut ws).unwrap();
             checked[ws.stats().speculative as usize] += 1;
+            // More computed than the short head holds: the tail was searched.
+            tail_used |= head_cap > 0 && !ws.stats().speculative && ws.stats().full_dtw > head_cap;
             assert_eq!(ws.neighbors(), &nb[..], "k = {k}");
             assert_eq!((p.class, p.neighbor), (want_class, nb[0].1));
             assert_eq!(p.distance.to_bits(), nb[0].0.to_bits());
@@ -621,4 +634,5 @@ fn prepared_equals_brute_force_on_the_shipped_5hz_model() {
     }
     // Both finishes ran: the exact one and the bounded one.
     assert!(checked[0] > 0 && checked[1] > 0, "{checked:?}");
+    assert!(tail_used);
 }
