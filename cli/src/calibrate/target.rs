@@ -3,6 +3,7 @@
 //! references, and whether the path fits that period.
 
 use opsel::model::{KnnModelFile, ProbingMode};
+use opsel::sys::linux::ops_driver::auto_rtt_limit_ms;
 use opsel::{Error, Result};
 use opsel_netlab::collect::{Condition, Mode};
 
@@ -83,18 +84,30 @@ pub(super) fn target(
 }
 
 /// Whether OPS can use a model sampled every `period_ms` on a path whose
-/// largest RTT (base RTT plus a full buffer) is `worst_ms`: the OPS driver
-/// waits half a sample period for a burst's echoes
-/// (core/src/sys/linux/ops_driver/run_loop.rs), and the last of the 10 echoes
-/// leaves 9 ms after the first, so 45 % of the period with a little margin.
-/// At 1 s the driver's own 400 ms timeout is the limit.
+/// largest RTT (base RTT plus a full buffer) is `worst_ms`: the same limit
+/// `--model auto` keeps the 5-Hz model under, 90 % of the driver's echo
+/// timeout at that period (half the period, at most the configured 400 ms;
+/// `opsel::sys::linux::ops_driver::auto_rtt_limit_ms`), so a calibrated
+/// model and auto agree on which paths a period serves.
 fn ops_can_sample(period_ms: u32, worst_ms: f64) -> bool {
-    worst_ms
-        <= if period_ms >= 1000 {
-            390.0
-        } else {
-            0.45 * f64::from(period_ms)
-        }
+    let burst = opsel::sys::linux::ops_driver::DriverConfig::default().burst;
+    worst_ms <= auto_rtt_limit_ms(&burst, u64::from(period_ms) * 1_000_000)
+}
+
+#[cfg(test)]
+mod ops_limit_tests {
+    use super::ops_can_sample;
+
+    #[test]
+    fn two_hundred_ms_serves_paths_up_to_ninety_ms() {
+        assert!(ops_can_sample(200, 90.0));
+        assert!(!ops_can_sample(200, 90.5));
+        assert!(ops_can_sample(100, 45.0));
+        assert!(!ops_can_sample(100, 46.0));
+        // At 1 s the configured 400-ms timeout is the cap: 360 ms.
+        assert!(ops_can_sample(1000, 360.0));
+        assert!(!ops_can_sample(1000, 361.0));
+    }
 }
 
 /// `condition` must fit the sample period, for the recorder (Mode::check_fits)
