@@ -46,7 +46,7 @@
 //!   reference that ties the k-th; every distance reported is computed by the
 //!   same programme as the exhaustive search, bit for bit.
 
-use super::search::insert;
+use super::search::{insert, two_smallest};
 use super::{Model, Prediction, SearchStats, Workspace};
 use crate::dtw::{
     self,
@@ -965,15 +965,7 @@ impl Model {
                 let b = &mut class_best[label];
                 if fd < b.0 {
                     b.0 = fd;
-                    (lo1, lo2) = (f64::INFINITY, f64::INFINITY);
-                    for b in class_best.iter() {
-                        if b.0 < lo1 {
-                            lo2 = lo1;
-                            lo1 = b.0;
-                        } else if b.0 < lo2 {
-                            lo2 = b.0;
-                        }
-                    }
+                    (lo1, lo2) = two_smallest(class_best);
                 }
             } else if insert(neighbors, k, d, i) && neighbors.len() == k {
                 limit = slack(cost.finish(neighbors[k - 1].0));

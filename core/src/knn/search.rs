@@ -294,15 +294,7 @@ impl Model {
                 }
             }
         }
-        let (mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY);
-        for b in ws.class_best.iter() {
-            if b.0 < lo1 {
-                lo2 = lo1;
-                lo1 = b.0;
-            } else if b.0 < lo2 {
-                lo2 = b.0;
-            }
-        }
+        let (_, lo2) = two_smallest(&ws.class_best);
         if !lo2.is_finite() {
             return f64::INFINITY;
         }
@@ -463,15 +455,7 @@ impl Model {
                 if d < best.0 || (d == best.0 && i < best.1) {
                     *best = (d, i);
                     // T: the second smallest class nearest.
-                    let (mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY);
-                    for b in ws.class_best.iter() {
-                        if b.0 < lo1 {
-                            lo2 = lo1;
-                            lo1 = b.0;
-                        } else if b.0 < lo2 {
-                            lo2 = b.0;
-                        }
-                    }
+                    let (_, lo2) = two_smallest(&ws.class_best);
                     let c = lo2 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE;
                     *cutoff = cutoff.min(c);
                 }
@@ -587,6 +571,21 @@ pub(super) fn enhanced_lanes<const SQ: bool>(
 /// Insert (acc, i) into the ascending top-k list if it belongs there; ties on
 /// distance go to the lower reference index. Returns whether it was inserted.
 #[inline]
+/// The smallest and second smallest distance over the classes' bests
+/// (`(distance, reference)` per class; ∞ where a class has none yet).
+pub(super) fn two_smallest(class_best: &[(f64, usize)]) -> (f64, f64) {
+    let (mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY);
+    for b in class_best {
+        if b.0 < lo1 {
+            lo2 = lo1;
+            lo1 = b.0;
+        } else if b.0 < lo2 {
+            lo2 = b.0;
+        }
+    }
+    (lo1, lo2)
+}
+
 pub(super) fn insert(list: &mut Vec<(f64, usize)>, k: usize, acc: f64, i: usize) -> bool {
     let before = |a: &(f64, usize)| acc < a.0 || (acc == a.0 && i < a.1);
     if list.len() == k {
