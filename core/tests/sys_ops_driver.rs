@@ -56,6 +56,23 @@ impl Read for Stream {
     }
 }
 
+/// Reads the stream to its end: (bytes received, bytes that differ from
+/// `byte_at` at their offset).
+fn read_and_check(c: &mut TcpStream) -> (u64, u64) {
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut pos, mut bad) = (0u64, 0u64);
+    loop {
+        let n = c.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        for &b in &buf[..n] {
+            bad += (b != byte_at(pos)) as u64;
+            pos += 1;
+        }
+    }
+    (pos, bad)
+}
 #[test]
 #[ignore = "root: creates network namespaces; run by `make test-ops`"]
 fn switches_cca_live_keeps_silence_and_delivers_every_byte() {
@@ -87,18 +104,7 @@ fn live_switching(from_file: bool) {
         let l = TcpListener::bind(addr).unwrap();
         let (mut c, _) = l.accept().unwrap();
         l.set_nonblocking(true).unwrap();
-        let mut buf = vec![0u8; 1 << 16];
-        let (mut pos, mut bad) = (0u64, 0u64);
-        loop {
-            let n = c.read(&mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            for &b in &buf[..n] {
-                bad += (b != byte_at(pos)) as u64;
-                pos += 1;
-            }
-        }
+        let (pos, bad) = read_and_check(&mut c);
         let second_conn = l.accept().is_ok();
         let echoed = echo.stop().unwrap();
         (pos, bad, second_conn, echoed)
@@ -416,18 +422,7 @@ fn auto_run(
         .unwrap();
         let l = TcpListener::bind(addr).unwrap();
         let (mut c, _) = l.accept().unwrap();
-        let mut buf = vec![0u8; 1 << 16];
-        let (mut pos, mut bad) = (0u64, 0u64);
-        loop {
-            let n = c.read(&mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            for &b in &buf[..n] {
-                bad += (b != byte_at(pos)) as u64;
-                pos += 1;
-            }
-        }
+        let (pos, bad) = read_and_check(&mut c);
         echo.stop().unwrap();
         (pos, bad)
     });
