@@ -85,6 +85,14 @@ configuration refitted on the same transfers, with a file <= 2 MB and core suppo
 allocation per push); otherwise it is reported and not shipped. A tie keeps the shipped
 model.
 
+**The pick** (``pick`` on the three search outputs, ``results/spread-pick-val.txt``):
+``log:pool16d8:sd+abs`` with per-family budgets at C = 9 % (``lan`` 12 %, ``wan`` 4 %,
+``shared`` 6 %): the pooled 16-tree gate with the regressor's tree spread and the
+absolute-scale input, cross-fold savings 34.9 % / 35.3 %, est. 1.73 MB. No row reached 40 %.
+The quantile-boosting gates ``qgb80:none`` and ``qgb50:sd+abs`` and the rest of the dense
+list were not run to the end (the shared machine ran them at a tenth of a core); the err8
+and classifier rows with spread inputs exceed 2 MB by the estimate (first run's log).
+
 Run (``W`` a scratch folder; the corpus files hold exactly the transfers named)::
 
     python research/fastprob/spread.py cache --corpus $W/corpus3000.jsonl --split 1800,2400 --out $W/f1.npz
@@ -524,6 +532,36 @@ def pick(a):
     return 0
 
 
+def table(a):
+    """Markdown rows for docs/results/fastprob.md: per variant, E 5 % (or 0.5) and per-family
+    budgets at caps 9 and 10 (cross-fold), each fold as MAPE at probe (lan / wan / shared;
+    saving)."""
+    rows = [r for f in a.out.split(",") for r in json.load(open(f))]
+    by = {}
+    for r in rows:
+        by.setdefault(name(r), {})[r["thr"]] = r
+
+    def one(x):
+        sav = "n/a" if x["saving"] is None else f"{x['saving'] * 100:.0f} %"
+        return f"{x['mape']:.2f} at {x['probe_s']:.2f} ({x['lan']:.1f} / {x['wan']:.1f} / {x['shared']:.1f}; {sav})"
+
+    def cell(r):
+        if r is None:
+            return ""
+        if r["folds"] is None:
+            return "no budgets meet the cap"
+        return " / ".join(one(x) for x in r["folds"])
+
+    for v, rs in by.items():
+        first = rs.get("E 5 %") or rs.get("0.5")
+        mb = next(iter(rs.values()))["est_mb"]
+        c9, c10 = rs.get("per-family, cap 9"), rs.get("per-family, cap 10")
+        b = "" if c9 is None or not c9.get("budgets_joint") else "/".join(
+            f"{c9['budgets_joint'][f]:g}" for f in FAMS)
+        print(f"| `{v}` | {mb:.2f} | {cell(first)} | {cell(c9)} | {b} | {cell(c10)} |")
+    return 0
+
+
 # ---------------------------------------------------------------- the fresh slice
 
 
@@ -572,6 +610,8 @@ def main():
     k = sub.add_parser("pick")
     k.add_argument("--out", required=True)
     k.add_argument("--top", type=int, default=15)
+    t = sub.add_parser("table")
+    t.add_argument("--out", required=True)
     h = sub.add_parser("heldout")
     h.add_argument("--cache", required=True)
     h.add_argument("--corpus", required=True)
@@ -580,7 +620,7 @@ def main():
                    help='VARIANT=RULE, RULE a label ("E 5 %%", "0.5") or per-family budgets as JSON')
     h.add_argument("--json", required=True)
     a = ap.parse_args()
-    return {"cache": cache, "search": search, "pick": pick, "heldout": heldout}[a.cmd](a)
+    return {"cache": cache, "search": search, "pick": pick, "table": table, "heldout": heldout}[a.cmd](a)
 
 
 if __name__ == "__main__":
