@@ -1079,14 +1079,18 @@ fn run_prober(
 
 /// The window the probe that started at `s` must classify (000 §3.2): sample
 /// k ≥ 1 is the burst fired for tick `s + k·p`; sample 0 the one fired for
-/// `s`, or, if the prober was still busy then, the last one begun from
+/// `s`, or, if the prober did not fire at `s`, the last one begun from
 /// `FIRST_SAMPLE_SLACK_NS` before `s` on. A burst with every echo lost
-/// repeats the last answered burst before it.
+/// repeats the last answered burst before it, and so does a sample the
+/// prober fired no burst for (at 1 Hz a burst begun more than the slack
+/// before `s` may still await replies when the prober would fire at `s`):
+/// the last answered burst begun before the next period. Before any
+/// answered burst, the first answered one after stands in.
 fn expected_window(bursts: &[Burst], s: u64, p: u64, w: usize) -> Vec<f64> {
     let slack = opsel::ops::FIRST_SAMPLE_SLACK_NS;
     (0..w as u64)
         .map(|k| {
-            let i = if k == 0 {
+            let fired = if k == 0 {
                 bursts.iter().rposition(|b| b.tick == s).or_else(|| {
                     bursts
                         .iter()
@@ -1097,13 +1101,23 @@ fn expected_window(bursts: &[Burst], s: u64, p: u64, w: usize) -> Vec<f64> {
                     .iter()
                     .position(|b| b.start + slack >= s && b.tick == s + k * p)
             };
-            let i = i.unwrap_or_else(|| panic!("the prober fired no burst for sample {k} of the probe at {s} ns"));
-            bursts[..=i]
+            // The bursts this sample may stand for: up to the one fired for
+            // it, or every one begun before the next period.
+            let cut = fired.map_or_else(
+                || {
+                    bursts
+                        .iter()
+                        .position(|b| b.start >= s + (k + 1) * p)
+                        .expect("a burst after the missed one")
+                },
+                |i| i + 1,
+            );
+            let pick = bursts[..cut]
                 .iter()
                 .rev()
                 .find(|b| b.answered)
-                .expect("an answered burst before")
-                .tag()
+                .or_else(|| bursts[cut..].iter().find(|b| b.answered));
+            pick.expect("an answered burst").tag()
         })
         .collect()
 }

@@ -570,7 +570,7 @@ fn probe_starts_and_decisions(events: &[DriverEvent]) -> (Vec<u64>, Vec<(u64, us
 
 /// `--model auto` on a path whose RTTs are 120–150 ms (120 ms echo delay,
 /// at most ~30 ms of queue): longer than the 90-ms limit OPS had when it
-/// waited half a period for echoes, under today's 170 ms (the recorder's
+/// waited half a period for echoes, under the 170-ms limit (the recorder's
 /// wait, 189 ms, less 10 %). The 5-Hz model is kept and each decision is
 /// made from one 50-sample window. With Y = 1.92 s the second probe starts
 /// 50–80 ms after a tick of the first probe's grid: that burst, in about
