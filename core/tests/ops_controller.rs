@@ -1246,10 +1246,7 @@ fn lost_bursts_and_a_missed_tick_repeat_the_previous_sample() {
     assert!(c.classifier().windows.is_empty());
     c.handle_echo_sample(S + 5 * p + 150 * MS, S + 5 * p, Some(6.0))
         .unwrap();
-    assert_eq!(
-        c.classifier().windows,
-        [vec![1.0, 1.0, 3.0, 3.0, 5.0, 6.0]]
-    );
+    assert_eq!(c.classifier().windows, [vec![1.0, 1.0, 3.0, 3.0, 5.0, 6.0]]);
 }
 
 #[test]
@@ -1285,7 +1282,10 @@ fn late_replies_from_before_the_probe_or_sample_zero_are_dropped() {
         .handle_echo_sample(S + 4 * p, S + 4 * p + 1, Some(1.0))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("began at") && e.contains("after its sample"), "{e}");
+    assert!(
+        e.contains("began at") && e.contains("after its sample"),
+        "{e}"
+    );
 }
 
 proptest! {

@@ -601,10 +601,7 @@ fn auto_keeps_the_5hz_model_on_a_120_to_150_ms_path() {
         })
         .collect();
     assert!(rtts.len() >= 100, "{} answered samples", rtts.len());
-    assert!(
-        rtts.iter().all(|r| (120.0..170.1).contains(r)),
-        "{rtts:?}"
-    );
+    assert!(rtts.iter().all(|r| (120.0..170.1).contains(r)), "{rtts:?}");
     // Two probes, each decided from one 50-sample window after the reply
     // to the burst fired 9.8 s into it (at least 120 ms later), and not
     // much after (a burst fired up to 100 ms late, replies under 189 ms).

@@ -246,7 +246,9 @@ mod tests {
         assert!(check_fits(&Mode::Passive, &c(150.0, 1.0)).is_ok());
         // 400 ms: the recorder keeps 500-ms samples, but OPS waits at most
         // the configured 400 ms.
-        let e = check_fits(&at(500), &c(200.0, 1.0)).unwrap_err().to_string();
+        let e = check_fits(&at(500), &c(200.0, 1.0))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("more than 90 % of what OPS waits") && e.contains("(400 ms)"),
             "{e}"

@@ -384,7 +384,9 @@ mod tests {
         let mut w = watch();
         let why = w.observe(185_000_000, Some(175.0), 10).unwrap();
         assert!(
-            why.contains("RTT 175.0 ms of the first burst (the base RTT) is above the 5-Hz limit (170 ms)"),
+            why.contains(
+                "RTT 175.0 ms of the first burst (the base RTT) is above the 5-Hz limit (170 ms)"
+            ),
             "{why}"
         );
         assert_eq!(w.base_rtt_ms, Some(175.0));
