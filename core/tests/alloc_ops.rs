@@ -92,3 +92,61 @@ fn echo_samples_and_lead_in_do_not_allocate() {
     assert_eq!(n, 0, "steady path with lead-in allocated");
     assert_eq!(c.stats().decisions, 1);
 }
+
+/// Replies late by most of a 200-ms period (the recorder's echo timeout):
+/// sample 0 held, then replaced by the probe-start burst whose replies came
+/// in after it joined; a burst begun before the probe dropped; a lost burst
+/// repeated; a tick the prober missed filled. None of it allocates.
+#[test]
+fn late_echo_samples_do_not_allocate() {
+    const MS: u64 = 1_000_000;
+    let p = 200 * MS;
+    let classes = opsel::mix::SIX_CLASSES;
+    let mut cfg = Config::passive();
+    cfg.sample_period_ns = p;
+    cfg.steady_ns = 3 * S + 37 * MS;
+    let classifier = ScriptedClassifier::new(20, &classes, &[("B1-C0", 1.0)]).unwrap();
+    let mut c = Controller::new(cfg, classifier, Stump::default()).unwrap();
+    c.start(S).unwrap();
+    // Samples 0..=18 of the probe that started at `s` (the window needs 20).
+    let fill = |c: &mut Controller<ScriptedClassifier, Stump>, s: u64| {
+        c.handle_echo_sample(s + 90 * MS, s - 60 * MS, Some(50.0))
+            .unwrap();
+        c.handle_timeout(s + 100 * MS).unwrap();
+        c.handle_echo_sample(s + 105 * MS, s - 150 * MS, Some(40.0))
+            .unwrap();
+        c.handle_echo_sample(s + 259 * MS, s + 90 * MS, Some(60.0))
+            .unwrap();
+        let mut t = s + 259 * MS;
+        for k in 1..19u64 {
+            if k == 7 {
+                continue; // the prober missed this tick
+            }
+            let start = t.max(s + k * p + 10 * MS);
+            c.handle_timeout(start).unwrap();
+            t = start + 180 * MS;
+            c.handle_echo_sample(t, start, (k != 9).then_some(60.0 + k as f64))
+                .unwrap();
+            while c.poll().is_some() {}
+        }
+        t
+    };
+    let mut s = S;
+    for probe in 0..4 {
+        let (t, n) = count(|| fill(&mut c, s));
+        if probe > 0 {
+            assert_eq!(n, 0, "probe {probe} allocated");
+        }
+        assert_eq!(c.phase(), Phase::Probe);
+        // Sample 19 decides (allowed to allocate).
+        let start = t.max(s + 19 * p + 10 * MS);
+        c.handle_echo_sample(start + 180 * MS, start, Some(99.0))
+            .unwrap();
+        while c.poll().is_some() {}
+        assert_eq!(c.phase(), Phase::Steady, "probe {probe}");
+        s = c.poll_timeout().unwrap();
+        c.handle_timeout(s).unwrap();
+        while c.poll().is_some() {}
+    }
+    assert_eq!(c.stats().decisions, 4);
+}

@@ -964,6 +964,350 @@ fn echo_sample_begun_before_the_probe_is_not_sample_zero() {
     assert!(e.contains("not a finite"), "{e}");
 }
 
+// ---- Echo samples whose replies take most of a period (5 Hz with the
+// recorder's echo timeout): window sample k is the burst fired at probe
+// period k, however late its replies come in (000 §3.2). ----
+
+type EchoCtl = Controller<Recorder, Stump>;
+
+/// The live driver's reply wait at `period_ns`: the netlab recorder's, until
+/// 2 ms before the next burst, after the 9 ms of 10 echoes 1 ms apart.
+fn recorder_timeout(period_ns: u64) -> u64 {
+    period_ns - 11 * MS
+}
+
+/// One burst of [`run_prober`]: the grid tick it was fired for, when its first
+/// echo left, when its sample was handed in, whether any echo was answered.
+#[derive(Debug, Clone, Copy)]
+struct Burst {
+    tick: u64,
+    start: u64,
+    done: u64,
+    answered: bool,
+}
+
+impl Burst {
+    /// The RTT it reports: its start in ms, so a window names its bursts.
+    fn tag(&self) -> f64 {
+        self.start as f64 / 1e6
+    }
+}
+
+/// Probe starts from the controller's phase events.
+fn drain_starts(c: &mut EchoCtl, starts: &mut Vec<u64>) {
+    while let Some(o) = c.poll() {
+        if let Output::Event(Event::Phase {
+            phase: Phase::Probe,
+            at_ns,
+            ..
+        }) = o
+        {
+            starts.push(at_ns);
+        }
+    }
+}
+
+/// Controller time passes to `t`: every timeout at its own time.
+fn pass(c: &mut EchoCtl, t: u64, starts: &mut Vec<u64>) {
+    while let Some(due) = c.poll_timeout().filter(|&d| d <= t) {
+        c.handle_timeout(due).unwrap();
+        drain_starts(c, starts);
+    }
+}
+
+/// The live driver around the controller, as `ops_driver/prober.rs` and
+/// `run_loop.rs` do it: one burst at a time at `origin + k·period` (the
+/// controller's grid origin, re-read after every sleep step of at most
+/// 10 ms; a tick noticed up to `FIRST_SAMPLE_SLACK_NS` late still fires),
+/// each burst's sample handed in when its last reply is in, `reply(i)` after
+/// its last echo (`None`: every echo lost, the burst ends at `timeout`).
+/// Runs from `from` (the controller started there) until `until`; returns
+/// the bursts and the probe starts.
+fn run_prober(
+    c: &mut EchoCtl,
+    from: u64,
+    until: u64,
+    timeout: u64,
+    mut reply: impl FnMut(usize) -> Option<u64>,
+) -> (Vec<Burst>, Vec<u64>) {
+    let p = c.config().sample_period_ns;
+    let late = opsel::ops::FIRST_SAMPLE_SLACK_NS;
+    let (mut bursts, mut starts) = (Vec::new(), Vec::new());
+    drain_starts(c, &mut starts);
+    let mut fired: Option<u64> = None;
+    let mut now = from;
+    while now < until {
+        pass(c, now, &mut starts);
+        let o = c.sample_grid_origin_ns();
+        let tick = if now < o {
+            o
+        } else {
+            let last = o + (now - o) / p * p;
+            if now - last <= late && fired != Some(last) {
+                last
+            } else {
+                last + p
+            }
+        };
+        if tick > now {
+            // A step that reaches the tick fires it without another look
+            // at the origin, as the prober does.
+            let step = tick.min(now + 10 * MS);
+            now = step;
+            if step < tick {
+                continue;
+            }
+            pass(c, now, &mut starts);
+        }
+        fired = Some(tick);
+        let d = reply(bursts.len()).filter(|&d| d < timeout);
+        let b = Burst {
+            tick,
+            start: now,
+            done: now + 9 * MS + d.unwrap_or(timeout),
+            answered: d.is_some(),
+        };
+        pass(c, b.done, &mut starts);
+        c.handle_echo_sample(b.done, b.start, b.answered.then(|| b.tag()))
+            .unwrap();
+        drain_starts(c, &mut starts);
+        bursts.push(b);
+        now = b.done;
+    }
+    (bursts, starts)
+}
+
+/// The window the probe that started at `s` must classify (000 §3.2): sample
+/// k ≥ 1 is the burst fired for tick `s + k·p`; sample 0 the one fired for
+/// `s`, or, if the prober did not fire at `s`, the last one begun from
+/// `FIRST_SAMPLE_SLACK_NS` before `s` on. A burst with every echo lost
+/// repeats the last answered burst before it, and so does a sample the
+/// prober fired no burst for (at 1 Hz a burst begun more than the slack
+/// before `s` may still await replies when the prober would fire at `s`):
+/// the last answered burst begun before the next period. Before any
+/// answered burst, the first answered one after stands in.
+fn expected_window(bursts: &[Burst], s: u64, p: u64, w: usize) -> Vec<f64> {
+    let slack = opsel::ops::FIRST_SAMPLE_SLACK_NS;
+    (0..w as u64)
+        .map(|k| {
+            let fired = if k == 0 {
+                bursts.iter().rposition(|b| b.tick == s).or_else(|| {
+                    bursts
+                        .iter()
+                        .rposition(|b| b.start + slack >= s && b.start < s + p)
+                })
+            } else {
+                bursts
+                    .iter()
+                    .position(|b| b.start + slack >= s && b.tick == s + k * p)
+            };
+            // The bursts this sample may stand for: up to the one fired for
+            // it, or every one begun before the next period.
+            let cut = fired.map_or_else(
+                || {
+                    bursts
+                        .iter()
+                        .position(|b| b.start >= s + (k + 1) * p)
+                        .expect("a burst after the missed one")
+                },
+                |i| i + 1,
+            );
+            let pick = bursts[..cut]
+                .iter()
+                .rev()
+                .find(|b| b.answered)
+                .or_else(|| bursts[cut..].iter().find(|b| b.answered));
+            pick.expect("an answered burst").tag()
+        })
+        .collect()
+}
+
+/// Passive controller at `period` with windows of `w` and steady time `y`.
+fn echo_ctl(period: u64, w: usize, y: u64) -> EchoCtl {
+    let mut cfg = Config::passive();
+    cfg.sample_period_ns = period;
+    cfg.steady_ns = y;
+    Controller::new(cfg, Recorder::new(w), Stump::default()).unwrap()
+}
+
+/// Runs `probes` probes with `reply` and checks every window against
+/// [`expected_window`]; returns how many probes started while a burst begun
+/// within the slack before them had its sample in by half a period (held and
+/// joined as sample 0) and the burst fired at the start came in after that
+/// (the case sample 0 is replaced in).
+fn check_windows(
+    period: u64,
+    w: usize,
+    y: u64,
+    probes: usize,
+    reply: impl FnMut(usize) -> Option<u64>,
+) -> usize {
+    let mut c = echo_ctl(period, w, y);
+    c.start(S).unwrap();
+    let until = S + probes as u64 * (w as u64 * period + y + 2 * period);
+    let (bursts, starts) = run_prober(&mut c, S, until, recorder_timeout(period), reply);
+    let windows = &c.classifier().windows;
+    assert_eq!(c.stats().incomplete_probes, 0);
+    assert!(windows.len() >= probes, "{} windows", windows.len());
+    let mut replaced = 0;
+    for (win, &s) in windows.iter().zip(&starts) {
+        assert_eq!(
+            *win,
+            expected_window(&bursts, s, period, w),
+            "probe at {s} ns"
+        );
+        let slack = opsel::ops::FIRST_SAMPLE_SLACK_NS;
+        let due = s + period / 2;
+        let held = bursts
+            .iter()
+            .any(|b| b.start < s && b.start + slack >= s && b.done <= due);
+        let at_start = bursts.iter().any(|b| b.tick == s && b.done > due);
+        replaced += (held && at_start) as usize;
+    }
+    replaced
+}
+
+#[test]
+fn replies_late_by_most_of_a_period_keep_their_burst_places() {
+    // Every reply 0.3, 0.6 or 0.85 periods after the last echo, at 5 Hz
+    // (w = 50) and 1 Hz (w = 10), both with the recorder's wait; steady
+    // times in 10-ms steps put the probe starts at every offset from the
+    // grid of the phase before.
+    for (period, w) in [(200 * MS, 50), (S, 10)] {
+        for frac in [0.3, 0.6, 0.85] {
+            let d = (period as f64 * frac) as u64;
+            let mut replaced = 0;
+            for j in 0..20u64 {
+                let y = 2 * S + j * period / 20;
+                replaced += check_windows(period, w, y, 3, |_| Some(d));
+            }
+            // At 5 Hz, when a burst takes more than half a period (0.6,
+            // 0.85), the probe-start burst came in after a held candidate
+            // had joined in some runs. (At 1 Hz a candidate that slow is in
+            // too late for the prober to fire at the start at all.)
+            if period < S && frac > 0.5 {
+                assert!(replaced > 0, "period {period} ns, delay {frac}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_probe_start_burst_replied_late_replaces_a_held_sample_zero() {
+    // 200 ms, w = 5: the probe starts at 1 s, between two ticks of the
+    // grid before it; a burst begun 60 ms earlier is in at 1.09 s, held
+    // and taken as sample 0 at 1.1 s. The prober fires the probe's first
+    // burst when that one is done (90 ms late); its replies take 160 ms.
+    let p = 200 * MS;
+    let mut c = echo_ctl(p, 5, 60 * S);
+    c.start(S).unwrap();
+    c.handle_echo_sample(S + 90 * MS, S - 60 * MS, Some(1.0))
+        .unwrap();
+    assert_eq!(c.poll_timeout(), Some(S + 100 * MS));
+    c.handle_timeout(S + 100 * MS).unwrap();
+    c.handle_echo_sample(S + 259 * MS, S + 90 * MS, Some(2.0))
+        .unwrap();
+    // Ticks 1..4, each fired when the one before is done, replies in 160 ms.
+    let mut t = S + 259 * MS;
+    for k in 1..5u64 {
+        let start = t.max(S + k * p);
+        t = start + 169 * MS;
+        c.handle_timeout(start).unwrap();
+        c.handle_echo_sample(t, start, Some(2.0 + k as f64))
+            .unwrap();
+    }
+    // Appended, the start burst would have been sample 1 and the window
+    // [1, 2, 3, 4, 5] one period early.
+    assert_eq!(c.classifier().windows, [vec![2.0, 3.0, 4.0, 5.0, 6.0]]);
+    assert_eq!(c.phase(), Phase::Steady);
+}
+
+#[test]
+fn lost_bursts_and_a_missed_tick_repeat_the_previous_sample() {
+    let p = 200 * MS;
+    let mut c = echo_ctl(p, 6, 60 * S);
+    c.start(S).unwrap();
+    // Sample 0 held, then its replacement lost: the previous answered
+    // sample (the held one) stands for it.
+    c.handle_echo_sample(S + 95 * MS, S - 80 * MS, Some(1.0))
+        .unwrap();
+    c.handle_timeout(S + 100 * MS).unwrap();
+    c.handle_echo_sample(S + 293 * MS, S + 95 * MS, None)
+        .unwrap();
+    // Sample 1 lost, sample 2 answered, no burst fired in period 3 (the
+    // prober missed its tick), sample 4 answered: 3 repeats sample 2.
+    c.handle_echo_sample(S + p + 198 * MS, S + p + 93 * MS, None)
+        .unwrap();
+    c.handle_echo_sample(S + 2 * p + 150 * MS, S + 2 * p, Some(3.0))
+        .unwrap();
+    assert!(c.classifier().windows.is_empty());
+    c.handle_echo_sample(S + 4 * p + 150 * MS, S + 4 * p, Some(5.0))
+        .unwrap();
+    assert!(c.classifier().windows.is_empty());
+    c.handle_echo_sample(S + 5 * p + 150 * MS, S + 5 * p, Some(6.0))
+        .unwrap();
+    assert_eq!(c.classifier().windows, [vec![1.0, 1.0, 3.0, 3.0, 5.0, 6.0]]);
+}
+
+#[test]
+fn late_replies_from_before_the_probe_or_sample_zero_are_dropped() {
+    let p = 200 * MS;
+    let mut c = echo_ctl(p, 4, 60 * S);
+    c.start(S).unwrap();
+    // Begun 150 ms before the probe (a burst of the phase before, outside
+    // the slack), its replies in after half a period: not sample 0.
+    c.handle_echo_sample(S + 110 * MS, S - 150 * MS, Some(9.0))
+        .unwrap();
+    // The probe's first burst, in at 1.13 s: sample 0.
+    c.handle_echo_sample(S + 130 * MS, S + 2 * MS, Some(1.0))
+        .unwrap();
+    // A candidate begun before it, in later (out of order): not sample 0.
+    c.handle_echo_sample(S + 140 * MS, S - 20 * MS, Some(8.0))
+        .unwrap();
+    c.handle_echo_sample(S + p + 100 * MS, S + p, Some(2.0))
+        .unwrap();
+    // A burst of period 0 after sample 1 joined: too late, dropped; so is
+    // a second burst for period 1.
+    c.handle_echo_sample(S + p + 110 * MS, S + 50 * MS, Some(7.0))
+        .unwrap();
+    c.handle_echo_sample(S + p + 120 * MS, S + p + 5 * MS, Some(6.0))
+        .unwrap();
+    c.handle_echo_sample(S + 2 * p + 100 * MS, S + 2 * p, Some(3.0))
+        .unwrap();
+    c.handle_echo_sample(S + 3 * p + 100 * MS, S + 3 * p, Some(4.0))
+        .unwrap();
+    assert_eq!(c.classifier().windows, [vec![1.0, 2.0, 3.0, 4.0]]);
+    // A burst cannot begin after its replies came in.
+    let e = c
+        .handle_echo_sample(S + 4 * p, S + 4 * p + 1, Some(1.0))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("began at") && e.contains("after its sample"),
+        "{e}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any reply delay below the recorder's timeout, lost bursts and any
+    /// steady time: every window holds the bursts fired at the probe's
+    /// start + k·period, in order.
+    #[test]
+    fn windows_hold_the_bursts_fired_at_their_periods(
+        fast in any::<bool>(),
+        y_ms in 500u64..4000,
+        delays in proptest::collection::vec(proptest::option::weighted(0.9, 0.0f64..1.0), 64),
+    ) {
+        let (period, w) = if fast { (200 * MS, 50) } else { (S, 10) };
+        let timeout = recorder_timeout(period);
+        check_windows(period, w, y_ms * MS, 3, |i| {
+            delays[i % delays.len()].map(|f| (f * timeout as f64) as u64)
+        });
+    }
+}
+
 #[test]
 fn lead_in_runs_the_last_segment_before_every_probe() {
     let mut cfg = Config::active(Pattern::parse("S5-C5-S5-B5").unwrap());

@@ -551,16 +551,17 @@ pub fn burst_config() -> BurstConfig {
 /// awaited until 2 ms before the next burst is due, so a burst never delays
 /// the next one (an echo later than that is lost, not late).
 pub fn burst_config_every(period_ns: u64) -> BurstConfig {
-    BurstConfig {
+    let b = BurstConfig {
         count: ECHOES as u16,
         interval_ns: ECHO_INTERVAL_NS,
-        timeout_ns: period_ns.saturating_sub(burst_span_ns() + 2_000_000),
+        timeout_ns: 0,
+    };
+    // One rule with the live OPS driver's echo timeout (core's
+    // `ops_driver::echo_timeout_ns`).
+    BurstConfig {
+        timeout_ns: b.timeout_within_ns(period_ns),
+        ..b
     }
-}
-
-/// From the first echo of a burst to the last one sent.
-pub fn burst_span_ns() -> u64 {
-    u64::from(ECHOES - 1) * ECHO_INTERVAL_NS
 }
 
 /// Mean, fastest and slowest echo (ms) and the number answered of one

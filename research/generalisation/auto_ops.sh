@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `--model auto` (the default of passive OPS) live on netlab: a short path where the 5-Hz model
-# should be kept, the external condition closest to its 90-ms limit, a 150-ms path and a deep
-# 2 × BDP path where it should give way to the 1 Hz model; static CUBIC and BBR backgrounds, Y = 5 s.
+# should be kept, the external condition with the longest RTT (84 ms), a 150-ms path and a deep
+# 2 × BDP path (120 ms), which gave way to the 1 Hz model under the 90-ms limit the results in
+# research/results/generalisation/auto-*.jsonl were recorded with (the limit is now 170 ms, so they
+# fall back only if a burst goes above it); static CUBIC and BBR backgrounds, Y = 5 s.
 # Resumable: a path whose result exists is skipped.
 #
 #   research/generalisation/auto_ops.sh [OUT_DIR]            (root; about 12 min)

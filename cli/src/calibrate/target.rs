@@ -86,12 +86,17 @@ pub(super) fn target(
 /// Whether OPS can use a model sampled every `period_ms` on a path whose
 /// largest RTT (base RTT plus a full buffer) is `worst_ms`: the same limit
 /// `--model auto` keeps the 5-Hz model under, 90 % of the driver's echo
-/// timeout at that period (half the period, at most the configured 400 ms;
+/// timeout at that period (the recorder's wait, until 2 ms before the next
+/// burst, at most the configured 400 ms;
 /// `opsel::sys::linux::ops_driver::auto_rtt_limit_ms`), so a calibrated
-/// model and auto agree on which paths a period serves.
+/// model and auto agree on which paths a period serves. Below 400 ms of
+/// period it is the recorder's own limit (`Mode::check_fits`).
 fn ops_can_sample(period_ms: u32, worst_ms: f64) -> bool {
-    let burst = opsel::sys::linux::ops_driver::DriverConfig::default().burst;
-    worst_ms <= auto_rtt_limit_ms(&burst, u64::from(period_ms) * 1_000_000)
+    worst_ms <= auto_rtt_limit_ms(&default_burst(), u64::from(period_ms) * 1_000_000)
+}
+
+fn default_burst() -> opsel::sys::linux::rtt::BurstConfig {
+    opsel::sys::linux::ops_driver::DriverConfig::default().burst
 }
 
 #[cfg(test)]
@@ -99,11 +104,13 @@ mod ops_limit_tests {
     use super::ops_can_sample;
 
     #[test]
-    fn two_hundred_ms_serves_paths_up_to_ninety_ms() {
-        assert!(ops_can_sample(200, 90.0));
-        assert!(!ops_can_sample(200, 90.5));
-        assert!(ops_can_sample(100, 45.0));
-        assert!(!ops_can_sample(100, 46.0));
+    fn two_hundred_ms_serves_paths_up_to_170_ms() {
+        // 90 % of the 189-ms wait (200 ms less 9 ms of echoes and 2 ms).
+        assert!(ops_can_sample(200, 170.0));
+        assert!(!ops_can_sample(200, 170.5));
+        // 90 % of 89 ms.
+        assert!(ops_can_sample(100, 80.0));
+        assert!(!ops_can_sample(100, 80.5));
         // At 1 s the configured 400-ms timeout is the cap: 360 ms.
         assert!(ops_can_sample(1000, 360.0));
         assert!(!ops_can_sample(1000, 361.0));
@@ -126,9 +133,11 @@ pub(super) fn check_fits(mode: &Mode, c: &Condition) -> Result<()> {
     let why = match mode.check_fits(c) {
         Err(e) => e.to_string(),
         Ok(()) => format!(
-            "condition {}: its largest RTT ({worst:.0} ms) is more than OPS waits for a burst's echoes \
-             when it samples every {ms} ms (half the period)",
-            c.name
+            "condition {}: its largest RTT ({worst:.0} ms) is more than 90 % of what OPS waits for a \
+             burst's echoes when it samples every {ms} ms ({:.0} ms)",
+            c.name,
+            opsel::sys::linux::ops_driver::echo_timeout_ns(&default_burst(), mode.sample_ns()) as f64
+                / 1e6
         ),
     };
     let hint = [200u32, 250, 500]
@@ -225,21 +234,33 @@ mod tests {
             mtu: 1500,
         };
         let at = |ms| Mode::PassiveEvery { period_ms: ms };
-        // 300 ms at most: too long for the recorder at 200 ms, for OPS below 1 s.
+        // 300 ms at most: too long for the recorder at 200 ms; at 500 ms
+        // the recorder (440 ms) and OPS (90 % of 400 ms) both keep it.
         let e = check_fits(&at(200), &c(150.0, 1.0))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("does not fit") && e.contains("--sample-ms 1000"),
+            e.contains("does not fit") && e.contains("--sample-ms 500 (or 1000)"),
             "{e}"
         );
         assert!(check_fits(&Mode::Passive, &c(150.0, 1.0)).is_ok());
-        // 120 ms: the recorder keeps 200-ms samples, but OPS waits only 100 ms.
-        let e = check_fits(&at(200), &c(60.0, 1.0)).unwrap_err().to_string();
+        // 400 ms: the recorder keeps 500-ms samples, but OPS waits at most
+        // the configured 400 ms.
+        let e = check_fits(&at(500), &c(200.0, 1.0))
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.contains("half the period") && e.contains("--sample-ms 500"),
+            e.contains("more than 90 % of what OPS waits") && e.contains("(400 ms)"),
             "{e}"
         );
+        assert!(e.contains("--sample-ms 1000"), "{e}");
+        // At 200 ms OPS waits as long as the recorder: 170 ms fits (the
+        // longest training condition is 127 ms), 172 ms does not.
+        assert!(check_fits(&at(200), &c(60.0, 1.0)).is_ok());
+        assert!(check_fits(&at(200), &c(100.0, 0.27)).is_ok());
+        assert!(check_fits(&at(200), &c(85.0, 1.0)).is_ok());
+        let e = check_fits(&at(200), &c(86.0, 1.0)).unwrap_err().to_string();
+        assert!(e.contains("does not fit"), "{e}");
         // The external conditions the 200-ms models were run at fit (84 ms at most).
         assert!(check_fits(&at(200), &c(67.0, 0.26)).is_ok());
         assert!(check_fits(&at(200), &c(42.0, 1.0)).is_ok());

@@ -98,7 +98,7 @@ pub struct SendArgs {
     /// Model: a file or a shipped name. Default with `--pattern passive`:
     /// `auto`: the 5-Hz model (passive-200ms, decides after 10 s) while
     /// every echo burst of its first two windows (20 s), the first (the base
-    /// RTT) included, has a mean RTT of at most 90 ms and none is late (a
+    /// RTT) included, has a mean RTT of at most 170 ms and none is late (a
     /// burst without any reply where that means the path is too long; see
     /// docs/guide/ops-transfer.md),
     /// else the 1 Hz model (passive, 40 s) for the rest of the transfer; a

@@ -60,7 +60,7 @@ pub struct DemoArgs {
     /// Model for OPS: a path or a shipped name. Default with `--pattern
     /// passive`: `auto`: the 5-Hz model (passive-200ms, decides after 10 s)
     /// while every echo burst of its first two windows (20 s), the first
-    /// (the base RTT) included, has a mean RTT of at most 90 ms and none is
+    /// (the base RTT) included, has a mean RTT of at most 170 ms and none is
     /// late (see `opsel send --help`), else the 1 Hz model (passive, 40 s) for the rest of the run; a
     /// gate, early exit or several windows per decision keep the 1 Hz model.
     /// Default with a pattern: the shipped active model.

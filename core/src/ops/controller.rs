@@ -17,12 +17,16 @@
 //!   k then covers pattern time [k·P, (k+1)·P), matching
 //!   [`Pattern::segment_of_sample`](crate::probe::Pattern::segment_of_sample).
 //! * a sample handed in with the time its echo burst *began*
-//!   ([`Controller::handle_echo_sample`]) is aligned here, not in the driver:
-//!   the burst fired at a probe's start (the netlab training collection reads
-//!   sample k at second k of the pattern, 000 §3.2) is window sample 0, held
-//!   until half a period into the probe; the prober's 1 Hz grid starts at
-//!   [`Controller::sample_grid_origin_ns`]. A sample whose echoes were all lost
-//!   repeats the previous one so the window keeps its 1 Hz alignment.
+//!   ([`Controller::handle_echo_sample`]) is aligned here, not in the driver,
+//!   by that start time, not by when its replies came in: window sample k is
+//!   the burst fired in period k of the probe (the netlab training
+//!   collection reads sample k at second k of the pattern, 000 §3.2); the
+//!   prober's grid starts at [`Controller::sample_grid_origin_ns`]. Sample 0
+//!   joins half a period into the probe (or when it comes in, if later) and
+//!   a later-begun burst of period 0 still replaces it until sample 1
+//!   joins. A sample whose echoes were all lost, or a period the prober
+//!   fired no burst in, repeats the previous sample so the window keeps its
+//!   alignment.
 //! * the lead-in ([`Config::lead_in`]) is a pair of actions like any probe
 //!   segment: the pattern's last segment runs before the first probe and at
 //!   the end of every steady phase, so the simulator and the tests see it.
@@ -39,7 +43,8 @@ const NS_PER_S: u64 = 1_000_000_000;
 /// How long before a probe's start an echo burst may begin and still be that
 /// probe's sample 0 ([`Controller::handle_echo_sample`]): the prober notices
 /// its tick up to this late, and a burst that began this early belongs to
-/// the probe that started during it.
+/// the probe that started during it (the burst fired at the probe's start,
+/// if the prober fires one, replaces it).
 pub const FIRST_SAMPLE_SLACK_NS: u64 = 100_000_000;
 
 /// How the controller probes the background (000 §3.2).
@@ -603,6 +608,9 @@ pub struct Controller<C = Box<dyn Classifier + Send>, P = Box<dyn Policy + Send>
     /// Sample 0 of the probe, read at its start, waiting to join the window
     /// half a period in (the module's time conventions).
     held_rtt_ms: Option<f64>,
+    /// When the echo burst now held or in the window as sample 0 began: a
+    /// burst of period 0 replaces it only if it began later.
+    sample0_began_ns: Option<u64>,
     /// The last answered sample, repeated for a sample whose echoes were lost.
     last_rtt_ms: Option<f64>,
     /// The prior class of the first probe ([`PriorProbe`]); cleared once
@@ -715,6 +723,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
             first_probe_ns: None,
             grid_origin_ns: 0,
             held_rtt_ms: None,
+            sample0_began_ns: None,
             last_rtt_ms: None,
             prior_class: None,
             gate_last: None,
@@ -831,12 +840,24 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
     /// every echo was lost, the previous sample is repeated; before any
     /// answered sample there is nothing to repeat and the sample is dropped).
     ///
-    /// The burst that began at a probe's start (up to
-    /// [`FIRST_SAMPLE_SLACK_NS`] before it) is the window's sample 0, as in
-    /// the training collection; by this controller's convention it joins the
-    /// window half a period into the probe, so it is held until then
-    /// ([`Controller::poll_timeout`] includes that time). Every other sample
-    /// is taken as by [`Controller::handle_sample`]. Errors as `handle_sample`.
+    /// Window sample k is the burst that began in period k of the probe,
+    /// `[start + k·period, start + (k+1)·period)`, whenever its replies come
+    /// in (000 §3.2: the training collection reads sample k at second k of
+    /// the probe; a live reply may take up to the echo timeout, nearly a
+    /// whole period at 5 Hz). Period 0 also takes a burst that began up to
+    /// [`FIRST_SAMPLE_SLACK_NS`] before the start (fired on the previous
+    /// grid as the probe began); of several bursts of period 0 the one that
+    /// began last is sample 0, so the burst fired at the probe's start wins.
+    /// Sample 0 joins the window half a period into the probe, by this
+    /// controller's convention (it is held until then; [`Controller::poll_timeout`]
+    /// includes that time), or when it comes in if later; a burst of period
+    /// 0 whose replies come in after that replaces it as long as sample 1
+    /// has not joined (only a check on a one-sample prefix, `min_samples` =
+    /// 1, can have seen the replaced value). A burst that began earlier than
+    /// the slack, or a second burst for a period already in the window, is
+    /// dropped; a period without a burst (the prober missed its tick) is
+    /// filled with the previous sample, as a lost burst is. Errors as
+    /// `handle_sample`, and when the burst began after `now_ns`.
     pub fn handle_echo_sample(
         &mut self,
         now_ns: u64,
@@ -848,23 +869,81 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
                 "RTT sample {v} ms at {now_ns} ns is not a finite non-negative number; pass None for a sample whose echoes were all lost"
             )));
         }
+        if first_echo_ns > now_ns {
+            return Err(Error::invalid(format!(
+                "echo burst began at {first_echo_ns} ns, after its sample was read at {now_ns} ns; pass the time the burst's first echo left"
+            )));
+        }
         self.check_time(now_ns)?;
         self.advance(now_ns);
+        let prev_rtt_ms = self.last_rtt_ms;
         if rtt_ms.is_some() {
             self.last_rtt_ms = rtt_ms;
         }
         let Some(v) = self.last_rtt_ms else {
             return Ok(());
         };
-        if self.phase == Phase::Probe
-            && first_echo_ns.saturating_add(FIRST_SAMPLE_SLACK_NS) >= self.probe_start_ns
-            && now_ns < self.sample0_due_ns()
-        {
-            self.held_rtt_ms = Some(v);
+        if self.phase != Phase::Probe {
             return Ok(());
         }
-        self.take_sample(now_ns, v);
+        let Some(period) = self.echo_period(first_echo_ns) else {
+            return Ok(()); // begun before the probe: a sample of the phase before.
+        };
+        if period == 0 {
+            self.take_sample0(now_ns, first_echo_ns, v);
+            return Ok(());
+        }
+        // Periods the prober fired no burst in repeat the previous sample.
+        let fill = prev_rtt_ms.unwrap_or(v);
+        let cycle = self.cycle;
+        let same_probe = |c: &Self| c.phase == Phase::Probe && c.cycle == cycle;
+        while same_probe(self) && (self.window.len() as u64) < period {
+            self.take_sample(now_ns, fill);
+        }
+        if same_probe(self) && self.window.len() as u64 == period {
+            self.take_sample(now_ns, v);
+        }
         Ok(())
+    }
+
+    /// The probe period an echo burst that began at `first_echo_ns` samples
+    /// (window sample k ↔ period k), `None` if it began before the probe's
+    /// sample-0 slack.
+    fn echo_period(&self, first_echo_ns: u64) -> Option<u64> {
+        let start = self.probe_start_ns;
+        if first_echo_ns >= start {
+            Some((first_echo_ns - start) / self.cfg.sample_period_ns)
+        } else if first_echo_ns.saturating_add(FIRST_SAMPLE_SLACK_NS) >= start {
+            Some(0)
+        } else {
+            None
+        }
+    }
+
+    /// A burst of probe period 0 that began at `began_ns` with value `v`:
+    /// held until sample 0 is due, taken as sample 0, or replacing sample 0
+    /// while it is the window's only sample (`handle_echo_sample`).
+    fn take_sample0(&mut self, now_ns: u64, began_ns: u64, v: f64) {
+        if self.sample0_began_ns.is_some_and(|b| began_ns < b) {
+            return; // an earlier candidate than the one already chosen.
+        }
+        if now_ns < self.sample0_due_ns() {
+            self.held_rtt_ms = Some(v);
+            self.sample0_began_ns = Some(began_ns);
+        } else if self.window.is_empty() {
+            self.sample0_began_ns = Some(began_ns);
+            self.take_sample(now_ns, v);
+        } else if self.window.len() == 1 && self.sample0_began_ns.is_some() {
+            // The burst fired at the probe's start came in after an earlier
+            // candidate joined: it is sample 0 (000 §3.2), not sample 1.
+            self.window[0] = v;
+            self.sample0_began_ns = Some(began_ns);
+            if self.w == 2 {
+                // `take_sample` prepared the classifier on the old sample 0.
+                self.classifier.prepare(&self.window);
+            }
+        }
+        // Otherwise sample 1 has joined: too late to be sample 0, dropped.
     }
 
     /// When a probe's sample 0 joins the window: half a period in.
@@ -1152,6 +1231,7 @@ impl<C: Classifier, P: Policy> Controller<C, P> {
         self.first_probe_ns = None;
         self.lead_at_ns = None;
         self.held_rtt_ms = None;
+        self.sample0_began_ns = None;
         self.grid_origin_ns = at_ns;
         self.window.clear();
         self.agree = None;

@@ -264,11 +264,7 @@ impl Mode {
     /// the period with a 10 % margin. Always true at 1 Hz on the grid's
     /// ranges (at most 200 ms × 3).
     pub fn check_fits(&self, c: &Condition) -> Result<()> {
-        let room_ms = (self
-            .sample_ns()
-            .saturating_sub(crate::traffic::burst_span_ns() + 2_000_000))
-            as f64
-            / 1e6;
+        let room_ms = crate::traffic::burst_config_every(self.sample_ns()).timeout_ns as f64 / 1e6;
         let worst_ms = c.rtt_ms * (1.0 + c.buffer_bdp);
         if worst_ms > 0.9 * room_ms {
             return Err(Error::invalid(format!(

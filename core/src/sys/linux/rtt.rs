@@ -645,6 +645,27 @@ impl Default for BurstConfig {
     }
 }
 
+/// What a burst fired every period leaves free before the next one is due
+/// ([`BurstConfig::timeout_within_ns`]).
+pub const NEXT_BURST_GUARD_NS: u64 = 2_000_000;
+
+impl BurstConfig {
+    /// From the first echo to the last one sent.
+    pub fn span_ns(&self) -> u64 {
+        u64::from(self.count.saturating_sub(1)).saturating_mul(self.interval_ns)
+    }
+
+    /// The longest reply wait for bursts fired every `period_ns`: replies
+    /// are awaited until [`NEXT_BURST_GUARD_NS`] before the next burst is
+    /// due, so a burst never delays the next one (an echo later than that is
+    /// lost, not late): 89, 189 and 989 ms at 100 ms, 200 ms and 1 s with
+    /// 10 echoes 1 ms apart. The netlab recorder (`opsel lab collect`) waits
+    /// this long and the live OPS driver at most this long.
+    pub fn timeout_within_ns(&self, period_ns: u64) -> u64 {
+        period_ns.saturating_sub(self.span_ns().saturating_add(NEXT_BURST_GUARD_NS))
+    }
+}
+
 /// One burst: raw echo RTTs (None = no reply) and their mean.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BurstSample {

@@ -23,8 +23,8 @@
 //! model nothing; falling back on every drop would send most shallow-buffer
 //! paths with a CUBIC background to the 40-s model. Within one 10-ms burst
 //! the RTT moves by a few ms at most (a queue fed at twice its drain rate
-//! grows 1 ms per ms), so an echo late past the 100-ms timeout leaves its
-//! answered neighbours above the 90-ms limit, which the mean rule catches.
+//! grows 1 ms per ms), so an echo late past the 189-ms timeout leaves its
+//! answered neighbours above the 170-ms limit, which the mean rule catches.
 //! A partly answered burst is therefore judged by its mean alone. A burst
 //! with no reply at all is late when it is the first (no base RTT), when the
 //! burst before it was above 75 % of the limit (the queue may have grown
@@ -32,9 +32,11 @@
 //! watch.
 //!
 //! The limit is 90 % of the 5-Hz driver's echo timeout ([`echo_timeout_ns`]:
-//! 100 ms at a 200-ms period, so 90 ms), the same 10 % margin as the
-//! recorder's rule (netlab `Mode::check_fits`). [`run_auto`] runs the two
-//! drivers back to back on one socket and one source.
+//! the recorder's wait, 189 ms at a 200-ms period, so 170.1 ms), the same
+//! limit as the recorder's rule for what a 5-Hz condition may reach (netlab
+//! `Mode::check_fits`; the model was trained on conditions up to 127 ms).
+//! [`run_auto`] runs the two drivers back to back on one socket and one
+//! source.
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,10 +51,13 @@ use crate::{Error, Result};
 pub const AUTO_WATCH_WINDOWS: u64 = 2;
 
 /// The reply timeout of the driver's echo bursts at `period_ns`: the
-/// configured timeout, capped at half the period (see `run_loop.rs` for why
-/// half). One function so the driver and the auto rule agree.
+/// configured timeout, capped at the netlab recorder's wait, until 2 ms
+/// before the next burst is due ([`BurstConfig::timeout_within_ns`]: 189 ms
+/// at 200 ms with 10 echoes 1 ms apart). One function so the driver, the
+/// auto rule and `opsel calibrate` agree; the controller places a reply
+/// that late by its burst's start (`run_loop.rs`).
 pub fn echo_timeout_ns(burst: &BurstConfig, period_ns: u64) -> u64 {
-    burst.timeout_ns.min(period_ns / 2)
+    burst.timeout_ns.min(burst.timeout_within_ns(period_ns))
 }
 
 /// Largest burst mean RTT (ms) the auto rule accepts at `period_ns`: 90 % of
@@ -332,12 +337,21 @@ mod tests {
     }
 
     #[test]
-    fn the_limit_is_ninety_percent_of_the_capped_timeout() {
-        // 400 ms configured, capped at half of 200 ms.
-        assert_eq!(echo_timeout_ns(&burst(), P5), 100_000_000);
-        assert!((auto_rtt_limit_ms(&burst(), P5) - 90.0).abs() < 1e-9);
-        // At 1 Hz the configured 400 ms is below half the period.
+    fn the_limit_is_ninety_percent_of_the_recorders_timeout() {
+        // 400 ms configured, capped at the recorder's wait at 200 ms: until
+        // 2 ms before the next burst, after the 9 ms of echoes.
+        assert_eq!(echo_timeout_ns(&burst(), P5), 189_000_000);
+        assert!((auto_rtt_limit_ms(&burst(), P5) - 170.1).abs() < 1e-9);
+        assert_eq!(watch().limit_ms(), auto_rtt_limit_ms(&burst(), P5));
+        // At 100 ms: 89 ms, limit 80.1 ms.
+        assert_eq!(echo_timeout_ns(&burst(), P5 / 2), 89_000_000);
+        // At 1 Hz the configured 400 ms is below the recorder's 989 ms.
         assert_eq!(echo_timeout_ns(&burst(), S), 400_000_000);
+        let long = BurstConfig {
+            timeout_ns: 2 * S,
+            ..burst()
+        };
+        assert_eq!(echo_timeout_ns(&long, S), 989_000_000);
         assert_eq!(watch().watch_ns, 20 * S);
     }
 
@@ -345,9 +359,10 @@ mod tests {
     fn a_short_path_keeps_the_5hz_model() {
         let mut w = watch();
         assert_eq!(w.observe(9_000_000, Some(20.4), 10), None);
-        // The queue builds to 85 ms: still under 90 ms, every echo answered.
+        // The queue builds to 170 ms: still under 170.1 ms, every echo
+        // answered.
         for k in 1..100u64 {
-            let r = 20.0 + (k as f64).min(65.0);
+            let r = 20.0 + 2.0 * (k as f64).min(75.0);
             assert_eq!(w.observe(k * P5, Some(r), 10), None, "sample {k}");
         }
         assert_eq!(w.base_rtt_ms, Some(20.4));
@@ -358,23 +373,33 @@ mod tests {
 
     #[test]
     fn a_long_base_rtt_falls_back_at_the_first_burst() {
-        // 150 ms base: every echo is late at 5 Hz.
+        // 200 ms base: every echo is late at 5 Hz.
         let mut w = watch();
-        let why = w.observe(109_000_000, None, 0).unwrap();
+        let why = w.observe(198_000_000, None, 0).unwrap();
         assert!(
-            why.contains("10 of 10 echoes of the first burst (the base RTT) unanswered"),
+            why.contains("10 of 10 echoes of the first burst (the base RTT) unanswered within the 5-Hz timeout (189 ms)"),
             "{why}"
         );
-        // 95 ms base: answered, but above 90 ms.
+        // 175 ms base: answered, but above 170.1 ms.
         let mut w = watch();
-        let why = w.observe(105_000_000, Some(95.0), 10).unwrap();
-        assert!(why.contains("RTT 95.0 ms of the first burst"), "{why}");
-        assert_eq!(w.base_rtt_ms, Some(95.0));
+        let why = w.observe(185_000_000, Some(175.0), 10).unwrap();
+        assert!(
+            why.contains(
+                "RTT 175.0 ms of the first burst (the base RTT) is above the 5-Hz limit (170 ms)"
+            ),
+            "{why}"
+        );
+        assert_eq!(w.base_rtt_ms, Some(175.0));
         // 67 ms with a small buffer (an external condition the 5-Hz model
-        // decided right live) is kept.
+        // decided right live) is kept, and so is a 127-ms path (the longest
+        // condition the model was trained on: 100 ms base, 0.27 × BDP).
         let mut w = watch();
         assert_eq!(w.observe(76_000_000, Some(67.0), 10), None);
         assert_eq!(w.observe(P5, Some(84.0), 10), None);
+        let mut w = watch();
+        assert_eq!(w.observe(110_000_000, Some(100.5), 10), None);
+        assert_eq!(w.observe(P5, Some(127.0), 10), None);
+        assert_eq!(w.observe(2 * P5, Some(170.0), 10), None);
     }
 
     #[test]
@@ -385,21 +410,26 @@ mod tests {
         // A dropped echo at 80 ms: the answered ones are under the limit.
         assert_eq!(w.observe(2 * P5, Some(80.0), 9), None);
         // Answered ones above the limit: late.
-        let why = w.observe(3 * P5, Some(92.0), 6).unwrap();
-        assert!(why.contains("RTT 92.0 ms of a burst after 0.6 s"), "{why}");
+        let why = w.observe(3 * P5, Some(172.0), 6).unwrap();
+        assert!(why.contains("RTT 172.0 ms of a burst after 0.6 s"), "{why}");
         let mut w = watch();
         assert_eq!(w.observe(0, Some(30.0), 10), None);
-        let why = w.observe(19 * S, Some(95.0), 10).unwrap();
+        let why = w.observe(19 * S, Some(175.0), 10).unwrap();
         assert!(
-            why.contains("RTT 95.0 ms of a burst after 19.0 s is above the 5-Hz limit (90 ms)"),
+            why.contains("RTT 175.0 ms of a burst after 19.0 s is above the 5-Hz limit (170 ms)"),
             "{why}"
         );
-        // A burst with no reply right after one near the limit is late.
+        // A burst with no reply right after one above 75 % of the limit
+        // (127.6 ms) is late; after one at 120 ms it reads as a drop.
         let mut w = watch();
         assert_eq!(w.observe(0, Some(30.0), 10), None);
-        assert_eq!(w.observe(P5, Some(80.0), 10), None);
+        assert_eq!(w.observe(P5, Some(140.0), 10), None);
         let why = w.observe(2 * P5, None, 0).unwrap();
-        assert!(why.contains("the burst before at 80.0 ms"), "{why}");
+        assert!(why.contains("the burst before at 140.0 ms"), "{why}");
+        let mut w = watch();
+        assert_eq!(w.observe(0, Some(30.0), 10), None);
+        assert_eq!(w.observe(P5, Some(120.0), 10), None);
+        assert_eq!(w.observe(2 * P5, None, 0), None);
         // After two windows the model is kept whatever comes.
         let mut w = watch();
         assert_eq!(w.observe(0, Some(30.0), 10), None);
@@ -423,8 +453,8 @@ mod tests {
         // A path whose base RTT is near the limit keeps the 5-Hz model
         // through drops: the mean decides.
         let mut w = watch();
-        assert_eq!(w.observe(0, Some(67.0), 10), None);
-        assert_eq!(w.observe(P5, Some(84.0), 7), None);
-        assert_eq!(w.observe(2 * P5, Some(84.5), 9), None);
+        assert_eq!(w.observe(0, Some(140.0), 10), None);
+        assert_eq!(w.observe(P5, Some(165.0), 7), None);
+        assert_eq!(w.observe(2 * P5, Some(169.5), 9), None);
     }
 }

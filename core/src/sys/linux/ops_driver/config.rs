@@ -11,9 +11,9 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DriverConfig {
     /// Echoes per sample and their spacing; the reply timeout is capped at
-    /// half the sample period ([`echo_timeout_ns`](super::echo_timeout_ns)):
-    /// a probe's sample-0 burst must be in before the window takes sample 0
-    /// (`run_loop.rs` explains why the recorder's longer wait is not used).
+    /// the netlab recorder's wait, until 2 ms before the next burst is due
+    /// ([`echo_timeout_ns`](super::echo_timeout_ns): 189 ms at 200 ms; the
+    /// default 400 ms applies at 1 s).
     pub burst: BurstConfig,
     /// Length of the byte-accounting interval of [`DriverEvent::Interval`](super::DriverEvent::Interval).
     pub interval_ns: u64,
@@ -62,12 +62,20 @@ impl DriverConfig {
                 self.chunk_bytes
             )));
         }
+        // The echoes take at most half the period, so their replies have at
+        // least the other half, less the recorder's 2-ms guard
+        // (`BurstConfig::timeout_within_ns`).
         let echoes_ns = u64::from(self.burst.count).saturating_mul(self.burst.interval_ns);
         if self.burst.count == 0 || echoes_ns >= sample_period_ns / 2 {
             return Err(Error::invalid(format!(
-                "{} echoes {} ns apart do not fit in half a sample period ({} ns); 000 §3.2 uses 10 echoes 1 ms apart per 1 s sample",
+                "{} echoes {} ns apart do not fit in half a sample period ({} ns), which leaves their replies too little time before the next burst; 000 §3.2 uses 10 echoes 1 ms apart per 1 s sample",
                 self.burst.count, self.burst.interval_ns, sample_period_ns
             )));
+        }
+        if self.burst.timeout_ns == 0 {
+            return Err(Error::invalid(
+                "driver burst.timeout_ns is 0: no echo reply would be awaited; use e.g. 400e6 (it is capped at 2 ms before the next burst)",
+            ));
         }
         Ok(())
     }
@@ -99,5 +107,13 @@ mod tests {
             ..DriverConfig::default()
         };
         assert!(c.validate(NS_PER_S).is_err());
+        // 10 echoes 1 ms apart fit a 200-ms period, not a 20-ms one.
+        let mut c = DriverConfig::default();
+        c.validate(200_000_000).unwrap();
+        let e = c.validate(20_000_000).unwrap_err().to_string();
+        assert!(e.contains("half a sample period (20000000 ns)"), "{e}");
+        c.burst.timeout_ns = 0;
+        let e = c.validate(NS_PER_S).unwrap_err().to_string();
+        assert!(e.contains("burst.timeout_ns is 0"), "{e}");
     }
 }

@@ -83,7 +83,10 @@ impl EchoProbe for DynProbe<'_> {
 /// start of each second of the probe, as the netlab training collection
 /// samples (the burst goes out as the pattern segment changes); `origin` is
 /// moved to each probe's start. A tick noticed up to [`LATE_NS`] late still
-/// fires, so a probe never loses its first sample to the prober's sleep.
+/// fires, so a probe never loses its first sample to the prober's sleep; a
+/// tick missed altogether (the burst before still awaiting replies) is
+/// filled by the controller with the previous sample. One burst at a time,
+/// so samples reach the controller in firing order.
 pub(super) fn spawn_prober(
     mut probe: Box<dyn EchoProbe + Send>,
     burst: BurstConfig,

@@ -78,24 +78,22 @@ impl<C: Classifier, P: Policy> OpsDriver<C, P> {
         let t0 = monotonic_ns();
         self.origin.store(t0, Ordering::Relaxed);
         let prober_stop = Arc::new(AtomicBool::new(false));
-        // The echo timeout is capped at half the period, not at the
-        // recorder's "until 2 ms before the next burst" (netlab
-        // `burst_config_every`), because of how a probe's sample 0 is
-        // chosen (`Controller::handle_echo_sample`): the burst that began
-        // up to FIRST_SAMPLE_SLACK_NS (100 ms) before the probe's start is
-        // held as sample 0 until half a period in, and the burst the prober
-        // then fires at the probe's start replaces it only if its reply is
-        // in before that half period. Probe starts follow a decision (the
-        // last reply of a window) plus Y, so they fall between two ticks of
-        // the old grid and this double candidate is the common case. With a
-        // timeout longer than half the period the second burst may end after
-        // the held one has joined the window: it would become sample 1 and
-        // every later sample would be read one period early (misattributed).
-        // Late replies themselves are safe (each burst has its own sequence
-        // numbers, `echo_burst` drops the others), so aligning with the
-        // recorder needs the controller to replace sample 0 rather than
-        // append; until then the 5-Hz model runs live on paths whose largest
-        // RTT stays under ~90 ms (`auto.rs`).
+        // The echo timeout is the recorder's (netlab `burst_config_every`):
+        // replies are awaited until 2 ms before the next burst is due (189 ms
+        // at 200 ms; the configured 400 ms at 1 s), at most the configured
+        // timeout (`echo_timeout_ns`). A reply that late is still placed
+        // right: the controller reads a sample's place in the window from
+        // when its burst began, not from when its replies came in
+        // (`Controller::handle_echo_sample`). The case that needs it: a probe
+        // starts between two ticks of the old grid, so a burst begun up to
+        // FIRST_SAMPLE_SLACK_NS before the start may be taken as sample 0
+        // half a period in, before the burst the prober fires at the start
+        // (after that one) has its replies; the later one then replaces
+        // sample 0 instead of becoming sample 1. Each burst has its own
+        // sequence numbers (`echo_burst` drops the others), and the prober
+        // fires one burst at a time, so samples come in in firing order; a
+        // burst fired late delays the next tick by at most its own lateness
+        // less the 2-ms guard, so the lateness shrinks from tick to tick.
         let prober = spawn_prober(
             probe,
             BurstConfig {
