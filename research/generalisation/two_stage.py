@@ -20,16 +20,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 
 import numpy as np
-from dtaidistance import dtw
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import resolution  # noqa: E402
 from resolution import BBR, score  # noqa: E402
+from window_sweep import cached_matrix  # noqa: E402
 
 REPS = {
     "divide-min": lambda X: X / X.min(axis=1, keepdims=True),
@@ -40,16 +39,7 @@ REPS = {
 
 
 def matrix(X, rep, radius, cache):
-    Q = np.ascontiguousarray(REPS[rep](X))
-    key = hashlib.sha1(Q.tobytes() + f"{rep}:{radius}".encode()).hexdigest()[:16]
-    path = os.path.join(cache, f"two-stage-{rep}-{key}.npy")
-    if os.path.exists(path):
-        return np.load(path)
-    D = dtw.distance_matrix_fast(Q, window=radius + 1, inner_dist="euclidean", compact=False)
-    np.fill_diagonal(D, np.inf)
-    os.makedirs(cache, exist_ok=True)
-    np.save(path, D)
-    return D
+    return cached_matrix(REPS[rep](X), radius, f"two-stage-{rep}", cache)
 
 
 def main(argv=None):

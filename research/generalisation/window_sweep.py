@@ -29,6 +29,7 @@ import os
 import sys
 
 import numpy as np
+from dtaidistance import dtw
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import resolution  # noqa: E402
@@ -42,18 +43,25 @@ def parse(cfg: str) -> tuple[str, int]:
     return how, int(w_s)
 
 
-def matrix(X: np.ndarray, how: str, w_s: int, cache: str) -> np.ndarray:
-    S = resample(X, how)
-    radius = max(1, round(w_s / 2 * hz(how)))
-    key = hashlib.sha1(S.tobytes() + f"{how}:{w_s}:{radius}".encode()).hexdigest()[:16]
-    path = os.path.join(cache, f"sweep-{how}-{w_s}-{key}.npy")
+def cached_matrix(Q: np.ndarray, radius: int, tag: str, cache: str) -> np.ndarray:
+    """Every pairwise DTW distance of the (already normalised) windows ``Q``, |a − b| cost,
+    Sakoe–Chiba ``radius``, the diagonal set to inf; cached under ``cache`` by the windows' bytes."""
+    Q = np.ascontiguousarray(Q)
+    key = hashlib.sha1(Q.tobytes() + f"{tag}:{radius}".encode()).hexdigest()[:16]
+    path = os.path.join(cache, f"{tag}-{key}.npy")
     if os.path.exists(path):
         return np.load(path)
-    D = resolution.distances(S, radius)
+    D = dtw.distance_matrix_fast(Q, window=radius + 1, inner_dist="euclidean", compact=False)
     np.fill_diagonal(D, np.inf)
     os.makedirs(cache, exist_ok=True)
     np.save(path, D)
     return D
+
+
+def matrix(X: np.ndarray, how: str, w_s: int, cache: str) -> np.ndarray:
+    S = resample(X, how)
+    radius = max(1, round(w_s / 2 * hz(how)))
+    return cached_matrix(S / S.min(axis=1, keepdims=True), radius, f"sweep-{how}-{w_s}", cache)
 
 
 def loco_predict(D, y, cond, i, skip=None):
