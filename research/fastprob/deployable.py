@@ -231,6 +231,54 @@ def table(a):
     return 0
 
 
+# ---------------------------------------------------------------- the fresh slice
+
+
+def heldout(a):
+    """The harness's score of (variant, budget) rows refitted on the cache's training
+    transfers and scored on its evaluated ones (``heldout_deployable.sh``)."""
+    F = sp.Fold(a.cache, a.corpus, a.curve, "log")
+    out = []
+    for spec in a.run:
+        variant, label = spec.split("=", 1)
+        _, gate, _, _ = sp.parse(variant)
+        gates, scores, err = sp.fold_scores(F, variant)
+        r = lv.summarise(*lv.run(scores, err, dict(budgets(gate))[label], sp.GATES), F.S.fam, F.env)
+        r.update(variant=variant, rule=label, est_mb=sp.est_bytes(F.S, gates, gate) / 1e6)
+        out.append(r)
+        print(f"harness {variant} [{label}]: {sp.fmt(r)}; lan {r['lan_s']:.2f} s, wan {r['wan_s']:.2f} s, "
+              f"shared {r['shared_s']:.2f} s; fixed-n RF equal-error {r['l_eq'] or float('nan'):.2f} s", flush=True)
+    json.dump(out, open(a.json, "w"), indent=1, default=str)
+    return 0
+
+
+def core(a):
+    """A model file's score by the Rust core (``opsel lab fastprob-eval --json`` on all the
+    evaluated transfers and on each family's) against the fixed-n RF curve: MAPE, mean
+    probe, per family, the saving and the three goals."""
+    from complete import envelope
+
+    env = envelope([json.loads(line) for line in open(a.curve) if line.strip()])
+
+    def fastprob(path):
+        return next(r["summary"] for r in json.load(open(path)) if r["method"] == "FastProb")
+
+    r = {"mape": fastprob(a.all)["mape_pct"], "probe_s": fastprob(a.all)["mean_probe_s"]}
+    for f, path in zip(FAMS, a.fams.split(",")):
+        x = fastprob(path)
+        r[f], r[f + "_s"] = x["mape_pct"], x["mean_probe_s"]
+    r["l_eq"] = lv.l_eq(env, r["mape"])
+    r["saving"] = None if r["l_eq"] is None else 1 - r["probe_s"] / r["l_eq"]
+    goals = [r["mape"] <= 10.0, worst(r) <= 10.0, r["saving"] is not None and r["saving"] >= 0.40]
+    r["goals"] = sum(goals)
+    print(f"core {a.label}: {sp.fmt(r)}; lan {r['lan_s']:.2f} s, wan {r['wan_s']:.2f} s, shared {r['shared_s']:.2f} s; "
+          f"fixed-n RF equal-error {r['l_eq'] or float('nan'):.2f} s; goals met {r['goals']} "
+          f"(<= 10 %: {goals[0]}, every family <= 10 %: {goals[1]}, saving >= 40 %: {goals[2]})", flush=True)
+    if a.json:
+        json.dump(dict(r, label=a.label), open(a.json, "w"), indent=1)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -245,8 +293,20 @@ def main():
     k.add_argument("--top", type=int, default=15)
     t = sub.add_parser("table")
     t.add_argument("--out", required=True)
+    h = sub.add_parser("heldout")
+    h.add_argument("--cache", required=True)
+    h.add_argument("--corpus", required=True)
+    h.add_argument("--curve", required=True)
+    h.add_argument("--run", action="append", required=True, help='VARIANT=LABEL, LABEL "E 5.5 %%" or "0.5"')
+    h.add_argument("--json", required=True)
+    c = sub.add_parser("core")
+    c.add_argument("--label", required=True)
+    c.add_argument("--curve", required=True)
+    c.add_argument("--all", required=True, help="fastprob-eval --json on all evaluated transfers")
+    c.add_argument("--fams", required=True, help="the same on lan, wan, shared, comma-separated")
+    c.add_argument("--json")
     a = ap.parse_args()
-    return {"search": search, "pick": pick, "table": table}[a.cmd](a)
+    return {"search": search, "pick": pick, "table": table, "heldout": heldout, "core": core}[a.cmd](a)
 
 
 if __name__ == "__main__":
