@@ -224,7 +224,7 @@ def table(a):
             if r is None or r["folds"] is None:
                 cells.append("no budget meets C")
             else:
-                cells.append(" / ".join(one(x) for x in r["folds"]) + f" (E {', '.join(str(b) for b in r['budgets_cross'])})")
+                cells.append(" / ".join(one(x) for x in r["folds"]) + f" ({', '.join(str(b) for b in r['budgets_cross'])})")
         j = caps.get(9.0, {}).get("budget_joint") or ""
         mb = next(iter(caps.values()))["est_mb"]
         print(f"| `{v}` | {mb:.2f} | {' / '.join(one(x) for x in first)} | {cells[0]} | {j} | {cells[1]} |")

@@ -24,9 +24,9 @@ END=${6:-4600}
 D=$(dirname "$0")
 TRAINER="$D/../../bindings/python/python/opsel/train_fastprob.py"
 # The pick (deployable.py pick, results/deployable-pick-val.txt): variant and uniform budget.
-PICK_VARIANT="log:pool16d8:sd+abs"
-PICK_E=5.5
-PICK_FLAGS="--gate-layout pooled --gate-inputs abs,sd --gate-trees 16 --gate-depth 8 --gate-min-samples-leaf 3"
+PICK_VARIANT="log:pool16d8:sd"
+PICK_E=4
+PICK_FLAGS="--gate-layout pooled --gate-inputs sd --gate-trees 16 --gate-depth 8 --gate-min-samples-leaf 3"
 mkdir -p "$W"
 $PY "$D/slice_corpus.py" "$FOLDER" --upto "$END" -o "$W/corpus$END.jsonl"
 N=$((END - TR))
