@@ -84,14 +84,20 @@ fn prober_equals_sklearn_on_a_version_4_model_with_spread_and_scale_gate_inputs(
     let model = FastProbModel::from_json(&fixture("model_v4_small.json")).unwrap();
     let gi = model.spec().gate_inputs;
     assert!(gi.abs && gi.sd);
-    assert_eq!(model.spec().gate_layout, opsel::fastprob::GateLayout::PerLength);
+    assert_eq!(
+        model.spec().gate_layout,
+        opsel::fastprob::GateLayout::PerLength
+    );
     replay("model_v4_small.json", "sklearn_v4_small.json");
 }
 
 #[test]
 fn prober_equals_sklearn_on_a_version_4_pooled_gate_model() {
     let model = FastProbModel::from_json(&fixture("model_v4_pooled_small.json")).unwrap();
-    assert_eq!(model.spec().gate_layout, opsel::fastprob::GateLayout::Pooled);
+    assert_eq!(
+        model.spec().gate_layout,
+        opsel::fastprob::GateLayout::Pooled
+    );
     assert!(model.has_pooled_gate());
     assert_eq!(model.family_budgets().len(), 3);
     replay("model_v4_pooled_small.json", "sklearn_v4_pooled_small.json");
@@ -123,7 +129,10 @@ fn a_family_budget_is_the_default_budget_of_a_file_that_stores_it() {
     }
     // The budgets differ from the default 5 %: some probes must stop elsewhere.
     assert!(changed > 0, "no family budget moved any stop");
-    let err = Prober::new(&model).family("satellite").unwrap_err().to_string();
+    let err = Prober::new(&model)
+        .family("satellite")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("satellite") && err.contains("lan"), "{err}");
     assert!(Prober::new(&model).stop_error_pct(0.0).is_err());
     assert!(Prober::new(&model).stop_error_pct(f64::NAN).is_err());

@@ -28,7 +28,9 @@ fn pooled_gate(n_features: usize) -> Value {
 }
 
 fn model_json() -> Value {
-    let stages: Vec<Value> = (1..=10).map(|n| json!({"n": n, "regressor": reg(n)})).collect();
+    let stages: Vec<Value> = (1..=10)
+        .map(|n| json!({"n": n, "regressor": reg(n)}))
+        .collect();
     json!({"format": "opsel-model", "version": 4, "kind": "fastprob",
            "spec": {"interval_ns": 100_000_000u64, "cap": 10, "first_gate_n": 1, "last_gate_n": 9,
                     "features": "ratio+stats", "target": "log", "gate": "error",
@@ -99,7 +101,9 @@ fn budgets_default_family_and_explicit() {
 }
 
 fn rejected(v: Value, needle: &str) {
-    let e = FastProbModel::from_json(&v.to_string()).unwrap_err().to_string();
+    let e = FastProbModel::from_json(&v.to_string())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(needle), "{needle:?} not in {e:?}");
 }
 

@@ -961,7 +961,10 @@ impl FastProbModel {
         g: &mut [f64; G_LEN],
     ) -> Result<usize> {
         let n = raw.len();
-        let s = raw.iter().copied().fold(self.spec.ratio_floor_bps, f64::max);
+        let s = raw
+            .iter()
+            .copied()
+            .fold(self.spec.ratio_floor_bps, f64::max);
         g[0] = n as f64;
         g[1..1 + N_STATS].copy_from_slice(&prefix_stats(raw, s));
         let k = n.min(POOL_LAST);
