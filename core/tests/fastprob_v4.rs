@@ -167,3 +167,33 @@ fn version_4_defaults_are_the_version_3_path() {
         assert_eq!(v3.replay(&s).unwrap(), v4.replay(&s).unwrap());
     }
 }
+
+/// The tree spread of the flat forest: trees 0.0 and 0.2 → mean 0.1, population sd
+/// 0.1 (numpy's `std`, ddof 0); equal trees → sd 0; the mean is `predict`'s.
+#[test]
+fn tree_spread_is_the_population_sd_of_the_trees() {
+    use opsel::trees::Ensemble;
+    let e = Ensemble::from_json(&reg(5).to_string()).unwrap();
+    let x = [0.5; 9];
+    let (m, sd) = e.predict_mean_sd(&x).unwrap();
+    assert_eq!(m, e.predict(&x).unwrap());
+    assert!(
+        (m - 0.1).abs() < 1e-15 && (sd - 0.1).abs() < 1e-15,
+        "{m} {sd}"
+    );
+    let e = Ensemble::from_json(&reg(9).to_string()).unwrap();
+    assert_eq!(e.predict_mean_sd(&[0.5; 13]).unwrap(), (0.1, 0.0));
+    assert!(e.predict_mean_sd(&[0.5; 3]).is_err(), "wrong width");
+    let clf = Ensemble::from_json(
+        &json!({"format": "opsel-model", "version": 1, "kind": "rf-classifier", "n_features": 1,
+                "n_outputs": 2, "trees": [{"feature": [-1], "threshold": [0.0], "left": [-1],
+                "right": [-1], "value": [0.5, 0.5]}]})
+        .to_string(),
+    )
+    .unwrap();
+    assert!(clf
+        .predict_mean_sd(&[0.0])
+        .unwrap_err()
+        .to_string()
+        .contains("rf-regressor"));
+}
