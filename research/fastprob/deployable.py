@@ -60,6 +60,14 @@ It replaces ``models/fastprob-netlab`` only if it meets more of the three goals 
 of equal error) than the shipped file does on the same transfers; a tie keeps the shipped
 model.
 
+**The pick** (``pick`` on the search output, ``results/deployable-pick-val.txt``):
+``log:pool16d8:sd`` (the pooled 16-tree, depth-8 error gate with the regressor's tree spread)
+at C = 9 % with one budget E = 4 %: cross-fold savings 27.7 / 29.1 / 34.9 % (mean 30.6 %),
+every family <= 9.1 % on every fold; 10 of 65 rows eligible, all pooled gates (the
+per-length gates' estimates are 2.15-2.70 MB). Trained on 1-4000 by the trainer its file is
+1 641 233 bytes and loads in the core. No row reached 40 %. The shipping rule's score on
+4001-4600 is ``heldout_deployable.sh``'s, run once those transfers are recorded.
+
 Run (``W`` a scratch folder)::
 
     python research/fastprob/slice_corpus.py data/tput-logs/fastprob-100ms --upto 4000 -o $W/corpus4000.jsonl
