@@ -1,7 +1,9 @@
 //! `Prober::push` allocates nothing (DESIGN.md: zero allocation on hot paths), on
 //! models exported from scikit-learn by `opsel.train_fastprob`: the version-1 raw
 //! fixture, the version-2 ratio+stats fixture (features computed on the stack) and
-//! the version-3 fixture (log target, error-regression gates).
+//! the version-3 fixture (log target, error-regression gates) and the version-4
+//! fixtures (the tree spread and absolute-scale gate inputs, per-length and pooled
+//! gates, a family's budget).
 use opsel::fastprob::{Decision, FastProbModel, Prober};
 
 #[path = "common/counting_alloc.rs"]
@@ -23,6 +25,16 @@ fn push_does_not_allocate_with_a_log_target_and_error_gates() {
     push_does_not_allocate_on("tests/fastprob_fixtures/model_v3_small.json");
 }
 
+#[test]
+fn push_does_not_allocate_with_spread_and_scale_gate_inputs() {
+    push_does_not_allocate_on("tests/fastprob_fixtures/model_v4_small.json");
+}
+
+#[test]
+fn push_does_not_allocate_with_a_pooled_gate_and_a_family_budget() {
+    push_does_not_allocate_on("tests/fastprob_fixtures/model_v4_pooled_small.json");
+}
+
 fn push_does_not_allocate_on(file: &str) {
     // A bare name is a fixture shared with the bindings; a path is the core's own.
     let p = if file.contains('/') {
@@ -34,7 +46,10 @@ fn push_does_not_allocate_on(file: &str) {
         )
     };
     let model = FastProbModel::load(std::path::Path::new(&p)).unwrap();
-    let mut probe = Prober::new(&model);
+    let mut probe = match model.family_budgets().first() {
+        Some((fam, _)) => Prober::new(&model).family(fam).unwrap(),
+        None => Prober::new(&model),
+    };
     let (stops, n) = count(|| {
         let mut stops = 0usize;
         for run in 0..200u32 {

@@ -288,13 +288,15 @@ fn bad_model_files_are_rejected_with_clear_errors() {
         assert_eq!(kind, ErrorKind::InvalidModel, "case {i}: {msg}");
         assert!(msg.contains(want), "case {i}: {msg:?} lacks {want:?}");
     }
-    // Versions 2 and 3 read; 4 is unknown; version 1 cannot carry the version-2 fields.
+    // Versions 2-4 read; 5 is unknown; version 1 cannot carry the version-2 fields.
     let mut v = good.clone();
     v["version"] = json!(2);
     assert!(FastProbModel::from_json(&v.to_string()).is_ok());
     v["version"] = json!(3);
     assert!(FastProbModel::from_json(&v.to_string()).is_ok());
     v["version"] = json!(4);
+    assert!(FastProbModel::from_json(&v.to_string()).is_ok());
+    v["version"] = json!(5);
     assert_eq!(err(&v).0, ErrorKind::UnsupportedVersion);
     let mut v = good.clone();
     v["version"] = json!(1);

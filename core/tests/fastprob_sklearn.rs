@@ -18,14 +18,26 @@
 //!   --gate-every 3 --gate-labels oof --target log --gate error --stop-error-pct 5
 //!   --gate-trees 4 --fixed-n 3,10 --skip-cv -o model_v3_small.json --fixture
 //!   sklearn_v3_small.json --fixture-logs 30`. The golden test of the version-3
-//!   path: same stop sample, forced flag and prediction as scikit-learn.
+//!   path: same stop sample, forced flag and prediction as scikit-learn;
+//! - `core/tests/fastprob_fixtures/model_v4_small.json` / `sklearn_v4_small.json`:
+//!   version 4, per-length error gates whose inputs add the absolute scale and the
+//!   regressor's tree spread (`... --target log --gate error --stop-error-pct 5
+//!   --gate-inputs abs,sd --gate-trees 4 --gate-min-samples-leaf 3
+//!   --gate-max-features 0.7 --fixed-n 3,10 --skip-cv -o model_v4_small.json
+//!   --fixture sklearn_v4_small.json --fixture-logs 30`);
+//! - `core/tests/fastprob_fixtures/model_v4_pooled_small.json` /
+//!   `sklearn_v4_pooled_small.json`: version 4, one pooled error gate for every
+//!   gate length with the same extra inputs and per-family budgets stored
+//!   (`... --gate-layout pooled --gate-inputs abs,sd --gate-trees 6 --gate-depth 5
+//!   --family-budgets '{"lan": 8, "wan": 4, "shared": 6}' ...`; docs/results/fastprob.md,
+//!   "A deployable gate: one budget, format version 4").
 use opsel::fastprob::{Decision, FastProbModel, Prober};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
     // Version-3 fixtures live beside the core's tests; the older ones are shared
     // with the bindings' tests.
-    let dir = if name.contains("_v3_") {
+    let dir = if name.contains("_v3_") || name.contains("_v4_") {
         "tests/fastprob_fixtures".to_string()
     } else {
         "../tests/fixtures/fastprob".to_string()
@@ -65,6 +77,75 @@ fn prober_equals_sklearn_on_a_version_3_log_target_error_gate_model() {
     assert_eq!(model.spec().gate, opsel::fastprob::GateKind::Error);
     assert_eq!(model.spec().stop_error_pct, 5.0);
     replay("model_v3_small.json", "sklearn_v3_small.json");
+}
+
+#[test]
+fn prober_equals_sklearn_on_a_version_4_model_with_spread_and_scale_gate_inputs() {
+    let model = FastProbModel::from_json(&fixture("model_v4_small.json")).unwrap();
+    let gi = model.spec().gate_inputs;
+    assert!(gi.abs && gi.sd);
+    assert_eq!(
+        model.spec().gate_layout,
+        opsel::fastprob::GateLayout::PerLength
+    );
+    replay("model_v4_small.json", "sklearn_v4_small.json");
+}
+
+#[test]
+fn prober_equals_sklearn_on_a_version_4_pooled_gate_model() {
+    let model = FastProbModel::from_json(&fixture("model_v4_pooled_small.json")).unwrap();
+    assert_eq!(
+        model.spec().gate_layout,
+        opsel::fastprob::GateLayout::Pooled
+    );
+    assert!(model.has_pooled_gate());
+    assert_eq!(model.family_budgets().len(), 3);
+    replay("model_v4_pooled_small.json", "sklearn_v4_pooled_small.json");
+}
+
+/// A family's stored budget decides as the same budget set directly, and as the
+/// file rewritten with that budget as its default: the family path is only a
+/// budget lookup. The default path (no family) is the fixture's, checked above.
+#[test]
+fn a_family_budget_is_the_default_budget_of_a_file_that_stores_it() {
+    let text = fixture("model_v4_pooled_small.json");
+    let model = FastProbModel::from_json(&text).unwrap();
+    let fx: Value = serde_json::from_str(&fixture("sklearn_v4_pooled_small.json")).unwrap();
+    let mut changed = 0;
+    for (fam, e) in model.family_budgets() {
+        let mut v: Value = serde_json::from_str(&text).unwrap();
+        v["spec"]["stop_error_pct"] = (*e).into();
+        let as_default = FastProbModel::from_json(&v.to_string()).unwrap();
+        for log in fx["logs"].as_array().unwrap() {
+            let s = f64s(&log["samples_bps"]);
+            let a = run(Prober::new(&model).family(fam).unwrap(), &s);
+            let b = run(Prober::new(&model).stop_error_pct(*e).unwrap(), &s);
+            let c = as_default.replay(&s).unwrap();
+            assert_eq!(a, b, "family {fam}");
+            assert_eq!((a.samples, a.forced), (c.samples, c.forced), "family {fam}");
+            assert_eq!(a.throughput_bps, c.prediction_bps);
+            changed += (a.samples as u64 != log["stop_n"].as_u64().unwrap()) as usize;
+        }
+    }
+    // The budgets differ from the default 5 %: some probes must stop elsewhere.
+    assert!(changed > 0, "no family budget moved any stop");
+    let err = Prober::new(&model)
+        .family("satellite")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("satellite") && err.contains("lan"), "{err}");
+    assert!(Prober::new(&model).stop_error_pct(0.0).is_err());
+    assert!(Prober::new(&model).stop_error_pct(f64::NAN).is_err());
+}
+
+fn run(mut p: Prober<'_>, s: &[f64]) -> opsel::fastprob::Prediction {
+    for x in s {
+        match p.push(*x).unwrap() {
+            Decision::Continue => {}
+            Decision::Stop(pr) | Decision::ForcedStop(pr) => return pr,
+        }
+    }
+    panic!("the probe did not stop")
 }
 
 /// A version-2 file rewritten as version 3 with the new fields at their defaults

@@ -187,3 +187,43 @@ def test_log_target_and_error_gates_write_version_3_and_replay_in_rust():
             assert out_gate < math.log(8.0 + 0.5)
         out = replays(model, d, n, pred, forced)
         assert out["p_predictable"] is None or forced
+
+
+@pytest.mark.parametrize("layout", ["per_length", "pooled"])
+def test_version_4_gates_with_spread_and_scale_inputs_replay_in_rust(layout):
+    # train_fastprob --gate-layout pooled --gate-inputs abs,sd (format version 4, our
+    # extensions; docs/results/fastprob.md, "A deployable gate: one budget, format version
+    # 4"): the gate sees the log of the prefix mean and the regressor's tree spread, per
+    # length or as one pooled forest for every length; the Rust core stops where
+    # scikit-learn does. A model without those fields is still written as version 3.
+    pytest.importorskip("sklearn")
+    from opsel import train_fastprob as tf
+
+    logs = tf.synthetic_logs(120, seed=7, interval_ns=100_000_000)
+    spec = {"interval_ns": 100_000_000, "cap": 12, "first_gate_n": 1, "last_gate_n": 11,
+            "features": "ratio+stats", "gate_every": 5, "target": "log", "gate": "error", "stop_error_pct": 6.0}
+    params = {"n_estimators": 4, "max_depth": 4}
+    assert tf.export(tf.train_pairs(logs, spec, params, labels="oof"))["version"] == 3
+    v4 = dict(spec, gate_layout=layout, gate_inputs=["abs", "sd"])
+    m = tf.train_pairs(logs[:90], v4, params, labels="oof", gate_trees=3, gate_params={"max_depth": 5})
+    if layout == "pooled":
+        m["family_budgets"] = {"lan": 9.0, "wan": 4.0}
+    f = tf.export(m)
+    assert f["version"] == 4 and f["spec"]["gate_inputs"] == ["abs", "sd"]
+    if layout == "pooled":
+        g = f["pooled_gate"]
+        assert g["n_features"] == tf.POOLED_BASE_INPUTS + 2 and len(g["trees"]) == 3
+        assert not any("gate" in s for s in f["stages"]) and f["family_budgets"] == {"lan": 9.0, "wan": 4.0}
+    else:
+        gates = [s["gate"] for s in f["stages"] if "gate" in s]
+        assert gates and all(g["n_features"] == tf.n_features(s["n"], "ratio+stats") + 2
+                             for g, s in zip(gates, [s for s in f["stages"] if "gate" in s]))
+    model = opsel.FastProbModel.from_json(json.dumps(f))
+    res = tf.run_loop(m, logs[90:])
+    assert {r[2] for r in res} == {True, False}, "the replay exercises both exits"
+    for d, (n, pred, forced, _) in zip(logs[90:], res):
+        replays(model, d, n, pred, forced)
+    with pytest.raises(ValueError, match="in that order"):
+        tf.train_pairs(logs, dict(v4, gate_inputs=["sd", "abs"]), params, labels="oof")
+    with pytest.raises(ValueError, match="needs gate 'error'"):
+        tf.train_pairs(logs, dict(v4, gate="classifier", gate_layout="pooled"), params, labels="oof")

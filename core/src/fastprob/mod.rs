@@ -10,8 +10,10 @@
 //!   summaries (mean probe time, share of errors > 50 %).
 //! - [`baselines`]: closeness θ, AR with the 5 % rule, last-k mean, fixed size,
 //!   fixed duration (004 §III); the fixed-n RF is [`FastProbModel::predict_fixed`].
-//! - [`model`]: the model file (`"kind": "fastprob"`), [`FastProbSpec`], and the
-//!   allocation-free online loop [`Prober::push`].
+//! - [`model`]: the model file (`"kind": "fastprob"`, versions 1-4), [`FastProbSpec`],
+//!   and the allocation-free online loop [`Prober::push`]; version 4 adds one pooled
+//!   error gate for every length, the regressor's tree spread and the absolute scale
+//!   as gate inputs, and optional per-family budgets beside the one default budget.
 //! - [`eval`]: replay FastProb and the baselines over logs, 004 §9 metrics.
 //! - [`retrain`]: the batch-of-30 / 20 % retraining rule (004 §V).
 //! - [`ab`]: fast CCA A/B evaluation on a live socket, the analogue of 004 §VI
@@ -53,7 +55,8 @@ pub use ab::{AbAction, AbEvaluator, AbMethod, AbOutcome, AbSpec, Background, Can
 pub use baselines::{ArVariant, Baseline, Denominator};
 pub use metrics::{mape_pct, pct_error, t_avg, Estimate, Summary, TransferLog};
 pub use model::{
-    Decision, FastProbModel, FastProbSpec, Features, GateKind, Prediction, Prober, Target,
+    Decision, FastProbModel, FastProbSpec, Features, GateInputs, GateKind, GateLayout, Prediction,
+    Prober, Target, POOLED_BASE_INPUTS,
 };
 pub use retrain::{BatchVerdict, RetrainMonitor, RetrainPolicy};
 pub use start::{StartAction, StartProbe, StartReport, StartStop};

@@ -40,6 +40,18 @@
 //! less than log(`stop_error_pct` + 0.5)) and `stop_error_pct`. Versions 1 and 2
 //! cannot set them and read as `"linear"` / `"classifier"`, so older files load
 //! and decide exactly as before.
+//!
+//! Version 4 (our extensions; docs/results/fastprob.md, "A deployable gate: one
+//! budget, format version 4") adds `gate_layout` (`"per_length"`: a gate in each
+//! gated stage, as before; `"pooled"`: one error-regression forest, the file's
+//! top-level `pooled_gate`, for every gate length, with n among its inputs),
+//! `gate_inputs` (extra gate inputs after the base ones, in this order: `"abs"`, the
+//! log of the prefix mean in bit/s floored at `abs_floor_bps`; `"sd"`, the
+//! population standard deviation of the stage regressor's per-tree outputs, a log
+//! target's relative spread) and `abs_floor_bps`, and an optional top-level
+//! `family_budgets` ({family: E %}) a caller that knows its network may select
+//! ([`Prober::family`]); the default stop budget is the one `stop_error_pct`, so the
+//! default path needs no family. Versions 1-3 cannot set any of them.
 
 use super::metrics::{check_samples, Estimate};
 use crate::error::{Error, Result};
@@ -51,12 +63,20 @@ pub const KIND: &str = "fastprob";
 /// Largest supported probe length (samples); the stack buffers are this long.
 pub const MAX_N: usize = 64;
 /// Model-file versions this build reads (2 writes `features` and `gate_every`;
-/// 3 writes `target`, `gate` and `stop_error_pct`).
-pub const VERSIONS: [u64; 3] = [1, 2, 3];
+/// 3 writes `target`, `gate` and `stop_error_pct`;
+/// 4 writes `gate_layout`, `gate_inputs`, `abs_floor_bps`, a pooled gate and
+/// optional per-family budgets).
+pub const VERSIONS: [u64; 4] = [1, 2, 3, 4];
 /// An error gate's output is log(err % + ERR_OFFSET) (the trainer's `ERR_OFFSET`).
 const ERR_OFFSET: f64 = 0.5;
 /// Extra inputs of [`Features::RatioStats`] beyond the n ratios.
 const N_STATS: usize = 4;
+/// Ratio samples the pooled gate sees (the last 10, zero-padded in front).
+const POOL_LAST: usize = 10;
+/// The pooled gate's base inputs: n, the four prefix statistics, the last 10
+/// ratios and the coefficient of variation of the last 10 samples (the research
+/// harness's `scale.pooled_inputs`).
+pub const POOLED_BASE_INPUTS: usize = 1 + N_STATS + POOL_LAST + 1;
 
 /// What a stage's forests see (the model file's `spec.features`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -116,6 +136,73 @@ pub enum GateKind {
     Error,
 }
 
+/// Where the gates live (the model file's `spec.gate_layout`, version 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum GateLayout {
+    /// A gate in each gated stage, seeing that stage's inputs.
+    #[default]
+    #[serde(rename = "per_length")]
+    PerLength,
+    /// Our extension: one error-regression forest for every gate length (the
+    /// file's `pooled_gate`), fitted on the rows of all of them; n is an input.
+    /// Ten times the rows per forest is what it buys (docs/results/fastprob.md,
+    /// "Absolute scale, Bayesian optimisation and a pooled gate").
+    #[serde(rename = "pooled")]
+    Pooled,
+}
+
+/// Extra gate inputs after the base ones (the model file's `spec.gate_inputs`,
+/// version 4: a list of `"abs"` and `"sd"`, written in that order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "Vec<String>", into = "Vec<String>")]
+pub struct GateInputs {
+    /// log(max(prefix mean, `abs_floor_bps`)) in bit/s: the absolute scale the
+    /// ratio inputs hide.
+    pub abs: bool,
+    /// The stage regressor's tree spread: population sd of its trees' outputs
+    /// (log target only: a relative spread).
+    pub sd: bool,
+}
+
+impl GateInputs {
+    /// How many inputs these add.
+    pub fn count(self) -> usize {
+        self.abs as usize + self.sd as usize
+    }
+}
+
+impl TryFrom<Vec<String>> for GateInputs {
+    type Error = String;
+    fn try_from(v: Vec<String>) -> std::result::Result<Self, String> {
+        let mut g = GateInputs::default();
+        for (i, name) in v.iter().enumerate() {
+            match name.as_str() {
+                "abs" if i == 0 && !g.abs => g.abs = true,
+                "sd" if !g.sd => g.sd = true,
+                other => {
+                    return Err(format!(
+                        "gate_inputs {v:?}: {other:?} unknown, repeated or out of order; expected a subset of [\"abs\", \"sd\"] in that order"
+                    ))
+                }
+            }
+        }
+        Ok(g)
+    }
+}
+
+impl From<GateInputs> for Vec<String> {
+    fn from(g: GateInputs) -> Self {
+        let mut v = Vec::new();
+        if g.abs {
+            v.push("abs".to_string());
+        }
+        if g.sd {
+            v.push("sd".to_string());
+        }
+        v
+    }
+}
+
 /// FastProb's configuration: the one schema the CLI and bindings convert into.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -161,6 +248,16 @@ pub struct FastProbSpec {
     /// (version 3; default 5; unused by classifier gates).
     #[serde(default = "five")]
     pub stop_error_pct: f64,
+    /// Where the gates live (version 4; default `per_length`).
+    #[serde(default)]
+    pub gate_layout: GateLayout,
+    /// Extra gate inputs (version 4; default none).
+    #[serde(default)]
+    pub gate_inputs: GateInputs,
+    /// The `abs` gate input floors the prefix mean here (version 4; default
+    /// 1 kbit/s: a prefix still in its setup delay has a mean of 0).
+    #[serde(default = "one_kbps")]
+    pub abs_floor_bps: f64,
 }
 
 fn one_second() -> u64 {
@@ -177,6 +274,9 @@ fn fourteen() -> usize {
 }
 fn one_mbps() -> f64 {
     1e6
+}
+fn one_kbps() -> f64 {
+    1e3
 }
 fn half() -> f64 {
     0.5
@@ -200,6 +300,9 @@ impl Default for FastProbSpec {
             target: Target::Linear,
             gate: GateKind::Classifier,
             stop_error_pct: five(),
+            gate_layout: GateLayout::PerLength,
+            gate_inputs: GateInputs::default(),
+            abs_floor_bps: one_kbps(),
         }
     }
 }
@@ -257,6 +360,22 @@ impl FastProbSpec {
                 self.stop_error_pct
             )));
         }
+        if !(self.abs_floor_bps.is_finite() && self.abs_floor_bps > 0.0) {
+            return Err(Error::invalid(format!(
+                "fastprob abs_floor_bps {} must be finite and > 0 (default 1e3)",
+                self.abs_floor_bps
+            )));
+        }
+        if self.gate_layout == GateLayout::Pooled && self.gate != GateKind::Error {
+            return Err(Error::invalid(
+                "fastprob gate_layout \"pooled\" needs gate \"error\" (the pooled gate is a regressor of log(err % + 0.5))",
+            ));
+        }
+        if self.gate_inputs.sd && self.target != Target::Log {
+            return Err(Error::invalid(
+                "fastprob gate input \"sd\" needs target \"log\" (the trees' spread of log(t_avg / s) is relative; of a linear target it is not)",
+            ));
+        }
         if self.gate_every == 0 || self.gate_every > self.cap {
             return Err(Error::invalid(format!(
                 "fastprob gate_every {} must be in 1..=cap ({})",
@@ -270,6 +389,13 @@ impl FastProbSpec {
     /// predate `target`, `gate` and `stop_error_pct` and must leave them at their
     /// defaults (version 1 also `features`, `gate_every` and `ratio_floor_bps`).
     fn fits_version(&self, version: u64) -> std::result::Result<(), &'static str> {
+        if version < 4
+            && (self.gate_layout != GateLayout::PerLength
+                || self.gate_inputs != GateInputs::default()
+                || self.abs_floor_bps != one_kbps())
+        {
+            return Err("a version-1, -2 or -3 file cannot set spec.gate_layout, gate_inputs or abs_floor_bps; write version 4");
+        }
         if version < 3
             && (self.target != Target::Linear
                 || self.gate != GateKind::Classifier
@@ -314,6 +440,52 @@ struct Stage {
 
 /// Stack buffer for one stage's inputs.
 const X_LEN: usize = MAX_N + N_STATS;
+/// Stack buffer for one gate's inputs: a stage's inputs or the pooled base, then
+/// at most two `gate_inputs`.
+const G_LEN: usize = X_LEN + 2;
+
+/// The four prefix statistics of `ratio+stats`: the prefix mean / s, the mean of
+/// the last min(4, n) samples / s, the change over the last min(4, n − 1)
+/// intervals / s (0 at n = 1), and the samples since the first non-zero one. Sums
+/// run left to right, as the trainer's (`train_fastprob.prefix_features`), so the
+/// inputs are bit-identical to scikit-learn's.
+#[inline]
+fn prefix_stats(raw: &[f64], s: f64) -> [f64; N_STATS] {
+    let n = raw.len();
+    let sum = raw.iter().fold(0.0, |a, v| a + v);
+    let k = n.min(4);
+    let last = raw[n - k + 1..].iter().fold(raw[n - k], |a, v| a + v);
+    let k2 = n.min(5) - 1;
+    let slope = if k2 > 0 {
+        (raw[n - 1] - raw[n - 1 - k2]) / s
+    } else {
+        0.0
+    };
+    let first = raw.iter().position(|v| *v > 0.0).unwrap_or(n);
+    [
+        sum / n as f64 / s,
+        last / k as f64 / s,
+        slope,
+        (n - first) as f64,
+    ]
+}
+
+/// Coefficient of variation (population sd / mean) of the last min(10, n)
+/// samples, 0 when their mean is not positive (the harness's `levers.cv10`),
+/// summed left to right as the trainer's `cv10`.
+#[inline]
+fn cv_last(raw: &[f64]) -> f64 {
+    let n = raw.len();
+    let k = n.min(POOL_LAST);
+    let w = &raw[n - k..];
+    let m = w.iter().fold(0.0, |a, v| a + v) / k as f64;
+    let var = w.iter().fold(0.0, |a, v| a + (v - m) * (v - m)) / k as f64;
+    if m > 0.0 {
+        var.sqrt() / m
+    } else {
+        0.0
+    }
+}
 
 impl Stage {
     /// The stage's inputs for the prefix `raw` into `x` (returns how many), and
@@ -349,19 +521,7 @@ impl Stage {
                 if kind == Features::Ratio {
                     return (n, s);
                 }
-                let sum = raw.iter().fold(0.0, |a, v| a + v);
-                x[n] = sum / n as f64 / s;
-                let k = n.min(4);
-                let last = raw[n - k + 1..].iter().fold(raw[n - k], |a, v| a + v);
-                x[n + 1] = last / k as f64 / s;
-                let k2 = n.min(5) - 1;
-                x[n + 2] = if k2 > 0 {
-                    (raw[n - 1] - raw[n - 1 - k2]) / s
-                } else {
-                    0.0
-                };
-                let first = raw.iter().position(|v| *v > 0.0).unwrap_or(n);
-                x[n + 3] = (n - first) as f64;
+                x[n..n + N_STATS].copy_from_slice(&prefix_stats(raw, s));
                 (n + N_STATS, s)
             }
         }
@@ -378,6 +538,10 @@ pub struct FastProbModel {
     /// log(`stop_error_pct` + 0.5): an error gate stops below it (computed once;
     /// the trainer compares with `math.log` of the same sum).
     error_below: f64,
+    /// `gate_layout` `"pooled"`: the gate of every gated length.
+    pooled_gate: Option<Ensemble>,
+    /// Optional per-family budgets (E %), sorted by name.
+    family_budgets: Vec<(String, f64)>,
 }
 
 #[derive(Deserialize)]
@@ -410,6 +574,12 @@ struct RawModel {
     #[serde(default = "bps")]
     sample_unit: String,
     stages: Vec<RawStage>,
+    /// Version 4, `gate_layout` `"pooled"`: the one gate forest.
+    #[serde(default)]
+    pooled_gate: Option<serde_json::Value>,
+    /// Version 4, optional: {family: E %} a caller that knows its network may select.
+    #[serde(default)]
+    family_budgets: Option<std::collections::BTreeMap<String, f64>>,
     #[serde(default)]
     training: serde_json::Value,
 }
@@ -481,18 +651,80 @@ impl FastProbModel {
                 raw.sample_unit
             )));
         }
-        // A stage's gate and regressor read the inputs `spec.features` builds for length n.
+        if raw.version < 4 && (raw.pooled_gate.is_some() || raw.family_budgets.is_some()) {
+            return Err(bad(
+                "a version-1, -2 or -3 file cannot have pooled_gate or family_budgets; write version 4"
+                    .to_string(),
+            ));
+        }
+        // A stage's regressor reads the inputs `spec.features` builds for length n;
+        // a per-length gate reads them and then `spec.gate_inputs`.
+        let extra = spec.gate_inputs.count();
         let inputs = |n: usize, what: &str, e: &Ensemble| -> Result<()> {
-            if e.n_features() != spec.features.n_inputs(n) {
+            let want = spec.features.n_inputs(n) + if what == "gate" { extra } else { 0 };
+            if e.n_features() != want {
                 return Err(bad(format!(
-                    "stage n={n} {what} takes {} features, expected {} ({:?} inputs)",
+                    "stage n={n} {what} takes {} features, expected {want} ({:?} inputs{})",
                     e.n_features(),
-                    spec.features.n_inputs(n),
-                    spec.features
+                    spec.features,
+                    if what == "gate" && extra > 0 {
+                        " and the gate_inputs"
+                    } else {
+                        ""
+                    }
                 )));
             }
             Ok(())
         };
+        let pooled = spec.gate_layout == GateLayout::Pooled;
+        let pooled_gate = match (&raw.pooled_gate, pooled) {
+            (None, false) => None,
+            (Some(_), false) => {
+                return Err(bad(
+                    "the file has a pooled_gate but spec.gate_layout is \"per_length\"; remove one"
+                        .to_string(),
+                ))
+            }
+            (None, true) => {
+                return Err(bad(
+                    "spec.gate_layout is \"pooled\" but the file has no pooled_gate".to_string(),
+                ))
+            }
+            (Some(g), true) => {
+                let e = Ensemble::from_json(&g.to_string()).map_err(|e| match e {
+                    Error::InvalidModel(m) => bad(format!("pooled_gate: {m}")),
+                    other => other,
+                })?;
+                if !matches!(e.kind(), Kind::RfRegressor | Kind::GbtRegressor) {
+                    return Err(bad(format!(
+                        "pooled_gate is a {}; it is a regressor of log(err % + 0.5)",
+                        e.kind().name()
+                    )));
+                }
+                let want = POOLED_BASE_INPUTS + extra;
+                if e.n_features() != want {
+                    return Err(bad(format!(
+                        "pooled_gate takes {} features, expected {want} ({POOLED_BASE_INPUTS} base inputs and {extra} gate_inputs)",
+                        e.n_features()
+                    )));
+                }
+                Some(e)
+            }
+        };
+        let mut family_budgets = Vec::new();
+        for (name, e) in raw.family_budgets.unwrap_or_default() {
+            if !(e.is_finite() && e > 0.0 && e < 100.0) || name.is_empty() {
+                return Err(bad(format!(
+                    "family_budgets {name:?}: {e} must be a named budget in (0, 100) %"
+                )));
+            }
+            if spec.gate != GateKind::Error {
+                return Err(bad(
+                    "family_budgets need gate \"error\" (they are error budgets E %)".to_string(),
+                ));
+            }
+            family_budgets.push((name, e));
+        }
         let mut stages: Vec<Option<Stage>> = vec![None; MAX_N];
         let mut last = 0;
         for st in raw.stages {
@@ -532,7 +764,12 @@ impl FastProbModel {
                     (s.mean, s.scale)
                 }
             };
-            let gate = match (&st.gate, spec.gated(n)) {
+            let gate = match (&st.gate, spec.gated(n) && !pooled) {
+                (Some(_), _) if pooled => {
+                    return Err(bad(format!(
+                        "stage n={n} has a gate, but spec.gate_layout is \"pooled\": the pooled_gate serves every length"
+                    )))
+                }
                 (None, false) => None,
                 (None, true) => {
                     return Err(bad(format!(
@@ -604,6 +841,18 @@ impl FastProbModel {
                 )));
             }
         }
+        if spec.gate_inputs.sd {
+            for n in (spec.first_gate_n..=spec.last_gate_n).filter(|n| spec.gated(*n)) {
+                if let Some(st) = &stages[n - 1] {
+                    if st.regressor.kind() != Kind::RfRegressor {
+                        return Err(bad(format!(
+                            "stage n={n} regressor is a {}; the gate input \"sd\" is the spread of a random forest's trees (rf-regressor)",
+                            st.regressor.kind().name()
+                        )));
+                    }
+                }
+            }
+        }
         if stages[spec.cap - 1].is_none() {
             return Err(bad(format!(
                 "no stage for the cap n={}: the forced prediction needs its regressor",
@@ -615,6 +864,8 @@ impl FastProbModel {
             stages,
             training: raw.training,
             error_below: (spec.stop_error_pct + ERR_OFFSET).ln(),
+            pooled_gate,
+            family_budgets,
         })
     }
 
@@ -664,6 +915,80 @@ impl FastProbModel {
             Target::Linear => r * mult,
             Target::Log => r.exp() * mult,
         }
+    }
+
+    /// The `gate_inputs` (`abs`, then `sd`) for the prefix `raw` into `g` from
+    /// position `at`; returns the new length. `sd` walks the stage regressor's
+    /// trees once for the mean and once for the spread and leaves the mean in `reg`.
+    #[inline]
+    fn extras_into(
+        &self,
+        raw: &[f64],
+        st: &Stage,
+        x: &[f64],
+        reg: &mut Option<f64>,
+        g: &mut [f64; G_LEN],
+        at: usize,
+    ) -> Result<usize> {
+        let mut k = at;
+        let gi = self.spec.gate_inputs;
+        if gi.abs {
+            // scale.py `abs_input`: log of the prefix mean, floored.
+            let mean = raw.iter().fold(0.0, |a, v| a + v) / raw.len() as f64;
+            g[k] = mean.max(self.spec.abs_floor_bps).ln();
+            k += 1;
+        }
+        if gi.sd {
+            let (m, sd) = st.regressor.predict_mean_sd(x)?;
+            *reg = Some(m);
+            g[k] = sd;
+            k += 1;
+        }
+        Ok(k)
+    }
+
+    /// The pooled gate's inputs at length n = `raw.len()` into `g` (the harness's
+    /// `scale.pooled_inputs`, then the `gate_inputs`): n, the four prefix
+    /// statistics, the last 10 ratios zero-padded in front, the coefficient of
+    /// variation of the last 10 samples. Returns their count.
+    #[inline]
+    fn pooled_inputs_into(
+        &self,
+        raw: &[f64],
+        st: &Stage,
+        x: &[f64],
+        reg: &mut Option<f64>,
+        g: &mut [f64; G_LEN],
+    ) -> Result<usize> {
+        let n = raw.len();
+        let s = raw
+            .iter()
+            .copied()
+            .fold(self.spec.ratio_floor_bps, f64::max);
+        g[0] = n as f64;
+        g[1..1 + N_STATS].copy_from_slice(&prefix_stats(raw, s));
+        let k = n.min(POOL_LAST);
+        let base = 1 + N_STATS;
+        g[base..base + POOL_LAST - k].fill(0.0);
+        for (o, v) in g[base + POOL_LAST - k..base + POOL_LAST]
+            .iter_mut()
+            .zip(&raw[n - k..])
+        {
+            *o = v / s;
+        }
+        g[base + POOL_LAST] = cv_last(raw);
+        self.extras_into(raw, st, x, reg, g, POOLED_BASE_INPUTS)
+    }
+
+    /// The per-family budgets of the file (E %), sorted by family name; empty
+    /// unless the trainer stored them (version 4).
+    pub fn family_budgets(&self) -> &[(String, f64)] {
+        &self.family_budgets
+    }
+
+    /// True when the gates are one pooled forest (`spec.gate_layout` `"pooled"`).
+    pub fn has_pooled_gate(&self) -> bool {
+        self.pooled_gate.is_some()
     }
 
     /// Replay the early-stopping loop over a recorded log (evaluation). Errors if the
@@ -737,6 +1062,9 @@ pub struct Prober<'m> {
     n: usize,
     stopped: bool,
     threshold: f64,
+    /// An error gate stops below this: log(E + 0.5), E the model's
+    /// `stop_error_pct` unless [`Prober::stop_error_pct`] or [`Prober::family`] set another.
+    error_below: f64,
 }
 
 impl Prober<'static> {
@@ -753,9 +1081,9 @@ impl<'m> Prober<'m> {
     }
 
     fn with_model(model: ModelRef<'m>) -> Self {
-        let threshold = match &model {
-            ModelRef::Borrowed(m) => m.spec.stop_threshold,
-            ModelRef::Shared(m) => m.spec.stop_threshold,
+        let (threshold, error_below) = match &model {
+            ModelRef::Borrowed(m) => (m.spec.stop_threshold, m.error_below),
+            ModelRef::Shared(m) => (m.spec.stop_threshold, m.error_below),
         };
         Prober {
             model,
@@ -763,6 +1091,7 @@ impl<'m> Prober<'m> {
             n: 0,
             stopped: false,
             threshold,
+            error_below,
         }
     }
 
@@ -789,6 +1118,43 @@ impl<'m> Prober<'m> {
         }
         self.threshold = threshold;
         Ok(self)
+    }
+
+    /// Set an error gate's budget E (percent, in (0, 100)): stop when the gate
+    /// predicts an error below E. Error gates only (`spec.gate` `"error"`).
+    pub fn stop_error_pct(mut self, e_pct: f64) -> Result<Self> {
+        if self.model().spec.gate != GateKind::Error {
+            return Err(Error::invalid(
+                "an error budget needs a model with error gates (spec.gate \"error\"); this one has classifier gates: set threshold() instead",
+            ));
+        }
+        if !(e_pct.is_finite() && e_pct > 0.0 && e_pct < 100.0) {
+            return Err(Error::invalid(format!(
+                "error budget {e_pct} % must be in (0, 100)"
+            )));
+        }
+        self.error_below = (e_pct + ERR_OFFSET).ln();
+        Ok(self)
+    }
+
+    /// Use the file's budget for a network family (its optional
+    /// `family_budgets`, version 4). The default budget needs no family; this is
+    /// for a caller that knows which kind of network it is on.
+    pub fn family(self, name: &str) -> Result<Self> {
+        let m = self.model();
+        let Some(e) = m
+            .family_budgets
+            .iter()
+            .find(|(f, _)| f == name)
+            .map(|(_, e)| *e)
+        else {
+            return Err(Error::invalid(format!(
+                "the model has no budget for family {name:?}; it has {:?} (the default budget, stop_error_pct {} %, needs none)",
+                m.family_budgets.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+                m.spec.stop_error_pct
+            )));
+        };
+        self.stop_error_pct(e)
     }
 
     /// Forget the samples and start over (same model and threshold).
@@ -838,24 +1204,48 @@ impl<'m> Prober<'m> {
             // Unreachable: gated lengths and the cap have stages (validated).
             return Ok(Decision::Continue);
         };
+        let raw = &self.buf[..n];
         let mut x = [0.0; X_LEN];
-        let (k, mult) = st.features_into(spec, &self.buf[..n], &mut x);
+        let (k, mult) = st.features_into(spec, raw, &mut x);
         let x = &x[..k];
+        // The regressor's output when the tree spread was computed with it (the
+        // same sum as `predict`), so a stop does not walk the trees again.
+        let mut reg = None;
         // p: P(predictable) of a classifier gate; an error gate reports none (its
         // output is a predicted log error, not a probability).
-        let (p, fires) = match &st.gate {
-            None => (None, false),
-            Some(Gate::Always) => (Some(1.0), 1.0 > self.threshold),
-            Some(Gate::Never) => (Some(0.0), false),
-            Some(Gate::Model(c)) => {
-                let p = c.predict(x)?;
-                (Some(p), p > self.threshold)
+        let (p, fires) = if !gated {
+            (None, false)
+        } else if let Some(pg) = model.pooled_gate.as_ref() {
+            let mut g = [0.0; G_LEN];
+            let kg = model.pooled_inputs_into(raw, st, x, &mut reg, &mut g)?;
+            (None, pg.predict(&g[..kg])? < self.error_below)
+        } else {
+            let mut g = [0.0; G_LEN];
+            let gx = if spec.gate_inputs.count() == 0 {
+                x
+            } else {
+                g[..k].copy_from_slice(x);
+                let kg = model.extras_into(raw, st, x, &mut reg, &mut g, k)?;
+                &g[..kg]
+            };
+            match &st.gate {
+                None => (None, false),
+                Some(Gate::Always) => (Some(1.0), 1.0 > self.threshold),
+                Some(Gate::Never) => (Some(0.0), false),
+                Some(Gate::Model(c)) => {
+                    let p = c.predict(gx)?;
+                    (Some(p), p > self.threshold)
+                }
+                Some(Gate::Error(r)) => (None, r.predict(gx)? < self.error_below),
             }
-            Some(Gate::Error(r)) => (None, r.predict(x)? < model.error_below),
         };
         if fires || n == spec.cap {
+            let r = match reg {
+                Some(r) => r,
+                None => st.regressor.predict(x)?,
+            };
             let pred = Prediction {
-                throughput_bps: model.output(st.regressor.predict(x)?, mult),
+                throughput_bps: model.output(r, mult),
                 samples: n,
                 probe_ns: n as u64 * spec.interval_ns,
                 p_predictable: p,

@@ -483,6 +483,37 @@ impl Ensemble {
         })
     }
 
+    /// A random-forest regressor's output and the population standard deviation of
+    /// its trees' outputs around it (how much the trees disagree; FastProb's
+    /// tree-spread gate input, docs/results/fastprob.md "Forest spread"). The mean is
+    /// summed in tree order exactly as [`Self::predict`] (and scikit-learn's
+    /// `RandomForestRegressor.predict`) sums it; the spread is a second pass,
+    /// sqrt(Σ (v_t − mean)² / T) in tree order (numpy's `std`, ddof 0). Other
+    /// kinds are an error. Allocation-free.
+    pub fn predict_mean_sd(&self, x: &[f64]) -> Result<(f64, f64)> {
+        if self.kind != Kind::RfRegressor {
+            return Err(Error::invalid(format!(
+                "the tree spread needs an rf-regressor, not a {}",
+                self.kind.name()
+            )));
+        }
+        self.check_x(x)?;
+        Ok(self.with_f32(x, |x| {
+            let t = self.roots.len() as f64;
+            let mut s = 0.0;
+            for &r in &self.roots {
+                s += self.leaf_value(self.leaf(r, x));
+            }
+            let mean = s / t;
+            let mut ss = 0.0;
+            for &r in &self.roots {
+                let d = self.leaf_value(self.leaf(r, x)) - mean;
+                ss += d * d;
+            }
+            (mean, (ss / t).sqrt())
+        }))
+    }
+
     /// Class probabilities into `out` (length [`Ensemble::n_classes`]); regressors are
     /// an error. Allocation-free.
     pub fn predict_proba(&self, x: &[f64], out: &mut [f64]) -> Result<()> {

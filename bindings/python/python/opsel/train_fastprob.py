@@ -23,6 +23,14 @@ Pipeline (each step cites the document):
   log(err % + 0.5) on the out-of-fold error, and the probe stops at the first gate
   whose predicted error is below ``--stop-error-pct`` E, i.e. predicted log error
   < log(E + 0.5));
+- our extensions of version 4 (docs/results/fastprob.md, "A deployable gate: one budget,
+  format version 4"): ``--gate-layout pooled`` (one error-regression forest for every
+  gate length, fitted on the rows of all of them, with n among its inputs; see
+  :func:`pooled_base`), ``--gate-inputs abs,sd`` (extra gate inputs: the log of the
+  prefix mean in bit/s, and the spread of the stage regressor's trees, out-of-fold on
+  the gate's training rows), the gate forest's own ``--gate-depth``,
+  ``--gate-min-samples-leaf``, ``--gate-max-features``, and optional per-family budgets
+  (``--family-budgets``) beside the one default budget ``--stop-error-pct``;
 - incremental retraining (004 §V): batches of 30, retrain on all history when a
   batch's MAPE exceeds 20 %.
 
@@ -54,7 +62,14 @@ FORMAT = "opsel-model"
 # configurations are unchanged; the Rust core loads versions 1-3.
 VERSION = 2
 VERSION_3 = 3
+VERSION_4 = 4
 V3_DEFAULTS = {"target": "linear", "gate": "classifier", "stop_error_pct": 5.0}
+# Version 4: where the gates live, extra gate inputs, the floor of the ``abs`` input.
+V4_DEFAULTS = {"gate_layout": "per_length", "gate_inputs": [], "abs_floor_bps": 1e3}
+GATE_INPUTS = ("abs", "sd")
+# The pooled gate's base inputs: n, 4 prefix statistics, the last 10 ratios, cv of the last 10.
+POOL_LAST = 10
+POOLED_BASE_INPUTS = 1 + 4 + POOL_LAST + 1
 # The tree ensembles inside a stage keep the tree format's own version.
 TREES_VERSION = 1
 KIND = "fastprob"
@@ -71,6 +86,7 @@ DEFAULT_SPEC = {
     "gate_every": 1,
     "ratio_floor_bps": 1e6,
     **V3_DEFAULTS,
+    **V4_DEFAULTS,
 }
 # A log target is fitted on log(max(t_avg / s, LOG_FLOOR)): a transfer that moved
 # nothing would otherwise give log(0).
@@ -126,6 +142,75 @@ def prefix_features(raw, kind, floor_bps=1e6):
 
 def n_features(n, kind):
     return n + 4 if kind == "ratio+stats" else n
+
+
+def _seq_sum(a):
+    """Row sums of ``a`` left to right (the Rust core's order), not numpy's pairwise sum."""
+    acc = np.zeros(a.shape[0])
+    for j in range(a.shape[1]):
+        acc = acc + a[:, j]
+    return acc
+
+
+def cv_last(raw):
+    """Coefficient of variation (population sd / mean) of the last min(10, n) samples, 0
+    where their mean is not positive; summed left to right as the Rust core."""
+    raw = np.asarray(raw, dtype=np.float64)
+    k = min(POOL_LAST, raw.shape[1])
+    w = raw[:, raw.shape[1] - k:]
+    m = _seq_sum(w) / k
+    d = w - m[:, None]
+    var = _seq_sum(d * d) / k
+    return np.where(m > 0, np.sqrt(var) / np.where(m > 0, m, 1.0), 0.0)
+
+
+def abs_input(raw, floor_bps=1e3):
+    """The ``abs`` gate input: log of the prefix mean in bit/s, floored (a prefix still in
+    its setup delay has a mean of 0)."""
+    raw = np.asarray(raw, dtype=np.float64)
+    return np.log(np.maximum(_seq_sum(raw) / raw.shape[1], floor_bps))
+
+
+def pooled_base(raw, floor_bps=1e6):
+    """The pooled gate's base inputs for prefixes ``raw`` of length n (the research
+    harness's ``scale.pooled_inputs``): n, the four prefix statistics of ``ratio+stats``,
+    the last 10 ratios (zero-padded in front) and the coefficient of variation of the
+    last 10 samples."""
+    raw = np.asarray(raw, dtype=np.float64)
+    m, n = raw.shape
+    F, s = prefix_features(raw, "ratio+stats", floor_bps)
+    last = np.zeros((m, POOL_LAST))
+    k = min(POOL_LAST, n)
+    last[:, POOL_LAST - k:] = raw[:, n - k:] / s[:, None]
+    return np.column_stack([np.full((m, 1), float(n)), F[:, -4:], last, cv_last(raw)[:, None]])
+
+
+def tree_spread(reg, F):
+    """A random forest's output and the population sd of its trees' outputs on rows
+    ``F``, both summed in tree order (as ``RandomForestRegressor.predict`` and the Rust
+    core's ``Ensemble::predict_mean_sd``)."""
+    outs = [t.predict(F) for t in reg.estimators_]
+    acc = np.zeros(len(F))
+    for o in outs:
+        acc = acc + o
+    mean = acc / len(outs)
+    acc2 = np.zeros(len(F))
+    for o in outs:
+        d = o - mean
+        acc2 = acc2 + d * d
+    return mean, np.sqrt(acc2 / len(outs))
+
+
+def gate_x(spec, raw, F, sd):
+    """A gate's inputs: the stage inputs ``F`` (per-length layout) or the pooled base,
+    then the ``gate_inputs`` (``abs``, then ``sd``, the stage regressor's tree spread)."""
+    cols = [pooled_base(raw, spec["ratio_floor_bps"]) if spec.get("gate_layout") == "pooled" else F]
+    extra = spec.get("gate_inputs") or []
+    if "abs" in extra:
+        cols.append(abs_input(raw, spec.get("abs_floor_bps", 1e3))[:, None])
+    if "sd" in extra:
+        cols.append(np.asarray(sd)[:, None])
+    return np.column_stack(cols)
 
 
 # ---------------------------------------------------------------- logs
@@ -265,6 +350,21 @@ class Stage:
         """The regressor's output r as bit/s: r * s, or exp(r) * s for a log target."""
         return (np.exp(r) if self.target == "log" else r) * s
 
+    def gate_out(self, model, raw):
+        """The gate's output on prefixes ``raw`` (None where the stage has no gate and
+        the model no pooled gate): built from the stage inputs, the pooled base and the
+        ``gate_inputs`` as the model's spec says."""
+        spec = model["spec"]
+        pooled = model.get("pooled_gate")
+        if pooled is None and self.gate is None:
+            return None
+        F = self.x(raw)
+        sd = tree_spread(self.regressor, F)[1] if "sd" in (spec.get("gate_inputs") or []) else None
+        G = gate_x(spec, raw, F, sd)
+        if pooled is not None:
+            return pooled.predict(G)
+        return self.p(G)
+
     def p(self, xs):
         """The gate's output: P(predictable) for a classifier gate, the predicted
         log(err % + 0.5) for an error gate."""
@@ -286,7 +386,7 @@ def fires(spec, p, thr=None):
 
 
 def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regressor=False, extra_n=(),
-                labels="holdout", folds=5, gate_trees=None):
+                labels="holdout", folds=5, gate_trees=None, gate_params=None):
     """Fit the per-length pairs (004 §IV Fig. 6a). ``split``: ``"time"`` (first 70 %
     of the time-ordered logs → Subset1) or ``"random"``; 004 does not say which.
     ``refit_regressor`` refits R_n on all logs after labelling (also unspecified).
@@ -302,12 +402,25 @@ def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regres
         raise ValueError(f"target {full['target']!r}: expected 'linear' or 'log'")
     if full["gate"] not in ("classifier", "error"):
         raise ValueError(f"gate {full['gate']!r}: expected 'classifier' or 'error'")
+    if full["gate_layout"] not in ("per_length", "pooled"):
+        raise ValueError(f"gate_layout {full['gate_layout']!r}: expected 'per_length' or 'pooled'")
+    gi = list(full["gate_inputs"] or [])
+    if any(g not in GATE_INPUTS for g in gi) or gi != [g for g in GATE_INPUTS if g in gi]:
+        raise ValueError(f"gate_inputs {gi}: expected a subset of {list(GATE_INPUTS)} in that order")
+    if full["gate_layout"] == "pooled" and full["gate"] != "error":
+        raise ValueError("gate_layout 'pooled' needs gate 'error'")
+    if "sd" in gi and full["target"] != "log":
+        raise ValueError("gate input 'sd' needs target 'log'")
     if labels == "oof":
-        return _train_pairs_oof(logs, spec, params, seed, extra_n, folds, gate_trees)
+        return _train_pairs_oof(logs, spec, params, seed, extra_n, folds, gate_trees, gate_params)
     if labels != "holdout":
         raise ValueError(f"labels {labels!r}: expected 'holdout' or 'oof'")
-    if full["target"] != "linear" or full["gate"] != "classifier" or gate_trees:
-        raise ValueError("target 'log', gate 'error' and gate_trees are implemented for labels='oof' only")
+    if full["target"] != "linear" or full["gate"] != "classifier" or gate_trees or gate_params:
+        raise ValueError("target 'log', gate 'error', gate_trees and gate_params are implemented for "
+                         "labels='oof' only")
+    if any(full[k] != d for k, d in V4_DEFAULTS.items()):
+        raise ValueError("gate_layout, gate_inputs and abs_floor_bps (format version 4) are implemented for "
+                         "labels='oof' only")
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
     from sklearn.preprocessing import StandardScaler
 
@@ -357,18 +470,26 @@ def train_pairs(logs, spec=None, params=None, seed=0, split="time", refit_regres
     return {"spec": spec, "stages": stages, "params": params}
 
 
-def _train_pairs_oof(logs, spec, params, seed, extra_n, folds, gate_trees=None):
+def _train_pairs_oof(logs, spec, params, seed, extra_n, folds, gate_trees=None, gate_params=None):
     """``train_pairs(labels="oof")``: out-of-fold labels, then R_n and C_n on all logs.
     With ``spec["target"] == "log"`` the regressors fit log(t_avg / s); with
     ``spec["gate"] == "error"`` the gate is a regressor of log(err % + 0.5) on the
-    out-of-fold error (``gate_trees`` trees, default the regressors' count)."""
+    out-of-fold error (``gate_trees`` trees, default the regressors' count;
+    ``gate_params`` overrides the gate forest's depth, min samples per leaf or
+    max_features). Version 4: ``spec["gate_inputs"]`` appends ``abs`` and ``sd`` (the
+    out-of-fold regressor's tree spread on the row) to the gate's inputs, and
+    ``spec["gate_layout"] == "pooled"`` fits one gate forest (random_state seed + 1000)
+    on the rows of every gated length, in increasing n."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     spec = dict(DEFAULT_SPEC, **(spec or {}))
     params = dict({"n_estimators": 30, "max_depth": 8}, **(params or {}))
-    gparams = dict(params, n_estimators=gate_trees) if gate_trees else params
+    gparams = dict(params, n_estimators=gate_trees) if gate_trees else dict(params)
+    gparams.update(gate_params or {})
     kind = spec["features"]
     log_t = spec["target"] == "log"
+    pooled = spec["gate_layout"] == "pooled"
+    want_sd = "sd" in (spec["gate_inputs"] or [])
     if kind == "raw":
         raise ValueError("labels='oof' is implemented for the scale-free features only")
     if len(logs) < 2 * folds:
@@ -377,6 +498,7 @@ def _train_pairs_oof(logs, spec, params, seed, extra_n, folds, gate_trees=None):
     gated = range(spec["first_gate_n"], spec["last_gate_n"] + 1, spec["gate_every"])
     lengths = sorted(set(gated) | {spec["cap"]} | set(extra_n))
     stages = {}
+    pool_x, pool_t = [], []
     for n in lengths:
         X, y = xy(logs, n)
         st = Stage(n, None, None, None, None, kind, spec["ratio_floor_bps"], spec["target"])
@@ -384,23 +506,36 @@ def _train_pairs_oof(logs, spec, params, seed, extra_n, folds, gate_trees=None):
         t = np.log(np.maximum(y / m, LOG_FLOOR)) if log_t else y / m
         if n in gated:
             pred = np.empty(len(logs))
+            sd = np.empty(len(logs))
             for b in blocks:
                 rest = np.setdiff1d(np.arange(len(logs)), b)
                 r = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit(F[rest], t[rest])
                 pred[b] = st.back(r.predict(F[b]), m[b])
+                if want_sd:
+                    sd[b] = tree_spread(r, F[b])[1]
             err = pct_err(pred, y)
-            if spec["gate"] == "error":
+            G = gate_x(spec, X, F, sd if want_sd else None)
+            if pooled:
+                pool_x.append(G)
+                pool_t.append(np.log(err + ERR_OFFSET))
+            elif spec["gate"] == "error":
                 st.gate = RandomForestRegressor(random_state=seed + 1000 + n, n_jobs=1, **gparams).fit(
-                    F, np.log(err + ERR_OFFSET))
+                    G, np.log(err + ERR_OFFSET))
             else:
                 lab = (err < spec["label_error_pct"]).astype(int)
                 if lab.min() == lab.max():
                     st.gate = "always" if lab[0] == 1 else "never"
                 else:
-                    st.gate = RandomForestClassifier(random_state=seed + 1000 + n, n_jobs=1, **gparams).fit(F, lab)
+                    st.gate = RandomForestClassifier(random_state=seed + 1000 + n, n_jobs=1, **gparams).fit(G, lab)
         st.regressor = RandomForestRegressor(random_state=seed + n, n_jobs=1, **params).fit(F, t)
         stages[n] = st
-    return {"spec": spec, "stages": stages, "params": params}
+    model = {"spec": spec, "stages": stages, "params": params}
+    if gate_trees or gate_params:
+        model["gate_params"] = gparams
+    if pooled:
+        model["pooled_gate"] = RandomForestRegressor(random_state=seed + 1000, n_jobs=1, **gparams).fit(
+            np.vstack(pool_x), np.concatenate(pool_t))
+    return model
 
 
 def run_loop(model, logs, threshold=None):
@@ -416,7 +551,7 @@ def run_loop(model, logs, threshold=None):
         if st is None or not active:
             continue
         raw = np.array([logs[i]["samples_bps"][:n] for i in active], dtype=np.float64)
-        p = st.p(st.x(raw))
+        p = st.gate_out(model, raw) if _gated(spec, n) else None
         fire = np.zeros(len(active), dtype=bool) if p is None else fires(spec, p, thr)
         done = fire | (n == spec["cap"])
         if done.any():
@@ -425,6 +560,10 @@ def run_loop(model, logs, threshold=None):
                 out[active[i]] = (n, float(pred[j]), not bool(fire[i]), None if p is None else float(p[i]))
         active = [a for a, d in zip(active, done) if not d]
     return out
+
+
+def _gated(spec, n):
+    return spec["first_gate_n"] <= n <= spec["last_gate_n"] and (n - spec["first_gate_n"]) % spec["gate_every"] == 0
 
 
 def score(model, logs, interval_ns=None):
@@ -449,14 +588,15 @@ def fixed_n_mape(model, logs, n):
     return float(pct_err(st.predict(X), y).mean())
 
 
-def expanding_cv(logs, spec=None, params=None, groups=6, seed=0, labels="holdout", gate_trees=None):
+def expanding_cv(logs, spec=None, params=None, groups=6, seed=0, labels="holdout", gate_trees=None,
+                 gate_params=None):
     """004 §IV: 6 time-ordered groups, 5 rounds: train g1..gk, test g(k+1)."""
     parts = np.array_split(np.arange(len(logs)), groups)
     rounds = []
     for k in range(1, groups):
         tr = [logs[i] for p in parts[:k] for i in p]
         te = [logs[i] for i in parts[k]]
-        m = train_pairs(tr, spec, params, seed, labels=labels, gate_trees=gate_trees)
+        m = train_pairs(tr, spec, params, seed, labels=labels, gate_trees=gate_trees, gate_params=gate_params)
         rounds.append(score(m, te))
     return {
         "rounds": rounds,
@@ -477,7 +617,7 @@ def search(logs, spec=None, grid=None, seed=0):
 
 
 def incremental(logs, initial=500, batch=30, threshold_pct=20.0, spec=None, params=None, seed=0,
-                labels="holdout", gate_trees=None):
+                labels="holdout", gate_trees=None, gate_params=None):
     """004 §V: train on the first ``initial`` logs, then evaluate batches of ``batch``
     and retrain on all history when a batch's MAPE exceeds ``threshold_pct``. Every
     (re)training uses the same gate labels and gate forest as the model trained."""
@@ -485,7 +625,8 @@ def incremental(logs, initial=500, batch=30, threshold_pct=20.0, spec=None, para
         raise ValueError(f"{len(logs)} logs: incremental training needs initial ({initial}) + one batch ({batch})")
 
     def fit(history):
-        return train_pairs(history, spec, params, seed, labels=labels, gate_trees=gate_trees)
+        return train_pairs(history, spec, params, seed, labels=labels, gate_trees=gate_trees,
+                           gate_params=gate_params)
 
     model = fit(logs[:initial])
     errs, probes, retrains, batches = [], [], 0, 0
@@ -551,17 +692,34 @@ def export(model, training=None):
         if st.mean is not None:
             s["scaler"] = {"mean": [float(v) for v in st.mean], "scale": [float(v) for v in st.scale]}
         if st.gate is not None:
-            s["gate"] = st.gate if isinstance(st.gate, str) else ensemble_dict(st.gate, nf)
+            ng = nf + len(model["spec"].get("gate_inputs") or [])
+            s["gate"] = st.gate if isinstance(st.gate, str) else ensemble_dict(st.gate, ng)
         stages.append(s)
     spec = dict(model["spec"])
-    v3 = any(spec.get(k, d) != d for k, d in V3_DEFAULTS.items())
+    spec["gate_inputs"] = list(spec.get("gate_inputs") or [])
+    extra = len(spec["gate_inputs"])
+    fam = model.get("family_budgets")
+    v4 = any(spec.get(k, d) != d for k, d in V4_DEFAULTS.items()) or bool(fam)
+    v3 = v4 or any(spec.get(k, d) != d for k, d in V3_DEFAULTS.items())
+    if not v4:
+        # Nothing of version 4 in use: write version 3 or 2, as older builds wrote them.
+        for k in V4_DEFAULTS:
+            spec.pop(k, None)
     if not v3:
         # Nothing of version 3 in use: write version 2, byte-compatible with older builds.
         for k in V3_DEFAULTS:
             spec.pop(k, None)
-    return {"format": FORMAT, "version": VERSION_3 if v3 else VERSION, "kind": KIND, "spec": spec,
-            "sample_unit": "bit/s", "stages": stages,
-            "training": dict({"params": model["params"]}, **(training or {}))}
+    out = {"format": FORMAT, "version": VERSION_4 if v4 else VERSION_3 if v3 else VERSION, "kind": KIND,
+           "spec": spec, "sample_unit": "bit/s", "stages": stages}
+    if model.get("pooled_gate") is not None:
+        out["pooled_gate"] = ensemble_dict(model["pooled_gate"], POOLED_BASE_INPUTS + extra)
+    if fam:
+        out["family_budgets"] = {k: float(v) for k, v in sorted(fam.items())}
+    training = dict({"params": model["params"]}, **(training or {}))
+    if model.get("gate_params"):
+        training["gate_params"] = model["gate_params"]
+    out["training"] = training
+    return out
 
 
 def sklearn_fixture(model, logs):
@@ -574,8 +732,8 @@ def sklearn_fixture(model, logs):
             if k > len(d["samples_bps"]):
                 continue
             st = model["stages"][k]
-            raw = [d["samples_bps"][:k]]
-            pk = st.p(st.x(raw))
+            raw = np.array([d["samples_bps"][:k]], dtype=np.float64)
+            pk = st.gate_out(model, raw) if _gated(model["spec"], k) else None
             per.append({"n": k, "regressor": float(st.predict(raw)[0]),
                         "gate_p": None if pk is None else float(pk[0])})
         # "p" is P(predictable), which an error gate does not have (the Rust prober
@@ -636,6 +794,21 @@ def main(argv=None):
                         "--stop-error-pct (our extension; format version 3; needs --gate-labels oof)")
     t.add_argument("--stop-error-pct", type=float, default=5.0, help="an error gate stops below this")
     t.add_argument("--gate-trees", type=int, help="trees of the gates (default: --trees)")
+    t.add_argument("--gate-depth", type=int, help="max depth of the gate forests (default: --depth)")
+    t.add_argument("--gate-min-samples-leaf", type=int, help="min samples per leaf of the gate forests")
+    t.add_argument("--gate-max-features", type=float, help="max_features (fraction) of the gate forests")
+    t.add_argument("--gate-layout", choices=("per_length", "pooled"), default="per_length",
+                   help="a gate forest per gated length, or one pooled error gate for all of them with n as "
+                        "an input (our extension; format version 4; needs --gate error)")
+    t.add_argument("--gate-inputs", default="",
+                   help="extra gate inputs, comma-separated subset of abs,sd in that order (format version 4)")
+    t.add_argument("--abs-floor-bps", type=float, default=1e3, help="the abs gate input floors the prefix mean here")
+    t.add_argument("--family-budgets",
+                   help='optional per-family error budgets stored beside the default one, JSON {"lan": 12, ...} '
+                        "(format version 4; a caller that knows its network selects one)")
+    t.add_argument("--train-count", type=int,
+                   help="train on the first N transfers in recording order and test on the rest "
+                        "(default: the time-ordered 80 %%)")
     t.add_argument("--fixed-n", default="3,10",
                    help="also store regressor-only stages at these lengths (the fixed-n RF baseline)")
     t.add_argument("--skip-cv", action="store_true", help="skip the expanding-window CV report")
@@ -694,8 +867,15 @@ def main(argv=None):
             "last_gate_n": a.last_gate_n, "label_error_pct": a.label_error_pct,
             "features": a.features, "gate_every": a.gate_every, "ratio_floor_bps": a.ratio_floor_bps,
             "stop_threshold": a.stop_threshold, "target": a.target, "gate": a.gate,
-            "stop_error_pct": a.stop_error_pct}
+            "stop_error_pct": a.stop_error_pct, "gate_layout": a.gate_layout,
+            "gate_inputs": [g for g in a.gate_inputs.split(",") if g], "abs_floor_bps": a.abs_floor_bps}
+    gate_params = {k: v for k, v in (("max_depth", a.gate_depth), ("min_samples_leaf", a.gate_min_samples_leaf),
+                                     ("max_features", a.gate_max_features)) if v is not None} or None
     cut = int(round(0.8 * len(logs)))  # 004 §IV: time-ordered 80/20
+    if a.train_count is not None:
+        if not 10 <= a.train_count <= len(logs):
+            ap.error(f"--train-count {a.train_count}: expected 10..={len(logs)} (the transfers found)")
+        cut = a.train_count
     train, test = logs[:cut], logs[cut:]
     report = {"source": "synthetic" if a.synthetic else "recorded", "transfers": len(logs),
               "train": len(train), "test": len(test)}
@@ -710,19 +890,25 @@ def main(argv=None):
     t0 = time.perf_counter()
     extra_n = tuple(int(v) for v in a.fixed_n.split(",") if v)
     model = train_pairs(train, spec, params, a.seed, extra_n=extra_n, labels=a.gate_labels,
-                        gate_trees=a.gate_trees)
+                        gate_trees=a.gate_trees, gate_params=gate_params)
+    if a.family_budgets:
+        fam = {k: float(v) for k, v in json.loads(a.family_budgets).items()}
+        if a.gate != "error" or any(not 0 < v < 100 for v in fam.values()):
+            ap.error("--family-budgets are error budgets in (0, 100) %% and need --gate error")
+        model["family_budgets"] = fam
     if a.gate_trees:
         report["gate_trees"] = a.gate_trees
     report["train_s"] = time.perf_counter() - t0
     report["params"] = params
-    report["test"] = score(model, test)
-    report["fixed_rf"] = {f"{n}": fixed_n_mape(model, test, n) for n in extra_n if n in model["stages"]}
+    report["test"] = score(model, test) if test else None
+    report["fixed_rf"] = {f"{n}": fixed_n_mape(model, test, n) for n in extra_n if n in model["stages"] and test}
     if not a.skip_cv:
         report["cv"] = expanding_cv(train, spec, params, seed=a.seed, labels=a.gate_labels,
-                                    gate_trees=a.gate_trees)
+                                    gate_trees=a.gate_trees, gate_params=gate_params)
     if a.incremental:
         report["incremental"] = incremental(logs, a.initial, spec=spec, params=params, seed=a.seed,
-                                            labels=a.gate_labels, gate_trees=a.gate_trees)
+                                            labels=a.gate_labels, gate_trees=a.gate_trees,
+                                            gate_params=gate_params)
     _write(a.out, export(model, {"source": report["source"], "transfers_train": len(train),
                                  "split": "time-ordered 80/20; " + (
                                      "pairs 70/30 time-ordered" if a.gate_labels == "holdout"
@@ -735,6 +921,9 @@ def main(argv=None):
         with open(a.report, "w") as f:
             json.dump(report, f, indent=1)
     r = report["test"]
+    if r is None:
+        print(f"trained on {len(train)} transfers; no test transfers left (--train-count)")
+        return 0
     print(f"test: {r['transfers']} transfers, MAPE {r['mape_pct']:.2f} %, mean probe {r['mean_probe_s']:.2f} s, "
           f"> 50 % error {r['over_50_pct']:.1f} %, forced {r['forced_pct']:.1f} %; "
           f"fixed RF {report['fixed_rf']}" + (f"; CV MAPE {report['cv']['mape_pct']:.2f} %" if "cv" in report else ""))
