@@ -14,6 +14,7 @@ use super::controller::{
 };
 use super::gate::ProbeGate;
 use super::knn_classifier::KnnClassifier;
+use super::two_stage_classifier::TwoStageClassifier;
 use super::policy::{Policy, Stump, TablePolicy};
 use super::Classified;
 use crate::error::{Error, Result};
@@ -493,18 +494,40 @@ impl ControllerSpec {
         }
     }
 
-    /// The classifier for `model`: with progressive probing (one window per
-    /// decision) a prefix ensemble at `prefix_lens`.
+    /// The classifier for `file`: its DTW K-NN model, or the two-stage model
+    /// when the file has a second stage (`stage2`; a two-stage file is never
+    /// classified by its first stage alone). With progressive probing (one
+    /// window per decision) a prefix ensemble at `prefix_lens`.
     /// With a prior, the prior's check points get prefix models too.
     /// With a probe gate, the gate's check lengths get prefix models too.
-    pub fn classifier(&self, model: crate::knn::Model) -> Result<Box<dyn Classifier + Send>> {
+    pub fn classifier(&self, file: &KnnModelFile) -> Result<Box<dyn Classifier + Send>> {
+        let lens = self.classifier_prefix_lens(file.model.window())?;
+        match (file.stage2, lens) {
+            (None, None) => Ok(Box::new(KnnClassifier::new(file.model.clone())?)),
+            (None, Some(l)) => Ok(Box::new(KnnClassifier::progressive(
+                file.model.clone(),
+                &l,
+            )?)),
+            (Some(s), lens) => {
+                let m = crate::knn::TwoStage::new(&file.model, s)?;
+                Ok(match lens {
+                    None => Box::new(TwoStageClassifier::new(m)?),
+                    Some(l) => Box::new(TwoStageClassifier::progressive(m, &l)?),
+                })
+            }
+        }
+    }
+
+    /// The prefix lengths the classifier needs models for, or `None` for a
+    /// plain classifier (several cycles, or no progressive probing, prior or
+    /// gate).
+    fn classifier_prefix_lens(&self, w: usize) -> Result<Option<Vec<usize>>> {
         let gate = self.probe_gate()?;
         if self.cycles != 1
             || (self.progressive.is_none() && self.prior.is_none() && gate.is_none())
         {
-            return Ok(Box::new(KnnClassifier::new(model)?));
+            return Ok(None);
         }
-        let w = model.window();
         let mut lens = match (&self.prefix_lens, &self.progressive) {
             (Some(l), _) => l.clone(),
             (None, Some(p)) => default_prefix_lens(p, w),
@@ -523,7 +546,7 @@ impl ControllerSpec {
         }
         lens.sort_unstable();
         lens.dedup();
-        Ok(Box::new(KnnClassifier::progressive(model, &lens)?))
+        Ok(Some(lens))
     }
 
     /// The policy, with `callback` for [`PolicySpec::Callback`].
@@ -562,7 +585,7 @@ impl ControllerSpec {
     ) -> Result<Controller<Box<dyn Classifier + Send>, P>> {
         let cfg = self.config()?;
         self.check_model(file)?;
-        let classifier = self.classifier(file.model.clone())?;
+        let classifier = self.classifier(file)?;
         Controller::new(cfg, classifier, policy)
     }
 
