@@ -284,6 +284,7 @@ impl KnnDtw {
                 knn::Model::fit_labels(&windows, window_length as usize, &labels, self.config)
                     .map_err(to_js)?;
             self.fitted = Some(Arc::new(KnnModelFile {
+                stage2: None,
                 model,
                 meta: Metadata::default(),
             }));

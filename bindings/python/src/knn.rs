@@ -198,7 +198,11 @@ impl Model {
         };
         probing.validate().py_err()?;
         let meta = Metadata { probing, training };
-        Ok(Self::new(KnnModelFile { model, meta }))
+        Ok(Self::new(KnnModelFile {
+            model,
+            meta,
+            stage2: None,
+        }))
     }
 
     /// Parse a model from JSON text (validated like a file).
