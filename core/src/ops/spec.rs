@@ -509,6 +509,13 @@ impl ControllerSpec {
                 &l,
             )?)),
             (Some(s), lens) => {
+                if self.cycles != 1 {
+                    return Err(Error::invalid(format!(
+                        "cycles = {} sums per-class distances over windows, which a two-stage model (stage2 {}) does not have; use cycles = 1",
+                        self.cycles,
+                        s.normalization.name()
+                    )));
+                }
                 let m = crate::knn::TwoStage::new(&file.model, s)?;
                 Ok(match lens {
                     None => Box::new(TwoStageClassifier::new(m)?),
@@ -745,6 +752,57 @@ mod tests {
             ..Default::default()
         };
         assert!(fast.check_model(&file).is_ok());
+    }
+
+    /// A two-stage file gets the two-stage classifier (plain and
+    /// progressive), never its first stage alone; several cycles are refused.
+    #[test]
+    fn a_two_stage_file_gets_the_two_stage_classifier() {
+        use crate::knn::{KnnConfig, Model, Split, Stage2, TwoStage};
+        use crate::mix::SIX_CLASSES;
+        use crate::series::{synth, Normalization};
+        let (x, y) = synth::dataset(&SIX_CLASSES, 12, 20, 4).unwrap();
+        let cfg = KnnConfig {
+            normalization: Normalization::DivideMin,
+            ..KnnConfig::default()
+        };
+        let classes = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
+        let model = Model::fit(&x, 20, &y, classes, cfg).unwrap();
+        let s2 = Stage2 {
+            normalization: Normalization::ZScore,
+            split: Split::BbrPresent,
+        };
+        let file = KnnModelFile {
+            model: model.clone(),
+            meta: Default::default(),
+            stage2: Some(s2),
+        };
+        let two = TwoStage::new(&model, s2).unwrap();
+        let mut ws = two.workspace();
+        let (q, _) = synth::dataset(&SIX_CLASSES, 4, 20, 5).unwrap();
+        let progressive = ControllerSpec {
+            progressive: Some(ProgressiveSpec::default()),
+            ..Default::default()
+        };
+        let mut one_stage = KnnClassifier::new(model).unwrap();
+        let mut differ = 0;
+        for spec in [ControllerSpec::default(), progressive] {
+            let mut c = spec.classifier(&file).unwrap();
+            assert!(!c.supports_class_distances());
+            for w in q.chunks_exact(20) {
+                let (p, _, margin) = two.classify_with_margin(w, &mut ws).unwrap();
+                let got = c.classify(w).unwrap();
+                assert_eq!((got.class_index, got.confidence), (p.class, margin));
+                differ += (one_stage.classify(w).unwrap().class_index != p.class) as usize;
+            }
+        }
+        assert!(differ > 0, "stage 2 must change some answers for this test to tell");
+        let cycles = ControllerSpec {
+            cycles: 2,
+            ..Default::default()
+        };
+        let e = cycles.classifier(&file).err().unwrap().to_string();
+        assert!(e.contains("cycles = 2") && e.contains("z-score"), "{e}");
     }
 
     #[test]
