@@ -264,6 +264,7 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
     let mut prepare = Vec::new();
     let mut switching = 0;
     let mut extended = 0;
+    let mut stalled = 0;
     let mut stump = Stump::default();
     for round in 0..rounds {
         for i in 0..model.len() {
@@ -304,10 +305,18 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
                 if round % 2 == 0 { "bbr" } else { "cubic" },
             ));
             // The measured step: the driver's own latency of the switch.
-            let base = monotonic_ns() - w as u64 * m.config.sample_period_ns;
-            let mut d = armed(make(), &m.config, &q, sock, base);
+            // The classifier is built before the window's clock starts.
+            let clf = make();
+            let period = m.config.sample_period_ns;
+            let base = monotonic_ns() - w as u64 * period;
+            let mut d = armed(clf, &m.config, &q, sock, base);
+            let now = monotonic_ns();
+            // Arming (w − 1 samples and the preparation) ran past the last
+            // sample's period: the controller fills that period with the
+            // previous sample (a missed prober tick) and decides on it.
+            let stalled_past_period = now >= base + (w as u64 + 1) * period;
             let mut lat = None;
-            d.feed_sample(sock, monotonic_ns(), q[w - 1], &mut |e| {
+            d.feed_sample(sock, now, q[w - 1], &mut |e| {
                 if let DriverEvent::CcaSet {
                     cca: got,
                     latency_ns: Some(l),
@@ -323,6 +332,7 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
                 Some(l) => total.push(l as f64 / 1e3),
                 // Gated: an unsure first window extends the probe, no decision yet.
                 None if m.config.cycles > 1 => extended += 1,
+                None if stalled_past_period => stalled += 1,
                 None => panic!("the decision switched the socket"),
             }
         }
@@ -336,6 +346,11 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
             String::new()
         }
     );
+    if stalled > 0 {
+        println!(
+            "  {stalled} switching queries not timed: arming the driver outlasted a sample period (a stalled, loaded machine)"
+        );
+    }
     row("last sample -> setsockopt returns (driver)", &mut total);
     row("  classify (prepared, as in the driver)", &mut prepared);
     row("  classify (unprepared: the old path)", &mut unprepared);

@@ -3,7 +3,7 @@
 //! mix on that side; our extension) as the controller's [`Classifier`].
 
 use super::{Classified, Classifier, PrefixEnsemble, Verdict};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::knn::{TwoStage, TwoStageWorkspace};
 use crate::mix::Mix;
 
@@ -92,17 +92,8 @@ impl Classifier for TwoStageClassifier {
         self.model.prepare(partial, &mut self.ws);
     }
 
-    /// Not supported (type docs): an error should it be called anyway.
-    fn class_distances(&mut self, window: &[f64], out: &mut [f64]) -> Option<Result<()>> {
-        let _ = (window, out);
-        Some(Err(Error::invalid(
-            "a two-stage model has no distance per class for the several-cycles decision; use cycles = 1",
-        )))
-    }
-
-    fn supports_class_distances(&self) -> bool {
-        false
-    }
+    // `class_distances` and `supports_class_distances` keep the trait's
+    // defaults (`None`, `false`): not supported (type docs).
 }
 
 #[cfg(test)]
@@ -161,6 +152,9 @@ mod tests {
             cycles: 2,
             ..Config::passive()
         };
+        let mut c2 = TwoStageClassifier::new(model()).unwrap();
+        assert!(!c2.supports_class_distances());
+        assert!(c2.class_distances(&[1.0; 20], &mut [0.0; 6]).is_none());
         let e = Controller::new(cfg, c, Stump::default()).err().unwrap();
         assert!(e.to_string().contains("cycles = 2"), "{e}");
         let c = TwoStageClassifier::new(model()).unwrap();
