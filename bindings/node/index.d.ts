@@ -237,6 +237,13 @@ export interface KnnOptions {
   /** `"none"`, `"subtract-min"`, `"divide-min"` or `"z-score"`. */
   normalization?: string
 }
+/** The second stage of a two-stage model (`Model.stage2`). */
+export interface Stage2 {
+  /** Stage 2's per-window normalisation, e.g. `"z-score"`. */
+  normalization: string
+  /** How stage 1 splits the classes: `"bbr-present"`. */
+  split: string
+}
 /**
  * Read and validate an opsel model file. Throws an `Error` whose `code` is
  * `"OPSEL_IO"` (cannot read), `"OPSEL_INVALID_MODEL"` (damaged or foreign
@@ -836,7 +843,8 @@ export declare class DecisionCache {
 /**
  * A fitted DTW K-NN background-mix classifier. Get one from `loadModel()`,
  * `modelFromJson()` or `KnnDtw.toModel()`. Each `Model` object keeps its own
- * workspace, so `classify` allocates nothing in the core.
+ * workspace, so `classify` allocates nothing in the core. A two-stage model
+ * file (`stage2`) classifies with both stages.
  */
 export declare class Model {
   /** Window length w (samples per window) the model classifies. */
@@ -845,8 +853,10 @@ export declare class Model {
   get classes(): Array<string>
   /** Number of reference windows. */
   get referenceCount(): number
-  /** The settings the model was fitted with. */
+  /** The settings the model was fitted with (stage 1's for a two-stage model). */
   get config(): KnnOptions
+  /** The second stage of a two-stage model file, or `null` for one stage. */
+  get stage2(): Stage2 | null
   /**
    * Classify one window of `window` RTT samples (ms, 1 Hz). Throws an
    * `Error` with `code` `"OPSEL_INVALID_INPUT"` for a wrong length or a

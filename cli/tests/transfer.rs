@@ -34,6 +34,7 @@ fn write_model(p: &Path, w: usize, pattern: &str) {
     )
     .unwrap();
     KnnModelFile {
+        stage2: None,
         model,
         meta: Metadata {
             probing: if pattern == "passive" {

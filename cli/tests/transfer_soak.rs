@@ -53,6 +53,7 @@ fn write_model(p: &Path) {
     )
     .unwrap();
     KnnModelFile {
+        stage2: None,
         model,
         meta: Metadata {
             probing: Probing {

@@ -4,7 +4,9 @@
 //! `setsockopt(TCP_CONGESTION)` on a real (loopback) TCP socket, with the
 //! shipped models (`models/passive`, `models/passive-200ms`, `models/passive-netlab` one window and
 //! margin-gated as `make demo` runs it, `models/active-s5c5s5b5`,
-//! `models/active-s5c5s5b5-netlab`).
+//! `models/active-s5c5s5b5-netlab`), and a two-stage model built here from
+//! `models/passive-200ms` with a z-score stage 2 (`knn::TwoStage`: stage 1
+//! decides BBR present, stage 2 the mix on that side; no such file ships).
 //!
 //! Queries are leave-one-out: for reference i the model is refitted on the
 //! other n − 1 references (the shipped size less one) and the driver is fed
@@ -38,8 +40,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, Criterion};
-use opsel::knn::Model;
-use opsel::ops::{Classifier, Config, Controller, KnnClassifier, Policy, Stump};
+use opsel::knn::{Model, Split, Stage2, TwoStage};
+use opsel::ops::{Classifier, Config, Controller, KnnClassifier, Policy, Stump, TwoStageClassifier};
+use opsel::series::Normalization;
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::clock::monotonic_ns;
 use opsel::sys::linux::ops_driver::{DriverConfig, DriverEvent, OpsDriver, RttSource};
@@ -53,6 +56,17 @@ struct Shipped {
     rel: &'static str,
     model: Model,
     config: Config,
+    /// Classify with a two-stage model over `model` (none of the shipped
+    /// files has a second stage).
+    stage2: Option<Stage2>,
+}
+
+/// The classifier the driver runs for `model`: one stage, or two.
+fn classifier(model: &Model, stage2: Option<Stage2>) -> Box<dyn Classifier + Send> {
+    match stage2 {
+        None => Box::new(KnnClassifier::new(model.clone()).unwrap()),
+        Some(s) => Box::new(TwoStageClassifier::new(TwoStage::new(model, s).unwrap()).unwrap()),
+    }
 }
 
 /// `make demo`'s OPS: passive, up to 3 windows, a second one only while the
@@ -96,6 +110,16 @@ fn shipped() -> Vec<Shipped> {
             "models/passive-netlab/model.json",
             gated_passive(),
         ),
+        // The same references and stage 1, with a z-score stage 2 among the
+        // references on stage 1's side (research/generalisation/two_stage.py).
+        (
+            "passive-200ms-two-stage-z",
+            "models/passive-200ms/model.json",
+            Config {
+                sample_period_ns: 200_000_000,
+                ..Config::passive()
+            },
+        ),
         (
             "active-s5c5s5b5",
             "models/active-s5c5s5b5/model.json",
@@ -113,11 +137,16 @@ fn shipped() -> Vec<Shipped> {
     .into_iter()
     .map(|(name, rel, config)| {
         let model = opsel::model::load(root.join(rel)).unwrap().model;
+        let stage2 = name.ends_with("-two-stage-z").then_some(Stage2 {
+            normalization: Normalization::ZScore,
+            split: Split::BbrPresent,
+        });
         Shipped {
             name,
             rel,
             model,
             config,
+            stage2,
         }
     })
     .collect()
@@ -136,18 +165,19 @@ fn cca_at_window_end(cfg: &Config) -> CcaName {
     }
 }
 
-type Driver = OpsDriver<KnnClassifier, Stump>;
+type Driver = OpsDriver<Box<dyn Classifier + Send>, Stump>;
 
 /// A driver whose controller started at `base` with w − 1 samples in its
 /// window (the (w − 1)th prepared the decision), so the sample at
 /// `base + w s` is the window's last.
-fn armed(model: Model, cfg: &Config, q: &[f64], sock: &TcpStream, base: u64) -> Driver {
-    let ctl = Controller::new(
-        cfg.clone(),
-        KnnClassifier::new(model).unwrap(),
-        Stump::default(),
-    )
-    .unwrap();
+fn armed(
+    clf: Box<dyn Classifier + Send>,
+    cfg: &Config,
+    q: &[f64],
+    sock: &TcpStream,
+    base: u64,
+) -> Driver {
+    let ctl = Controller::new(cfg.clone(), clf, Stump::default()).unwrap();
     let mut d = OpsDriver::new(
         ctl,
         RttSource::UdpEcho("127.0.0.1:9".parse().unwrap()),
@@ -220,9 +250,11 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
     let w = model.window();
     let from = cca_at_window_end(&m.config);
     println!(
-        "{} ({}): {} references, w = {}, {} rounds of leave-one-out queries",
+        "{} ({}{}): {} references, w = {}, {} rounds of leave-one-out queries",
         m.name,
         m.rel,
+        m.stage2
+            .map_or(String::new(), |s| format!(", stage 2 {}", s.normalization.name())),
         model.len(),
         model.window(),
         rounds
@@ -232,12 +264,20 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
     let mut prepare = Vec::new();
     let mut switching = 0;
     let mut extended = 0;
+    let mut stalled = 0;
     let mut stump = Stump::default();
     for round in 0..rounds {
         for i in 0..model.len() {
             let (sub, q) = leave_one_out(model, i);
             // Breakdown, on the same classifier state as the driver's.
-            let mut kc = KnnClassifier::new(sub.clone()).unwrap();
+            let two = m.stage2.map(|s| TwoStage::new(&sub, s).unwrap());
+            let make = || -> Box<dyn Classifier + Send> {
+                match &two {
+                    None => Box::new(KnnClassifier::new(sub.clone()).unwrap()),
+                    Some(t) => Box::new(TwoStageClassifier::new(t.clone()).unwrap()),
+                }
+            };
+            let mut kc = make();
             let t = Instant::now();
             let c = black_box(kc.classify(&q).unwrap());
             unprepared.push(t.elapsed().as_secs_f64() * 1e6);
@@ -265,10 +305,18 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
                 if round % 2 == 0 { "bbr" } else { "cubic" },
             ));
             // The measured step: the driver's own latency of the switch.
-            let base = monotonic_ns() - w as u64 * m.config.sample_period_ns;
-            let mut d = armed(sub, &m.config, &q, sock, base);
+            // The classifier is built before the window's clock starts.
+            let clf = make();
+            let period = m.config.sample_period_ns;
+            let base = monotonic_ns() - w as u64 * period;
+            let mut d = armed(clf, &m.config, &q, sock, base);
+            let now = monotonic_ns();
+            // Arming (w − 1 samples and the preparation) ran past the last
+            // sample's period: the controller fills that period with the
+            // previous sample (a missed prober tick) and decides on it.
+            let stalled_past_period = now >= base + (w as u64 + 1) * period;
             let mut lat = None;
-            d.feed_sample(sock, monotonic_ns(), q[w - 1], &mut |e| {
+            d.feed_sample(sock, now, q[w - 1], &mut |e| {
                 if let DriverEvent::CcaSet {
                     cca: got,
                     latency_ns: Some(l),
@@ -284,6 +332,7 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
                 Some(l) => total.push(l as f64 / 1e3),
                 // Gated: an unsure first window extends the probe, no decision yet.
                 None if m.config.cycles > 1 => extended += 1,
+                None if stalled_past_period => stalled += 1,
                 None => panic!("the decision switched the socket"),
             }
         }
@@ -297,6 +346,11 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
             String::new()
         }
     );
+    if stalled > 0 {
+        println!(
+            "  {stalled} switching queries not timed: arming the driver outlasted a sample period (a stalled, loaded machine)"
+        );
+    }
     row("last sample -> setsockopt returns (driver)", &mut total);
     row("  classify (prepared, as in the driver)", &mut prepared);
     row("  classify (unprepared: the old path)", &mut unprepared);
@@ -353,12 +407,7 @@ fn run_part(m: &Shipped, secs: u64) {
     // The traces of every class, in reference order: windows straddle two
     // references, so they are realistic but unseen.
     let values: Vec<f64> = m.model.raw_references().to_vec();
-    let ctl = Controller::new(
-        cfg,
-        KnnClassifier::new(m.model.clone()).unwrap(),
-        Stump::default(),
-    )
-    .unwrap();
+    let ctl = Controller::new(cfg, classifier(&m.model, m.stage2), Stump::default()).unwrap();
     let dcfg = DriverConfig {
         burst: BurstConfig {
             count: 1,
@@ -460,13 +509,11 @@ fn main() {
                 if q[w - 1] < min {
                     return false;
                 }
-                let c = KnnClassifier::new(sub.clone())
-                    .unwrap()
-                    .classify(q)
-                    .unwrap();
+                let c = classifier(sub, m.stage2).classify(q).unwrap();
                 Stump::default().select(&c).unwrap() != from
             })
             .unwrap();
+        let two = m.stage2.map(|s| TwoStage::new(&sub, s).unwrap());
         g.bench_function(
             format!(
                 "last_sample_to_setsockopt_{}_{}refs_w{}",
@@ -478,7 +525,13 @@ fn main() {
                 b.iter_batched(
                     || {
                         let base = monotonic_ns() - sub.window() as u64 * m.config.sample_period_ns;
-                        (armed(sub.clone(), &m.config, &q, &sock, base), base)
+                        // A clone per batch (fitting the stage models is
+                        // not the step measured).
+                        let clf: Box<dyn Classifier + Send> = match &two {
+                            None => Box::new(KnnClassifier::new(sub.clone()).unwrap()),
+                            Some(t) => Box::new(TwoStageClassifier::new(t.clone()).unwrap()),
+                        };
+                        (armed(clf, &m.config, &q, &sock, base), base)
                     },
                     |(mut d, base)| {
                         d.feed_sample(

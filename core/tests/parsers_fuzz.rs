@@ -35,6 +35,7 @@ fn knn_seed(w: usize, per_class: usize, pattern: Option<&str>) -> Vec<u8> {
     )
     .unwrap();
     KnnModelFile {
+        stage2: None,
         model,
         meta: Metadata {
             probing: Probing {

@@ -37,6 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (qx, _) = synth::dataset(&SIX_CLASSES, 34, W, 12)?;
     let queries = &qx[..QUERIES * W];
     let file = KnnModelFile {
+        stage2: None,
         model,
         meta: Metadata::default(),
     };
@@ -48,6 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // is the fixed cost of a call (argument checks, copies, result object):
     // the binding overhead in absolute terms.
     let tiny = KnnModelFile {
+        stage2: None,
         model: Model::fit(
             &x[..W],
             W,

@@ -2170,6 +2170,9 @@ void opsel_workspace_free(opsel_workspace *workspace);
  * Classify one window of `window_len` RTT samples (ms, 1 Hz, as the model
  * was trained; `window_len` must equal `opsel_model_window(model)`) and
  * write the result to `*out_prediction`. No allocation.
+ * A two-stage model file (a `"stage2"` object, version 2) is classified by
+ * both stages: the class, distance and neighbour are stage 2's (the
+ * nearest reference on the side of BBR present that stage 1 chose).
  *
  * Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for a zero or wrong
  * length or a NaN/inf sample (named by index). `*out_prediction` is

@@ -200,6 +200,7 @@ pub unsafe extern "C" fn opsel_model_fit(
         };
         let model = knn::Model::fit(x, window_len, y, names, cfg)?;
         let m = opsel_model::new(KnnModelFile {
+            stage2: None,
             model,
             meta: Metadata::default(),
         })?;
@@ -213,7 +214,7 @@ pub unsafe extern "C" fn opsel_model_fit(
 /// `opsel_workspace_free()`. Use one workspace per thread: it must never be
 /// used by two calls at the same time.
 pub struct opsel_workspace {
-    ws: knn::Workspace,
+    ws: knn::TwoStageWorkspace,
 }
 
 /// Create a workspace sized for `model` and store it in `*out_workspace`.
@@ -234,7 +235,7 @@ pub unsafe extern "C" fn opsel_workspace_new(
         let m = unsafe { Handle::borrow(model) }?;
         Handle::into_out(
             opsel_workspace {
-                ws: m.file.model.workspace(),
+                ws: m.clf.workspace(),
             },
             out,
         );
@@ -252,6 +253,9 @@ pub unsafe extern "C" fn opsel_workspace_free(workspace: *mut opsel_workspace) {
 /// Classify one window of `window_len` RTT samples (ms, 1 Hz, as the model
 /// was trained; `window_len` must equal `opsel_model_window(model)`) and
 /// write the result to `*out_prediction`. No allocation.
+/// A two-stage model file (a `"stage2"` object, version 2) is classified by
+/// both stages: the class, distance and neighbour are stage 2's (the
+/// nearest reference on the side of BBR present that stage 1 chose).
 ///
 /// Errors: `OPSEL_NULL_POINTER`; `OPSEL_INVALID_INPUT` for a zero or wrong
 /// length or a NaN/inf sample (named by index). `*out_prediction` is
@@ -273,7 +277,7 @@ pub unsafe extern "C" fn opsel_model_classify(
         let m = unsafe { Handle::borrow(model) }?;
         let ws = unsafe { Handle::borrow_mut(workspace) }?;
         let w = unsafe { f64_slice_any(window, window_len, "window") }?;
-        *out = m.file.model.classify(w, &mut ws.ws)?.into();
+        *out = m.clf.classify(w, &mut ws.ws)?.into();
         Ok(())
     })
 }
@@ -307,7 +311,7 @@ pub unsafe extern "C" fn opsel_model_class_probabilities(
         }
         // SAFETY: non-null, aligned; the caller promises probabilities_len writable doubles.
         let probs = unsafe { std::slice::from_raw_parts_mut(out_probabilities, probabilities_len) };
-        let p = m.file.model.class_probabilities(w, &mut ws.ws, probs)?;
+        let p = m.clf.class_probabilities(w, &mut ws.ws, probs)?;
         if let Some(o) = unsafe { out_prediction.as_mut() } {
             *o = p.into();
         }
@@ -359,7 +363,7 @@ pub unsafe extern "C" fn opsel_model_classify_batch(
         if !out_predictions.is_aligned() {
             return Err(Fail::invalid("out_predictions is not aligned"));
         }
-        let preds = m.file.model.classify_batch(x, threads)?;
+        let preds = m.clf.classify_batch(x, threads)?;
         // SAFETY: non-null, aligned; the caller promises predictions_len writable slots.
         let out = unsafe { std::slice::from_raw_parts_mut(out_predictions, n) };
         for (o, p) in out.iter_mut().zip(preds) {

@@ -14,6 +14,9 @@ use std::ffi::{c_char, CString};
 /// threads at once (each with its own `opsel_workspace`).
 pub struct opsel_model {
     pub(crate) file: KnnModelFile,
+    /// What classification runs: the file's model, or its two-stage
+    /// classifier when the file has `stage2` (never stage 1 alone).
+    pub(crate) clf: opsel::knn::AnyModel,
     /// Class names as C strings, so `opsel_model_class_name` can hand out
     /// pointers that live as long as the model.
     pub(crate) names: Vec<CString>,
@@ -34,7 +37,8 @@ impl opsel_model {
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Self { file, names })
+        let clf = file.any_model()?;
+        Ok(Self { file, clf, names })
     }
 }
 

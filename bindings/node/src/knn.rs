@@ -6,7 +6,7 @@ use crate::dtw::{params_from_js, radius_to_js, DtwOptions};
 use crate::error::{coded_error_value, guard, invalid, to_js, Code, PANIC};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use opsel::knn::{self, KnnConfig};
+use opsel::knn::{self, AnyModel, KnnConfig, TwoStageWorkspace};
 use opsel::model::{KnnModelFile, Metadata};
 use opsel::series::Normalization;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -31,7 +31,7 @@ pub struct Prediction {
     pub confidence: f64,
 }
 
-fn prediction(m: &knn::Model, p: knn::Prediction) -> Prediction {
+fn prediction(m: &AnyModel, p: knn::Prediction) -> Prediction {
     Prediction {
         class_name: m.classes()[p.class].clone(),
         class_index: p.class as u32,
@@ -83,18 +83,36 @@ fn config_to_js(c: &KnnConfig) -> KnnOptions {
 
 /// A fitted DTW K-NN background-mix classifier. Get one from `loadModel()`,
 /// `modelFromJson()` or `KnnDtw.toModel()`. Each `Model` object keeps its own
-/// workspace, so `classify` allocates nothing in the core.
+/// workspace, so `classify` allocates nothing in the core. A two-stage model
+/// file (`stage2`) classifies with both stages.
 #[napi]
 pub struct Model {
     pub(crate) file: Arc<KnnModelFile>,
-    ws: knn::Workspace,
+    /// What classification runs: the file's model, or its two-stage
+    /// classifier when the file has `stage2` (never stage 1 alone).
+    clf: Arc<AnyModel>,
+    ws: TwoStageWorkspace,
 }
 
 impl Model {
-    pub(crate) fn new(file: Arc<KnnModelFile>) -> Self {
-        let ws = file.model.workspace();
-        Self { file, ws }
+    pub(crate) fn new(file: Arc<KnnModelFile>) -> napi::Result<Self, Code> {
+        let clf = Arc::new(file.any_model().map_err(to_js)?);
+        Ok(Self::with(file, clf))
     }
+
+    fn with(file: Arc<KnnModelFile>, clf: Arc<AnyModel>) -> Self {
+        let ws = clf.workspace();
+        Self { file, clf, ws }
+    }
+}
+
+/// The second stage of a two-stage model (`Model.stage2`).
+#[napi(object)]
+pub struct Stage2 {
+    /// Stage 2's per-window normalisation, e.g. `"z-score"`.
+    pub normalization: String,
+    /// How stage 1 splits the classes: `"bbr-present"`.
+    pub split: String,
 }
 
 #[napi]
@@ -117,10 +135,19 @@ impl Model {
         self.file.model.len() as u32
     }
 
-    /// The settings the model was fitted with.
+    /// The settings the model was fitted with (stage 1's for a two-stage model).
     #[napi(getter)]
     pub fn config(&self) -> KnnOptions {
         config_to_js(self.file.model.config())
+    }
+
+    /// The second stage of a two-stage model file, or `null` for one stage.
+    #[napi(getter)]
+    pub fn stage2(&self) -> Option<Stage2> {
+        self.file.stage2.map(|s| Stage2 {
+            normalization: s.normalization.name().to_string(),
+            split: s.split.name().to_string(),
+        })
     }
 
     /// Classify one window of `window` RTT samples (ms, 1 Hz). Throws an
@@ -129,12 +156,8 @@ impl Model {
     #[napi]
     pub fn classify(&mut self, window: Float64Array) -> napi::Result<Prediction, Code> {
         guard(|| {
-            let p = self
-                .file
-                .model
-                .classify(&window, &mut self.ws)
-                .map_err(to_js)?;
-            Ok(prediction(&self.file.model, p))
+            let p = self.clf.classify(&window, &mut self.ws).map_err(to_js)?;
+            Ok(prediction(&self.clf, p))
         })
     }
 
@@ -146,9 +169,8 @@ impl Model {
         window: Float64Array,
     ) -> napi::Result<Float64Array, Code> {
         guard(|| {
-            let mut out = vec![0.0; self.file.model.classes().len()];
-            self.file
-                .model
+            let mut out = vec![0.0; self.clf.classes().len()];
+            self.clf
                 .class_probabilities(&window, &mut self.ws, &mut out)
                 .map_err(to_js)?;
             Ok(Float64Array::new(out))
@@ -167,7 +189,7 @@ impl Model {
         threads: Option<u32>,
     ) -> AsyncTask<ClassifyBatch> {
         AsyncTask::new(ClassifyBatch {
-            file: Arc::clone(&self.file),
+            clf: Arc::clone(&self.clf),
             // Copied: the task runs on another thread while JS may reuse the array.
             windows: windows.to_vec(),
             threads: threads.unwrap_or(0) as usize,
@@ -189,7 +211,7 @@ impl Model {
 
 /// The work of `Model.classifyBatch`, run on a libuv worker thread.
 pub struct ClassifyBatch {
-    file: Arc<KnnModelFile>,
+    clf: Arc<AnyModel>,
     windows: Vec<f64>,
     threads: usize,
 }
@@ -206,8 +228,7 @@ impl Task for ClassifyBatch {
                     "windows is empty; pass a Float64Array of n × window samples",
                 ));
             }
-            self.file
-                .model
+            self.clf
                 .classify_batch(&self.windows, self.threads)
                 .map_err(to_js)
         }))
@@ -224,7 +245,7 @@ impl Task for ClassifyBatch {
         match output {
             Ok(ps) => Ok(ps
                 .into_iter()
-                .map(|p| prediction(&self.file.model, p))
+                .map(|p| prediction(&self.clf, p))
                 .collect()),
             Err(e) => Err(coded_error_value(env, e)),
         }
@@ -242,7 +263,9 @@ impl Task for ClassifyBatch {
 #[napi]
 pub struct KnnDtw {
     config: KnnConfig,
-    fitted: Option<Arc<KnnModelFile>>,
+    /// The model file and what classifies it (two stages for a loaded
+    /// two-stage file).
+    fitted: Option<(Arc<KnnModelFile>, Arc<AnyModel>)>,
 }
 
 #[napi]
@@ -263,9 +286,10 @@ impl KnnDtw {
     pub fn load(path: String) -> napi::Result<Self, Code> {
         guard(|| {
             let file = KnnModelFile::load(&path).map_err(to_js)?;
+            let clf = file.any_model().map_err(to_js)?;
             Ok(Self {
                 config: *file.model.config(),
-                fitted: Some(Arc::new(file)),
+                fitted: Some((Arc::new(file), Arc::new(clf))),
             })
         })
     }
@@ -283,15 +307,20 @@ impl KnnDtw {
             let model =
                 knn::Model::fit_labels(&windows, window_length as usize, &labels, self.config)
                     .map_err(to_js)?;
-            self.fitted = Some(Arc::new(KnnModelFile {
-                model,
-                meta: Metadata::default(),
-            }));
+            let clf = AnyModel::One(model.clone());
+            self.fitted = Some((
+                Arc::new(KnnModelFile {
+                    stage2: None,
+                    model,
+                    meta: Metadata::default(),
+                }),
+                Arc::new(clf),
+            ));
             Ok(())
         })
     }
 
-    fn fitted(&self) -> napi::Result<&Arc<KnnModelFile>, Code> {
+    fn fitted(&self) -> napi::Result<&(Arc<KnnModelFile>, Arc<AnyModel>), Code> {
         self.fitted
             .as_ref()
             .ok_or_else(|| invalid("this KnnDtw is not fitted; call fit() or KnnDtw.load() first"))
@@ -303,14 +332,14 @@ impl KnnDtw {
     #[napi]
     pub fn predict(&self, windows: Float64Array) -> napi::Result<Vec<String>, Code> {
         guard(|| {
-            let f = self.fitted()?;
+            let (_, c) = self.fitted()?;
             if windows.is_empty() {
                 return Err(invalid("windows is empty; pass n × window samples"));
             }
-            let ps = f.model.classify_batch(&windows, 1).map_err(to_js)?;
+            let ps = c.classify_batch(&windows, 1).map_err(to_js)?;
             Ok(ps
                 .into_iter()
-                .map(|p| f.model.classes()[p.class].clone())
+                .map(|p| c.classes()[p.class].clone())
                 .collect())
         })
     }
@@ -318,18 +347,21 @@ impl KnnDtw {
     /// Class names after fitting (sorted distinct labels).
     #[napi(getter)]
     pub fn classes(&self) -> napi::Result<Vec<String>, Code> {
-        guard(|| Ok(self.fitted()?.model.classes().to_vec()))
+        guard(|| Ok(self.fitted()?.1.classes().to_vec()))
     }
 
     /// Write the fitted model as a versioned JSON model file.
     #[napi]
     pub fn save(&self, path: String) -> napi::Result<(), Code> {
-        guard(|| self.fitted()?.save(&path).map_err(to_js))
+        guard(|| self.fitted()?.0.save(&path).map_err(to_js))
     }
 
     /// The fitted classifier as a `Model` (shares the references, no copy).
     #[napi]
     pub fn to_model(&self) -> napi::Result<Model, Code> {
-        guard(|| Ok(Model::new(Arc::clone(self.fitted()?))))
+        guard(|| {
+            let (f, c) = self.fitted()?;
+            Ok(Model::with(Arc::clone(f), Arc::clone(c)))
+        })
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub fn load_model(path: String) -> napi::Result<Model, Code> {
     guard(|| {
         let f = KnnModelFile::load(&path).map_err(to_js)?;
-        Ok(Model::new(Arc::new(f)))
+        Model::new(Arc::new(f))
     })
 }
 
@@ -23,6 +23,6 @@ pub fn load_model(path: String) -> napi::Result<Model, Code> {
 pub fn model_from_json(json: String) -> napi::Result<Model, Code> {
     guard(|| {
         let f = KnnModelFile::from_json(&json).map_err(to_js)?;
-        Ok(Model::new(Arc::new(f)))
+        Model::new(Arc::new(f))
     })
 }

@@ -4,7 +4,7 @@
 use crate::dtw::params;
 use crate::errors::{to_py, IntoPy};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
-use opsel::knn::{self, KnnConfig, Workspace};
+use opsel::knn::{self, AnyModel, KnnConfig, TwoStageWorkspace};
 use opsel::model::{KnnModelFile, Metadata, Probing, ProbingMode};
 use opsel::series::Normalization;
 use pyo3::prelude::*;
@@ -71,14 +71,18 @@ fn wrap(m: &knn::Model, p: knn::Prediction) -> Prediction {
 #[pyclass(module = "opsel", frozen)]
 pub struct Model {
     pub(crate) file: KnnModelFile,
+    /// What classification runs: the file's model, or its two-stage
+    /// classifier when the file has `stage2` (never stage 1 alone).
+    clf: AnyModel,
     /// A reusable workspace for single calls; concurrent callers make their own.
-    ws: Mutex<Workspace>,
+    ws: Mutex<TwoStageWorkspace>,
 }
 
 impl Model {
-    fn new(file: KnnModelFile) -> Self {
-        let ws = Mutex::new(file.model.workspace());
-        Self { file, ws }
+    fn new(file: KnnModelFile) -> PyResult<Self> {
+        let clf = file.any_model().py_err()?;
+        let ws = Mutex::new(clf.workspace());
+        Ok(Self { file, clf, ws })
     }
 
     /// Classify the rows of `windows` on `threads` threads with the GIL released.
@@ -89,15 +93,15 @@ impl Model {
         threads: usize,
     ) -> PyResult<Vec<knn::Prediction>> {
         let (flat, _, w) = flat_windows(windows);
-        let m = &self.file.model;
-        check_width(m, w)?;
-        py.detach(|| m.classify_batch(&flat, threads)).py_err()
+        check_width(&self.file.model, w)?;
+        let c = &self.clf;
+        py.detach(|| c.classify_batch(&flat, threads)).py_err()
     }
 
-    fn with_ws<R>(&self, f: impl FnOnce(&mut Workspace) -> R) -> R {
+    fn with_ws<R>(&self, f: impl FnOnce(&mut TwoStageWorkspace) -> R) -> R {
         match self.ws.try_lock() {
             Ok(mut ws) => f(&mut ws),
-            Err(_) => f(&mut self.file.model.workspace()),
+            Err(_) => f(&mut self.clf.workspace()),
         }
     }
 }
@@ -124,8 +128,11 @@ fn window_vec(x: &PyReadonlyArray1<'_, f64>) -> Vec<f64> {
 impl Model {
     /// Fit a model on windows `x` (2-D, one window per row) with integer labels
     /// `y` indexing `classes`. See `opsel.KnnDtw` for a scikit-learn estimator.
+    /// `stage2` (a normalisation name, e.g. "z-score") makes a two-stage
+    /// model: stage 1 decides BBR present with `normalization`, stage 2 picks
+    /// the mix among that side's references with `stage2` (1-NN both).
     #[staticmethod]
-    #[pyo3(signature = (x, y, classes, k = 1, radius = Some(opsel::dtw::DEFAULT_RADIUS), cost = "abs", normalization = "none", probing = "passive", pattern = None, training = None, sample_interval_ms = 1000.0))]
+    #[pyo3(signature = (x, y, classes, k = 1, radius = Some(opsel::dtw::DEFAULT_RADIUS), cost = "abs", normalization = "none", probing = "passive", pattern = None, training = None, sample_interval_ms = 1000.0, stage2 = None))]
     #[allow(clippy::too_many_arguments)]
     fn fit(
         py: Python<'_>,
@@ -140,7 +147,17 @@ impl Model {
         pattern: Option<String>,
         training: Option<&Bound<'_, PyAny>>,
         sample_interval_ms: f64,
+        stage2: Option<&str>,
     ) -> PyResult<Self> {
+        let stage2 = stage2
+            .map(|n| {
+                Normalization::parse(n).map(|normalization| knn::Stage2 {
+                    normalization,
+                    split: knn::Split::BbrPresent,
+                })
+            })
+            .transpose()
+            .py_err()?;
         let (flat, n, w) = flat_windows(&x);
         if y.len() != n {
             return Err(to_py(opsel::Error::invalid(format!(
@@ -198,16 +215,24 @@ impl Model {
         };
         probing.validate().py_err()?;
         let meta = Metadata { probing, training };
-        Ok(Self::new(KnnModelFile { model, meta }))
+        let file = KnnModelFile {
+            model,
+            meta,
+            stage2,
+        };
+        py.detach(|| file.any_model().map(|clf| (file, clf)))
+            .py_err()
+            .map(|(file, clf)| {
+                let ws = Mutex::new(clf.workspace());
+                Self { file, clf, ws }
+            })
     }
 
     /// Parse a model from JSON text (validated like a file).
     #[staticmethod]
     fn from_json(py: Python<'_>, text: &str) -> PyResult<Self> {
         let t = text.to_owned();
-        Ok(Self::new(
-            py.detach(|| KnnModelFile::from_json(&t)).py_err()?,
-        ))
+        Self::new(py.detach(|| KnnModelFile::from_json(&t)).py_err()?)
     }
 
     /// The model as JSON text (format "opsel-model", version 1).
@@ -223,9 +248,9 @@ impl Model {
     /// Classify one window (1-D float64 array of `window` RTT samples in ms).
     fn classify(&self, window: PyReadonlyArray1<'_, f64>) -> PyResult<Prediction> {
         let w = window_vec(&window);
-        let m = &self.file.model;
-        let p = self.with_ws(|ws| m.classify(&w, ws)).py_err()?;
-        Ok(wrap(m, p))
+        let c = &self.clf;
+        let p = self.with_ws(|ws| c.classify(&w, ws)).py_err()?;
+        Ok(wrap(&self.file.model, p))
     }
 
     /// Classify many windows (2-D array, one per row) on `threads` threads
@@ -254,9 +279,9 @@ impl Model {
         threads: usize,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let (flat, _, w) = flat_windows(&windows);
-        let m = &self.file.model;
-        check_width(m, w)?;
-        let preds = py.detach(|| m.classify_batch(&flat, threads)).py_err()?;
+        check_width(&self.file.model, w)?;
+        let c = &self.clf;
+        let preds = py.detach(|| c.classify_batch(&flat, threads)).py_err()?;
         Ok(PyArray1::from_vec(
             py,
             preds.iter().map(|p| p.class as i64).collect(),
@@ -270,8 +295,8 @@ impl Model {
         windows: PyReadonlyArray2<'_, f64>,
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let (flat, n, w) = flat_windows(&windows);
-        let m = &self.file.model;
-        check_width(m, w)?;
+        let m = &self.clf;
+        check_width(&self.file.model, w)?;
         let c = m.classes().len();
         let out = py
             .detach(|| {
@@ -312,10 +337,24 @@ impl Model {
     fn cost(&self) -> &'static str {
         self.file.model.config().dtw.cost.name()
     }
-    /// Per-window normalisation.
+    /// Per-window normalisation (stage 1's for a two-stage model).
     #[getter]
     fn normalization(&self) -> &'static str {
         self.file.model.config().normalization.name()
+    }
+    /// The second stage of a two-stage model, as {"normalization": ...,
+    /// "split": "bbr-present"}; None for a one-stage model.
+    #[getter]
+    fn stage2<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.file
+            .stage2
+            .map(|s| {
+                let d = PyDict::new(py);
+                d.set_item("normalization", s.normalization.name())?;
+                d.set_item("split", s.split.name())?;
+                Ok(d)
+            })
+            .transpose()
     }
     /// "passive" or "active".
     #[getter]
@@ -369,7 +408,10 @@ impl Model {
             m.config().dtw.radius,
             m.config().dtw.cost.name(),
             m.config().normalization.name()
-        )
+        ) + &match self.file.stage2 {
+            Some(s2) => format!(" two-stage(split={:?}, stage2={:?})", s2.split.name(), s2.normalization.name()),
+            None => String::new(),
+        }
     }
 }
 
@@ -386,9 +428,7 @@ fn check_width(m: &knn::Model, w: usize) -> PyResult<()> {
 /// Load and validate a model file.
 #[pyfunction]
 fn load_model(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Model> {
-    Ok(Model::new(
-        py.detach(|| KnnModelFile::load(&path)).py_err()?,
-    ))
+    Model::new(py.detach(|| KnnModelFile::load(&path)).py_err()?)
 }
 
 /// Stratified k-fold cross-validation (000 §3.5) of a DTW K-NN configuration.

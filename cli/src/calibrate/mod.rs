@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use opsel::knn::Model;
+use opsel::knn::{AnyModel, Model};
 use opsel::mix::SIX_CLASSES;
 use opsel::model::{KnnModelFile, ProbingMode};
 use opsel::{Error, Result};
@@ -209,7 +209,7 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
     let before = if t.own_only {
         base_on_same_traffic(&base, &specs, &a.corpus, &t)?
     } else {
-        accuracy(&base.model, &windows, &labels, w)?
+        accuracy(&base.any_model()?, &windows, &labels, w)?
     };
     let model = if t.own_only {
         // The base model's DTW band as the same share of the window (a
@@ -251,7 +251,12 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
             "references": if t.own_only { "the recorded path's alone" } else { "the base model's plus the recorded path's" },
         },
     });
-    let file = KnnModelFile { model, meta };
+    // A calibrated model extends the base: a two-stage base stays two-stage.
+    let file = KnnModelFile {
+        model,
+        meta,
+        stage2: base.stage2,
+    };
     file.save(&a.out)?;
     if t.own_only {
         println!(
@@ -392,10 +397,10 @@ fn base_on_same_traffic(
             labels.push(class as u32);
         }
     }
-    accuracy(&base.model, &windows, &labels, bw)
+    accuracy(&base.any_model()?, &windows, &labels, bw)
 }
 
-fn accuracy(model: &Model, windows: &[f64], labels: &[u32], w: usize) -> Result<f64> {
+fn accuracy(model: &AnyModel, windows: &[f64], labels: &[u32], w: usize) -> Result<f64> {
     if labels.is_empty() {
         return Ok(f64::NAN);
     }

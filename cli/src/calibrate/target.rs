@@ -171,6 +171,7 @@ mod tests {
         )
         .unwrap();
         KnnModelFile {
+            stage2: None,
             model,
             meta: Default::default(),
         }

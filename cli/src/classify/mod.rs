@@ -1,6 +1,8 @@
 //! `opsel classify`: run a background-mix model on RTT windows and say
 //! what OPS would do: the class (000 Table 6.1 label), its confidence (for
-//! 1-NN the margin 1 − d_nearest / d_other, `ops::KnnClassifier`) and the
+//! 1-NN the margin 1 − d_nearest / d_other, `ops::KnnClassifier`; for a
+//! two-stage model the margin to the other side of BBR present,
+//! `ops::TwoStageClassifier`) and the
 //! CCA the OPS policy picks (000 §4.1 stump by default).
 //!
 //! Windows come from the command line, a CSV or JSON file or stdin
@@ -18,7 +20,7 @@ use clap::Args;
 
 use opsel::model::{KnnModelFile, ProbingMode};
 use opsel::ops::{
-    Classifier, ControllerSpec, KnnClassifier, NoCallback, Policy, PolicyInput, PolicySpec,
+    Classifier, ControllerSpec, NoCallback, Policy, PolicyInput, PolicySpec,
 };
 use opsel::{Error, Result};
 use opsel_netlab::collect::{self, Mode};
@@ -141,7 +143,9 @@ pub fn main(a: ClassifyArgs) -> Result<()> {
     };
     let mut policy = spec.policy::<NoCallback>(None)?;
     let classes = file.model.classes().to_vec();
-    let mut clf = KnnClassifier::new(file.model.clone())?;
+    // The spec's factory: a two-stage file (stage2) gets its two-stage
+    // classifier, never stage 1 alone.
+    let mut clf = spec.classifier(&file)?;
     policy.check_classes(clf.classes())?;
     for (i, win) in windows.iter().enumerate() {
         let c = clf.classify(win)?;
@@ -203,8 +207,10 @@ fn traces(
     dir: &std::path::Path,
 ) -> Result<()> {
     let m = &file.model;
+    // Classified through the file's classifier (two stages when it has stage2).
+    let clf = file.any_model()?;
     let w = m.window();
-    let mut ws = m.workspace();
+    let mut ws = clf.workspace();
     let mode = match file.meta.probing.mode {
         ProbingMode::Passive => Mode::Passive,
         ProbingMode::Active => Mode::parse(file.meta.probing.pattern.as_deref().unwrap_or(""))?,
@@ -228,7 +234,7 @@ fn traces(
             )));
         }
         for win in read_windows(&p, w, &mode, step as usize)? {
-            let pred = m.classify(&win, &mut ws)?;
+            let pred = clf.classify(&win, &mut ws)?;
             conf[ti][pred.class] += 1;
         }
     }

@@ -35,11 +35,13 @@ pub mod metrics;
 mod per_class;
 mod prepared;
 mod search;
+mod two_stage;
 mod vote;
 
 pub use cv::{cross_validate, stratified_folds, CvReport};
 pub use metrics::Confusion;
 pub use per_class::{ClassSearchStats, ClassWorkspace};
+pub use two_stage::{AnyModel, Split, Stage2, TwoStage, TwoStagePrediction, TwoStageWorkspace};
 
 use crate::dtw::{self, DtwParams};
 use crate::error::{check_finite, Error, Result};

@@ -10,7 +10,7 @@
 //!
 //! let refs = [20.0, 20.5, 21.0, 50.0, 58.0, 47.0];
 //! let model = Model::fit_labels(&refs, 3, &["B0-C0", "B1-C0"], KnnConfig::default())?;
-//! let file = KnnModelFile { model, meta: Metadata::default() };
+//! let file = KnnModelFile { model, meta: Metadata::default(), stage2: None };
 //!
 //! let json = file.to_json()?;
 //! assert!(json.contains(r#""format":"opsel-model""#));
@@ -34,8 +34,13 @@ use std::path::Path;
 
 /// The `format` value of every opsel model file.
 pub const FORMAT: &str = "opsel-model";
-/// The model-file version this build reads and writes.
+/// The model-file version every kind shares ([`check_format`]); a knn-dtw
+/// file is written with it unless it has a second stage ([`VERSION_STAGE2`]).
 pub const VERSION: u64 = 1;
+/// The version of a knn-dtw file with a `stage2` field: an older reader,
+/// which knows version 1 only, refuses it instead of running stage 1 alone.
+/// Readers of this build accept 1 and 2.
+pub const VERSION_STAGE2: u64 = 2;
 /// The `kind` of a DTW K-NN background-mix classifier.
 pub const KIND_KNN_DTW: &str = "knn-dtw";
 
@@ -126,10 +131,18 @@ pub struct Metadata {
 }
 
 /// A DTW K-NN model with its metadata, as stored in a model file.
+///
+/// With `stage2` the file describes a two-stage classifier
+/// ([`knn::TwoStage`]) over `model`'s references: classify through
+/// [`KnnModelFile::any_model`] (or `ops::ControllerSpec`), never through
+/// `model` alone, which is stage 1's one-stage answer.
 #[derive(Debug, Clone)]
 pub struct KnnModelFile {
+    /// The references, classes and settings (stage 1's normalisation).
     pub model: knn::Model,
     pub meta: Metadata,
+    /// The second stage, if any (`"stage2"` in the file, version 2).
+    pub stage2: Option<knn::Stage2>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -146,7 +159,20 @@ struct Wire {
     classes: Vec<String>,
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     training: serde_json::Value,
+    /// Version 2 only: the two-stage classifier's second stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stage2: Option<WireStage2>,
     references: WireRefs,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireStage2 {
+    /// Stage 2's per-window normalisation (`none`, `subtract-min`,
+    /// `divide-min`, `z-score`).
+    normalization: String,
+    /// How stage 1 splits the classes (`bbr-present`).
+    split: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -173,12 +199,25 @@ impl KnnModelFile {
                 "not valid JSON ({e}); is this an opsel model file?"
             ))
         })?;
-        check_header(&head, KIND_KNN_DTW)?;
+        let version = check_knn_header(&head)?;
         let w: Wire = serde_json::from_value(head).map_err(|e| {
             Error::InvalidModel(format!(
-                "knn-dtw model does not match format version {VERSION}: {e}"
+                "knn-dtw model does not match format version {version}: {e}"
             ))
         })?;
+        match (&w.stage2, version) {
+            (Some(_), VERSION) => {
+                return Err(Error::InvalidModel(format!(
+                    "a knn-dtw file with \"stage2\" must have version {VERSION_STAGE2} (it has {VERSION}), so that readers that know one stage only refuse it; set \"version\": {VERSION_STAGE2}"
+                )))
+            }
+            (None, VERSION_STAGE2) => {
+                return Err(Error::InvalidModel(format!(
+                    "a knn-dtw file of version {VERSION_STAGE2} must have a \"stage2\" object (a one-stage model is version {VERSION}); add stage2 or set \"version\": {VERSION}"
+                )))
+            }
+            _ => {}
+        }
         w.probing.validate()?;
         if w.references.labels.len() != w.references.windows.len() {
             return Err(Error::InvalidModel(format!(
@@ -216,25 +255,56 @@ impl KnnModelFile {
             },
             normalization: Normalization::parse(&w.normalization).map_err(to_model)?,
         };
+        let stage2 = match &w.stage2 {
+            None => None,
+            Some(s) => Some(knn::Stage2 {
+                normalization: Normalization::parse(&s.normalization)
+                    .map_err(|e| Error::InvalidModel(format!("stage2.normalization: {e}")))?,
+                split: knn::Split::parse(&s.split)
+                    .map_err(|e| Error::InvalidModel(format!("stage2.split: {e}")))?,
+            }),
+        };
         let flat: Vec<f64> = w.references.windows.concat();
         let model = knn::Model::fit(&flat, w.window, &w.references.labels, w.classes, config)
             .map_err(to_model)?;
+        if let Some(s) = stage2 {
+            knn::TwoStage::validate(&model, s)
+                .map_err(|e| Error::InvalidModel(format!("stage2: {e}")))?;
+        }
         Ok(Self {
             model,
             meta: Metadata {
                 probing: w.probing,
                 training: w.training,
             },
+            stage2,
         })
     }
 
-    /// Serialise to compact JSON (floats round-trip exactly).
+    /// The classifier this file describes: the one-stage model, or the
+    /// two-stage one when the file has `stage2` (fits the stage models).
+    pub fn any_model(&self) -> Result<knn::AnyModel> {
+        knn::AnyModel::new(self.model.clone(), self.stage2)
+    }
+
+    /// Serialise to compact JSON (floats round-trip exactly). A file with a
+    /// second stage is checked ([`knn::TwoStage::validate`]) and written as
+    /// version 2.
     pub fn to_json(&self) -> Result<String> {
         let m = &self.model;
         let c = m.config();
+        if let Some(s) = self.stage2 {
+            knn::TwoStage::validate(m, s).map_err(|e| {
+                Error::InvalidModel(format!("cannot write the stage2 field: {e}"))
+            })?;
+        }
         let wire = Wire {
             format: FORMAT.into(),
-            version: VERSION,
+            version: if self.stage2.is_some() {
+                VERSION_STAGE2
+            } else {
+                VERSION
+            },
             kind: KIND_KNN_DTW.into(),
             window: m.window(),
             k: c.k,
@@ -246,6 +316,10 @@ impl KnnModelFile {
             probing: self.meta.probing.clone(),
             classes: m.classes().to_vec(),
             training: self.meta.training.clone(),
+            stage2: self.stage2.map(|s| WireStage2 {
+                normalization: s.normalization.name().into(),
+                split: s.split.name().into(),
+            }),
             references: WireRefs {
                 labels: m.labels().to_vec(),
                 windows: m
@@ -336,6 +410,39 @@ pub fn check_header(v: &serde_json::Value, kind: &str) -> Result<()> {
         ))),
         None => Err(Error::InvalidModel("\"kind\" is missing".into())),
     }
+}
+
+/// `format`, `version` (1, or 2 with a second stage) and `kind` of a knn-dtw
+/// file; returns the version. The shared check knows version 1 only (every
+/// kind's), so version 2 is checked on a copy that carries version 1, as
+/// FastProb files do (`fastprob::model`).
+fn check_knn_header(v: &serde_json::Value) -> Result<u64> {
+    match v.get("version").and_then(|x| x.as_u64()) {
+        Some(VERSION_STAGE2) => {
+            let mut v1 = v.clone();
+            v1["version"] = serde_json::json!(VERSION);
+            check_header(&v1, KIND_KNN_DTW)?;
+            Ok(VERSION_STAGE2)
+        }
+        Some(found) if found != VERSION => {
+            // Format first, so a foreign file is named as such.
+            check_format_only(v)?;
+            Err(Error::UnsupportedVersion {
+                found,
+                supported: VERSION_STAGE2,
+            })
+        }
+        _ => check_header(v, KIND_KNN_DTW).map(|()| VERSION),
+    }
+}
+
+/// [`check_format`]'s format test alone.
+fn check_format_only(v: &serde_json::Value) -> Result<()> {
+    let mut v1 = v.clone();
+    if let Some(o) = v1.as_object_mut() {
+        o.insert("version".into(), serde_json::json!(VERSION));
+    }
+    check_format(&v1).map(|_| ())
 }
 
 fn to_model(e: Error) -> Error {

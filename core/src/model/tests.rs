@@ -28,7 +28,21 @@ fn sample() -> KnnModelFile {
         },
         training: serde_json::json!({"bottleneck_mbps": 100}),
     };
-    KnnModelFile { model, meta }
+    KnnModelFile {
+        model,
+        meta,
+        stage2: None,
+    }
+}
+
+fn two_stage_sample() -> KnnModelFile {
+    KnnModelFile {
+        stage2: Some(knn::Stage2 {
+            normalization: Normalization::ZScore,
+            split: knn::Split::BbrPresent,
+        }),
+        ..sample()
+    }
 }
 
 #[test]
@@ -62,17 +76,21 @@ fn rejects_foreign_corrupt_and_newer_files() {
         .unwrap_err()
         .to_string()
         .contains("no \"format\""));
-    let e = mutate(|v| v["version"] = 2.into());
+    let e = mutate(|v| v["version"] = 3.into());
     assert!(
         matches!(
             e,
             Error::UnsupportedVersion {
-                found: 2,
-                supported: 1
+                found: 3,
+                supported: 2
             }
         ),
         "{e}"
     );
+    // Version 2 is the two-stage file: without stage2 it is damaged.
+    let e = mutate(|v| v["version"] = 2.into());
+    assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
+    assert!(e.to_string().contains("must have a \"stage2\""), "{e}");
     assert!(mutate(|v| v["format"] = "onnx".into())
         .to_string()
         .contains("\"onnx\""));
@@ -132,4 +150,69 @@ fn save_and_load_files() {
     std::fs::write(&p, "{}").unwrap();
     assert!(load(&p).unwrap_err().to_string().contains("m.json"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn two_stage_round_trip_and_version() {
+    let m = two_stage_sample();
+    let text = m.to_json().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["version"], 2);
+    assert_eq!(
+        v["stage2"],
+        serde_json::json!({"normalization": "z-score", "split": "bbr-present"})
+    );
+    // References are stored once, raw.
+    assert_eq!(v["references"]["windows"].as_array().unwrap().len(), 18);
+    let back = KnnModelFile::from_json(&text).unwrap();
+    assert_eq!(back.stage2, m.stage2);
+    assert_eq!(back.to_json().unwrap(), text);
+    assert!(back.any_model().unwrap().two_stage().is_some());
+    // A one-stage file stays version 1 and has no stage2 field.
+    let one = sample().to_json().unwrap();
+    assert!(one.contains(r#""version":1"#) && !one.contains("stage2"));
+    assert!(sample().any_model().unwrap().two_stage().is_none());
+}
+
+fn mutate2(f: impl FnOnce(&mut serde_json::Value)) -> Error {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&two_stage_sample().to_json().unwrap()).unwrap();
+    f(&mut v);
+    KnnModelFile::from_json(&v.to_string()).unwrap_err()
+}
+
+#[test]
+fn two_stage_files_are_checked() {
+    // stage2 under version 1: an older writer never makes this, and a reader
+    // that knows one stage must not be handed it.
+    let e = mutate2(|v| v["version"] = 1.into());
+    assert!(e.to_string().contains("must have version 2"), "{e}");
+    let e = mutate2(|v| v["stage2"]["split"] = "heterogeneous".into());
+    assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
+    assert!(e.to_string().contains("stage2.split") && e.to_string().contains("heterogeneous"), "{e}");
+    let e = mutate2(|v| v["stage2"]["normalization"] = "log".into());
+    assert!(e.to_string().contains("stage2.normalization") && e.to_string().contains("\"log\""), "{e}");
+    let e = mutate2(|v| {
+        v["stage2"].as_object_mut().unwrap().remove("split");
+    });
+    assert!(e.to_string().contains("split"), "{e}");
+    let e = mutate2(|v| v["stage2"]["weight"] = 1.into());
+    assert!(e.to_string().contains("weight"), "{e}");
+    let e = mutate2(|v| v["k"] = 3.into());
+    assert!(e.to_string().contains("k = 3"), "{e}");
+    // Class names that are not mixes cannot be split by BBR presence.
+    let e = mutate2(|v| v["classes"][0] = "idle".into());
+    assert!(e.to_string().contains("stage2") && e.to_string().contains("idle"), "{e}");
+    // Writing refuses a stage2 the references cannot support.
+    let mut bad = two_stage_sample();
+    bad.model = knn::Model::fit(
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        5,
+        &[0, 1],
+        vec!["B0-C0".into(), "C1-C1".into()],
+        KnnConfig::default(),
+    )
+    .unwrap();
+    let e = bad.to_json().unwrap_err();
+    assert!(e.to_string().contains("bbr-present"), "{e}");
 }

@@ -55,6 +55,7 @@ mod policy;
 mod schema;
 pub mod sim;
 mod spec;
+mod two_stage_classifier;
 
 pub use crate::probe::CcaName;
 pub use classifier::{Classified, Classifier, PrefixEnsemble, Verdict};
@@ -64,6 +65,7 @@ pub use controller::{
 };
 pub use gate::{ProbeGate, GATE_FEATURES};
 pub use knn_classifier::KnnClassifier;
+pub use two_stage_classifier::TwoStageClassifier;
 pub use policy::{FnPolicy, Policy, Stump, TablePolicy};
 pub use schema::{ClassRefs, Labeled, PolicyInput};
 pub use spec::{

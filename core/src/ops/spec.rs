@@ -14,6 +14,7 @@ use super::controller::{
 };
 use super::gate::ProbeGate;
 use super::knn_classifier::KnnClassifier;
+use super::two_stage_classifier::TwoStageClassifier;
 use super::policy::{Policy, Stump, TablePolicy};
 use super::Classified;
 use crate::error::{Error, Result};
@@ -493,18 +494,47 @@ impl ControllerSpec {
         }
     }
 
-    /// The classifier for `model`: with progressive probing (one window per
-    /// decision) a prefix ensemble at `prefix_lens`.
+    /// The classifier for `file`: its DTW K-NN model, or the two-stage model
+    /// when the file has a second stage (`stage2`; a two-stage file is never
+    /// classified by its first stage alone). With progressive probing (one
+    /// window per decision) a prefix ensemble at `prefix_lens`.
     /// With a prior, the prior's check points get prefix models too.
     /// With a probe gate, the gate's check lengths get prefix models too.
-    pub fn classifier(&self, model: crate::knn::Model) -> Result<Box<dyn Classifier + Send>> {
+    pub fn classifier(&self, file: &KnnModelFile) -> Result<Box<dyn Classifier + Send>> {
+        let lens = self.classifier_prefix_lens(file.model.window())?;
+        match (file.stage2, lens) {
+            (None, None) => Ok(Box::new(KnnClassifier::new(file.model.clone())?)),
+            (None, Some(l)) => Ok(Box::new(KnnClassifier::progressive(
+                file.model.clone(),
+                &l,
+            )?)),
+            (Some(s), lens) => {
+                if self.cycles != 1 {
+                    return Err(Error::invalid(format!(
+                        "cycles = {} sums per-class distances over windows, which a two-stage model (stage2 {}) does not have; use cycles = 1",
+                        self.cycles,
+                        s.normalization.name()
+                    )));
+                }
+                let m = crate::knn::TwoStage::new(&file.model, s)?;
+                Ok(match lens {
+                    None => Box::new(TwoStageClassifier::new(m)?),
+                    Some(l) => Box::new(TwoStageClassifier::progressive(m, &l)?),
+                })
+            }
+        }
+    }
+
+    /// The prefix lengths the classifier needs models for, or `None` for a
+    /// plain classifier (several cycles, or no progressive probing, prior or
+    /// gate).
+    fn classifier_prefix_lens(&self, w: usize) -> Result<Option<Vec<usize>>> {
         let gate = self.probe_gate()?;
         if self.cycles != 1
             || (self.progressive.is_none() && self.prior.is_none() && gate.is_none())
         {
-            return Ok(Box::new(KnnClassifier::new(model)?));
+            return Ok(None);
         }
-        let w = model.window();
         let mut lens = match (&self.prefix_lens, &self.progressive) {
             (Some(l), _) => l.clone(),
             (None, Some(p)) => default_prefix_lens(p, w),
@@ -523,7 +553,7 @@ impl ControllerSpec {
         }
         lens.sort_unstable();
         lens.dedup();
-        Ok(Box::new(KnnClassifier::progressive(model, &lens)?))
+        Ok(Some(lens))
     }
 
     /// The policy, with `callback` for [`PolicySpec::Callback`].
@@ -562,7 +592,7 @@ impl ControllerSpec {
     ) -> Result<Controller<Box<dyn Classifier + Send>, P>> {
         let cfg = self.config()?;
         self.check_model(file)?;
-        let classifier = self.classifier(file.model.clone())?;
+        let classifier = self.classifier(file)?;
         Controller::new(cfg, classifier, policy)
     }
 
@@ -722,6 +752,57 @@ mod tests {
             ..Default::default()
         };
         assert!(fast.check_model(&file).is_ok());
+    }
+
+    /// A two-stage file gets the two-stage classifier (plain and
+    /// progressive), never its first stage alone; several cycles are refused.
+    #[test]
+    fn a_two_stage_file_gets_the_two_stage_classifier() {
+        use crate::knn::{KnnConfig, Model, Split, Stage2, TwoStage};
+        use crate::mix::SIX_CLASSES;
+        use crate::series::{synth, Normalization};
+        let (x, y) = synth::dataset(&SIX_CLASSES, 12, 20, 4).unwrap();
+        let cfg = KnnConfig {
+            normalization: Normalization::DivideMin,
+            ..KnnConfig::default()
+        };
+        let classes = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
+        let model = Model::fit(&x, 20, &y, classes, cfg).unwrap();
+        let s2 = Stage2 {
+            normalization: Normalization::ZScore,
+            split: Split::BbrPresent,
+        };
+        let file = KnnModelFile {
+            model: model.clone(),
+            meta: Default::default(),
+            stage2: Some(s2),
+        };
+        let two = TwoStage::new(&model, s2).unwrap();
+        let mut ws = two.workspace();
+        let (q, _) = synth::dataset(&SIX_CLASSES, 4, 20, 5).unwrap();
+        let progressive = ControllerSpec {
+            progressive: Some(ProgressiveSpec::default()),
+            ..Default::default()
+        };
+        let mut one_stage = KnnClassifier::new(model).unwrap();
+        let mut differ = 0;
+        for spec in [ControllerSpec::default(), progressive] {
+            let mut c = spec.classifier(&file).unwrap();
+            assert!(!c.supports_class_distances());
+            for w in q.chunks_exact(20) {
+                let (p, _, margin) = two.classify_with_margin(w, &mut ws).unwrap();
+                let got = c.classify(w).unwrap();
+                assert_eq!((got.class_index, got.confidence), (p.class, margin));
+                differ += (one_stage.classify(w).unwrap().class_index != p.class) as usize;
+            }
+        }
+        assert!(differ > 0, "stage 2 must change some answers for this test to tell");
+        let cycles = ControllerSpec {
+            cycles: 2,
+            ..Default::default()
+        };
+        let e = cycles.classifier(&file).err().unwrap().to_string();
+        assert!(e.contains("cycles = 2") && e.contains("z-score"), "{e}");
     }
 
     #[test]

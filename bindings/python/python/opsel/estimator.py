@@ -49,7 +49,7 @@ def _reduce_model(model: _opsel.Model) -> tuple[Any, tuple[str]]:
 
 copyreg.pickle(_opsel.Model, _reduce_model)
 
-_PARAMS = ("n_neighbors", "radius", "cost", "normalization", "n_jobs")
+_PARAMS = ("n_neighbors", "radius", "cost", "normalization", "n_jobs", "stage2")
 
 
 class KnnDtw(*_BASES):  # type: ignore[misc]
@@ -67,6 +67,11 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         Per-window normalisation; none keeps absolute RTT, which carries load (000 §3.4).
     n_jobs : int, default 0
         Threads for batch prediction (0 = all cores). The GIL is released.
+    stage2 : {"none", "subtract-min", "divide-min", "z-score"} or None, default None
+        A two-stage model (our extension of 000 §3.5, ``core/src/knn/two_stage.rs``): stage 1
+        decides BBR present with ``normalization``, stage 2 picks the mix with a 1-NN among the
+        references on that side, each window normalised with ``stage2``. Needs ``n_neighbors=1``
+        and mix labels. None: one stage.
 
     Attributes (after ``fit``)
     --------------------------
@@ -86,12 +91,14 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         cost: str = "abs",
         normalization: str = "none",
         n_jobs: int = 0,
+        stage2: Optional[str] = None,
     ) -> None:
         self.n_neighbors = n_neighbors
         self.radius = radius
         self.cost = cost
         self.normalization = normalization
         self.n_jobs = n_jobs
+        self.stage2 = stage2
 
     # scikit-learn's get_params/set_params/score come from its base classes;
     # these keep the estimator usable when scikit-learn is absent.
@@ -139,6 +146,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
             pattern=pattern,
             training=training,
             sample_interval_ms=float(sample_interval_ms),
+            stage2=self.stage2,
         )
         # Set only once the core accepted the parameters, so a failed fit
         # leaves no half-fitted estimator behind.
@@ -164,7 +172,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         return np.array([p.distance for p in self.model_.classify_batch(Xa, threads=int(self.n_jobs))])
 
     def save(self, path: str) -> None:
-        """Write the fitted model as an opsel model file (JSON, version 1)."""
+        """Write the fitted model as an opsel model file (JSON; version 1, or 2 with ``stage2``)."""
         self._check_fitted()
         self.model_.save(path)
 
@@ -177,6 +185,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
             radius=model.radius,
             cost=model.cost,
             normalization=model.normalization,
+            stage2=None if model.stage2 is None else model.stage2["normalization"],
         )
         est.model_ = model
         est.classes_ = np.array(model.classes)

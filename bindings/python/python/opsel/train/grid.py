@@ -14,6 +14,8 @@ condition reported as held out (``docs/results/generalisation.md``).
 
     python -m opsel.train grid data/collect --mode passive --w 40 --radius 20 \\
         --norm divide-min --out models/passive
+
+``--stage2 z-score`` writes a two-stage model (``core/src/knn/two_stage.rs``) and scores it.
 """
 
 from __future__ import annotations
@@ -92,14 +94,17 @@ def pooled(grid: dict, names, cap: int | None = None) -> tuple[np.ndarray, np.nd
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, cap: int | None = None, log=None) -> dict:
+def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, cap: int | None = None, log=None,
+         stage2: str | None = None) -> dict:
     """{held-out condition: evaluate() of the model trained on every other condition (at most
-    ``cap`` references per class from each), tested on every window of the held-out one}."""
+    ``cap`` references per class from each), tested on every window of the held-out one}.
+    With ``stage2`` the model is the two-stage one the file will hold (the core's rule: ``norm``
+    decides BBR present, ``stage2`` picks the mix on that side)."""
     names = ordered(grid)
     out = {}
     for c in names:
         X, y = pooled(grid, [n for n in names if n != c], cap)
-        clf = knn.fit(X, y, k=k, radius=radius, normalization=norm)
+        clf = knn.fit(X, y, k=k, radius=radius, normalization=norm, stage2=stage2)
         out[c] = knn.evaluate(clf, grid[c]["X"], grid[c]["y"])
         if log:
             log(f"LOCO {c}: 6-class {out[c]['accuracy']:.3f}, "
@@ -123,7 +128,7 @@ def _grid_rows(grid: dict, names, cap: int | None = None) -> list[dict]:
 
 
 def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probing: str, pattern, loco_rows,
-             cap: int | None = None):
+             cap: int | None = None, stage2: str | None = None):
     names = ordered(grid)
     X, y = pooled(grid, names, cap)
     training = {
@@ -133,12 +138,13 @@ def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probi
         "max_refs_per_class_and_condition": cap,
         "windows_per_class": {c: int(np.sum(y == c)) for c in SIX_CLASSES},
         "normalization_choice": norm,
+        **({"stage2_normalization": stage2} if stage2 else {}),
         "loco": {c: {"six_class": r["accuracy"], "bbr_present": r["views"]["bbr_present"]["accuracy"],
                      "n": r["n"]} for c, r in loco_rows.items()},
         "trained_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return knn.fit(X, y, k=k, radius=radius, normalization=norm, probing=probing, pattern=pattern,
-                   training=training, sample_interval_ms=sample_interval_ms(grid)), X, y
+                   training=training, sample_interval_ms=sample_interval_ms(grid), stage2=stage2), X, y
 
 
 def sample_interval_ms(grid: dict) -> float:
@@ -155,7 +161,7 @@ def _pct(x: float) -> str:
 
 
 def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, norm, root, out, command,
-         cap: int | None = None) -> str:
+         cap: int | None = None, stage2: str | None = None) -> str:
     names = ordered(grid)
     six = [loco_rows[c]["accuracy"] for c in names]
     bbr = [loco_rows[c]["views"]["bbr_present"]["accuracy"] for c in names]
@@ -170,6 +176,10 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
         f"apart (000 §3.2 samples once a second). Load it with "
         f"`opsel::model::load`, `opsel.load_model`, `opsel_model_load` (C) or `loadModel` (Node).",
         "",
+        *([f"**Two stages** (our extension; 000 §3.5 uses one): the 1-NN above decides whether BBR is "
+           f"present; a second 1-NN among the references on that side only, each window normalised with "
+           f"**{stage2}**, picks the mix (`core/src/knn/two_stage.rs`; the file's `stage2` field, version 2). "
+           f"The accuracy below is this two-stage rule's; BBR present is stage 1's.", ""] if stage2 else []),
         "## Training data",
         "",
         f"`{root}/<condition>/{mode}/` (recorded by `opsel lab collect`; `MANIFEST.md` there gives the runs "
@@ -217,6 +227,8 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
          "(`docs/results/generalisation.md`)." if mode == "passive" else
          f"The configuration (normalisation {norm}, w = {w}, radius {radius}, k = {k}) was given on the "
          "command line below, not chosen on these conditions' LOCO scores."),
+        *(["", f"The stage-2 normalisation ({stage2}) was given on the command line below; the table above "
+           "scores it, it was not chosen on it."] if stage2 else []),
         "",
         "## Reproduce",
         "",
@@ -234,11 +246,11 @@ def cmd_grid(a, log) -> None:
         raise SystemExit(f"{len(grid)} complete conditions under {a.root}/*/{a.mode} with >= {a.min_windows} "
                          f"windows of w = {a.w} per class: need at least 3 for leave-one-condition-out")
     log(f"{len(grid)} conditions: {', '.join(ordered(grid))}")
-    loco_rows = loco(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm, cap=a.max_refs, log=log)
+    loco_rows = loco(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm, cap=a.max_refs, log=log, stage2=a.stage2)
     pattern = (next(iter(grid.values()))["conditions"]).get("pattern")
     clf, X, y = fit_grid(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm,
                          probing="active" if pattern else "passive", pattern=pattern, loco_rows=loco_rows,
-                         cap=a.max_refs)
+                         cap=a.max_refs, stage2=a.stage2)
     os.makedirs(a.out, exist_ok=True)
     tmp = os.path.join(a.out, "model.json.tmp")
     clf.save(tmp)
@@ -246,15 +258,17 @@ def cmd_grid(a, log) -> None:
     command = (f"python -m opsel.train grid {a.root} --mode {a.mode} --w {a.w} --k {a.k} --radius {a.radius} "
                f"--norm {a.norm} --min-windows {a.min_windows} --out {a.out}"
                + (f" --max-refs {a.max_refs}" if a.max_refs is not None else "")
-               + (f" --exclude {a.exclude}" if a.exclude else ""))
+               + (f" --exclude {a.exclude}" if a.exclude else "")
+               + (f" --stage2 {a.stage2}" if a.stage2 else ""))
     with open(os.path.join(a.out, "MODEL_CARD.md"), "w") as f:
         f.write(card(a.title or f"{a.mode} probing, condition grid", a.mode, grid, loco_rows, w=a.w, k=a.k,
-                     radius=a.radius, norm=a.norm, root=a.root, out=a.out, command=command, cap=a.max_refs))
+                     radius=a.radius, norm=a.norm, root=a.root, out=a.out, command=command, cap=a.max_refs,
+                     stage2=a.stage2))
     if a.json:
         names = ordered(grid)
         with open(a.json, "w") as f:
             json.dump({"mode": a.mode, "w": a.w, "k": a.k, "radius": a.radius, "normalization": a.norm,
-                       "max_refs": a.max_refs, "conditions": _grid_rows(grid, names, a.max_refs),
+                       "stage2": a.stage2, "max_refs": a.max_refs, "conditions": _grid_rows(grid, names, a.max_refs),
                        "loco": {c: {"six_class": loco_rows[c]["accuracy"],
                                     "bbr_present": loco_rows[c]["views"]["bbr_present"]["accuracy"],
                                     "n": loco_rows[c]["n"], "confusion": loco_rows[c]["confusion"],
@@ -278,6 +292,10 @@ def add_parser(sub, log) -> None:
                    help="at most the first N windows per class of each condition as references (LOCO tests "
                         "every window of the held-out condition)")
     s.add_argument("--exclude", default="", help="comma-separated conditions to leave out")
+    s.add_argument("--stage2", default=None, choices=knn.NORMALIZATIONS, metavar="NORM",
+                   help="a two-stage model: --norm decides BBR present, a 1-NN among that side's references "
+                        "with this normalisation picks the mix (file version 2); LOCO scores the two-stage rule. "
+                        "Default: one stage")
     s.add_argument("--title", default=None)
     s.add_argument("--json", default=None, help="also write the LOCO table (with confusions) here")
     s.add_argument("--out", required=True, help="model folder (model.json, MODEL_CARD.md)")

@@ -130,9 +130,11 @@ def sweep(traces: list[Trace], *, ws=W_SWEEP, ks=(1,), radii=(10,), normalizatio
 
 
 def fit(X, y, *, k=1, radius=10, normalization="none", probing="passive", pattern=None, training=None,
-        sample_interval_ms=1000.0):
-    """Fit a DTW K-NN model (``opsel.KnnDtw``) ready to ``save`` as an opsel model file."""
-    clf = opsel.KnnDtw(n_neighbors=k, radius=radius, normalization=normalization)
+        sample_interval_ms=1000.0, stage2=None):
+    """Fit a DTW K-NN model (``opsel.KnnDtw``) ready to ``save`` as an opsel model file. ``stage2``
+    (a normalisation name) makes it two-stage: ``normalization`` decides BBR present, ``stage2``
+    picks the mix among that side's references (``core/src/knn/two_stage.rs``)."""
+    clf = opsel.KnnDtw(n_neighbors=k, radius=radius, normalization=normalization, stage2=stage2)
     return clf.fit(np.ascontiguousarray(X, dtype=np.float64), np.asarray(y), probing=probing, pattern=pattern,
                    training=training, sample_interval_ms=sample_interval_ms)
 

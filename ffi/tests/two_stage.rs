@@ -1,0 +1,83 @@
+//! A two-stage model file (`"stage2"`, version 2) through the C ABI:
+//! `opsel_model_classify`, `_class_probabilities` and `_classify_batch`
+//! answer with stage 2 (exactly `knn::TwoStage`), never with stage 1 alone.
+
+use opsel::knn::{Split, Stage2, TwoStage};
+use opsel::mix::SIX_CLASSES;
+use opsel::model::KnnModelFile;
+use opsel::series::{synth, Normalization};
+use opsel_ffi::*;
+use std::ptr;
+
+#[test]
+fn the_c_api_classifies_a_two_stage_file_with_stage_two() {
+    let (x, y) = synth::dataset(&SIX_CLASSES, 12, 20, 21).unwrap();
+    let cfg = opsel::knn::KnnConfig {
+        normalization: Normalization::DivideMin,
+        ..Default::default()
+    };
+    let classes = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
+    let model = opsel::knn::Model::fit(&x, 20, &y, classes, cfg).unwrap();
+    let s2 = Stage2 {
+        normalization: Normalization::ZScore,
+        split: Split::BbrPresent,
+    };
+    let file = KnnModelFile {
+        model: model.clone(),
+        meta: Default::default(),
+        stage2: Some(s2),
+    };
+    let json = file.to_json().unwrap();
+    assert!(json.contains(r#""version":2"#));
+    let two = TwoStage::new(&model, s2).unwrap();
+    let mut tws = two.workspace();
+    let mut ows = model.workspace();
+    let (q, _) = synth::dataset(&SIX_CLASSES, 5, 20, 22).unwrap();
+    let mut differ = 0;
+    unsafe {
+        let mut m = ptr::null_mut();
+        assert_eq!(
+            opsel_model_from_json(json.as_ptr().cast(), json.len(), &mut m),
+            opsel_status::OPSEL_OK
+        );
+        let mut ws = ptr::null_mut();
+        assert_eq!(opsel_workspace_new(m, &mut ws), opsel_status::OPSEL_OK);
+        let mut probs = [0.0; 6];
+        for w in q.chunks_exact(20) {
+            let want = two.classify(w, &mut tws).unwrap();
+            let mut p = std::mem::zeroed::<opsel_prediction>();
+            assert_eq!(
+                opsel_model_classify(m, ws, w.as_ptr(), w.len(), &mut p),
+                opsel_status::OPSEL_OK
+            );
+            assert_eq!((p.class_index, p.neighbor), (want.class, want.neighbor));
+            assert_eq!(p.distance.to_bits(), want.distance.to_bits());
+            assert_eq!(
+                opsel_model_class_probabilities(
+                    m,
+                    ws,
+                    w.as_ptr(),
+                    w.len(),
+                    probs.as_mut_ptr(),
+                    probs.len(),
+                    ptr::null_mut()
+                ),
+                opsel_status::OPSEL_OK
+            );
+            assert_eq!(probs[want.class], 1.0);
+            differ += (model.classify(w, &mut ows).unwrap().class != want.class) as usize;
+        }
+        let n = q.len() / 20;
+        let mut out = vec![std::mem::zeroed::<opsel_prediction>(); n];
+        assert_eq!(
+            opsel_model_classify_batch(m, q.as_ptr(), q.len(), 2, out.as_mut_ptr(), n),
+            opsel_status::OPSEL_OK
+        );
+        for (o, w) in out.iter().zip(q.chunks_exact(20)) {
+            assert_eq!(o.class_index, two.classify(w, &mut tws).unwrap().class);
+        }
+        opsel_workspace_free(ws);
+        opsel_model_free(m);
+    }
+    assert!(differ > 0, "stage 2 changes some answers, so the test tells the stages apart");
+}
