@@ -134,7 +134,13 @@ fn equals_brute_force_on_the_shipped_5hz_model() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/passive-200ms/model.json");
     let file = opsel::model::load(&path).unwrap();
-    assert!(file.stage2.is_none(), "the shipped model is one-stage");
+    // The shipped file is two-stage (z-score stage 2); the test rebuilds the
+    // two-stage models from its stage-1 references on a subset.
+    assert_eq!(
+        file.stage2.map(|s| s.normalization),
+        Some(Normalization::ZScore),
+        "the shipped model's stage 2"
+    );
     let full = file.model;
     let w = full.window();
     let (mut x, mut y) = (Vec::new(), Vec::new());
