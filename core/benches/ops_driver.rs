@@ -4,9 +4,9 @@
 //! `setsockopt(TCP_CONGESTION)` on a real (loopback) TCP socket, with the
 //! shipped models (`models/passive`, `models/passive-200ms`, `models/passive-netlab` one window and
 //! margin-gated as `make demo` runs it, `models/active-s5c5s5b5`,
-//! `models/active-s5c5s5b5-netlab`), and a two-stage model built here from
-//! `models/passive-200ms` with a z-score stage 2 (`knn::TwoStage`: stage 1
-//! decides BBR present, stage 2 the mix on that side; no such file ships).
+//! `models/active-s5c5s5b5-netlab`). `models/passive-200ms` is two-stage
+//! (`knn::TwoStage`: stage 1 decides BBR present, stage 2 the mix on that
+//! side with z-score), and runs as its file says.
 //!
 //! Queries are leave-one-out: for reference i the model is refitted on the
 //! other n − 1 references (the shipped size less one) and the driver is fed
@@ -30,6 +30,9 @@
 //! 3. criterion estimates of part 1's step for each model.
 //!
 //! Run: `cargo bench -p opsel --bench ops_driver` (or `make bench-ops-driver`).
+//! `OPSEL_BENCH_ROUNDS` (default 3) sets part 1's rounds of leave-one-out
+//! queries, `OPSEL_BENCH_RUN_S` (default 20) part 2's seconds per model, and
+//! `OPSEL_BENCH_MODELS=passive-200ms,passive` keeps only those cases.
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -40,9 +43,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, Criterion};
-use opsel::knn::{Model, Split, Stage2, TwoStage};
+use opsel::knn::{Model, Stage2, TwoStage};
 use opsel::ops::{Classifier, Config, Controller, KnnClassifier, Policy, Stump, TwoStageClassifier};
-use opsel::series::Normalization;
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::clock::monotonic_ns;
 use opsel::sys::linux::ops_driver::{DriverConfig, DriverEvent, OpsDriver, RttSource};
@@ -110,16 +112,6 @@ fn shipped() -> Vec<Shipped> {
             "models/passive-netlab/model.json",
             gated_passive(),
         ),
-        // The same references and stage 1, with a z-score stage 2 among the
-        // references on stage 1's side (research/generalisation/two_stage.py).
-        (
-            "passive-200ms-two-stage-z",
-            "models/passive-200ms/model.json",
-            Config {
-                sample_period_ns: 200_000_000,
-                ..Config::passive()
-            },
-        ),
         (
             "active-s5c5s5b5",
             "models/active-s5c5s5b5/model.json",
@@ -136,11 +128,8 @@ fn shipped() -> Vec<Shipped> {
     ]
     .into_iter()
     .map(|(name, rel, config)| {
-        let model = opsel::model::load(root.join(rel)).unwrap().model;
-        let stage2 = name.ends_with("-two-stage-z").then_some(Stage2 {
-            normalization: Normalization::ZScore,
-            split: Split::BbrPresent,
-        });
+        let file = opsel::model::load(root.join(rel)).unwrap();
+        let (model, stage2) = (file.model, file.stage2);
         Shipped {
             name,
             rel,
@@ -470,7 +459,12 @@ fn main() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let sock = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let _peer = l.accept().unwrap();
-    let models = shipped();
+    // OPSEL_BENCH_MODELS=passive-200ms,passive: only those cases (names as printed).
+    let only = std::env::var("OPSEL_BENCH_MODELS").ok();
+    let models: Vec<Shipped> = shipped()
+        .into_iter()
+        .filter(|m| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == m.name)))
+        .collect();
     let rounds: usize = std::env::var("OPSEL_BENCH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
