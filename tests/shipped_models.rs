@@ -212,6 +212,12 @@ fn five_samples_a_second_model_classifies_its_own_traces() {
 }
 
 #[test]
+fn five_samples_a_second_two_stage_model_classifies_its_own_traces() {
+    // The same references with a z-score stage 2 inside each side.
+    check("passive-200ms-two-stage", "passive-200ms", 50);
+}
+
+#[test]
 fn single_condition_passive_model_classifies_its_own_traces() {
     check("passive-netlab", "passive", 20);
 }

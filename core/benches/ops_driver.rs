@@ -4,9 +4,9 @@
 //! `setsockopt(TCP_CONGESTION)` on a real (loopback) TCP socket, with the
 //! shipped models (`models/passive`, `models/passive-200ms`, `models/passive-netlab` one window and
 //! margin-gated as `make demo` runs it, `models/active-s5c5s5b5`,
-//! `models/active-s5c5s5b5-netlab`). `models/passive-200ms` is two-stage
-//! (`knn::TwoStage`: stage 1 decides BBR present, stage 2 the mix on that
-//! side with z-score), and runs as its file says.
+//! `models/active-s5c5s5b5-netlab`), and `models/passive-200ms-two-stage`
+//! (`knn::TwoStage`: the same references, stage 1 decides BBR present, stage
+//! 2 the mix on that side with z-score).
 //!
 //! Queries are leave-one-out: for reference i the model is refitted on the
 //! other n − 1 references (the shipped size less one) and the driver is fed
@@ -94,6 +94,14 @@ fn shipped() -> Vec<Shipped> {
         (
             "passive-200ms",
             "models/passive-200ms/model.json",
+            Config {
+                sample_period_ns: 200_000_000,
+                ..Config::passive()
+            },
+        ),
+        (
+            "passive-200ms-two-stage",
+            "models/passive-200ms-two-stage/model.json",
             Config {
                 sample_period_ns: 200_000_000,
                 ..Config::passive()

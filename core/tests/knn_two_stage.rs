@@ -123,7 +123,7 @@ fn stage2(n: Normalization) -> Stage2 {
     }
 }
 
-/// The shipped 5-Hz model (`models/passive-200ms`: w = 50, radius 25,
+/// The shipped two-stage 5-Hz model (`models/passive-200ms-two-stage`: w = 50, radius 25,
 /// divide-min, 1-NN) on a subset of its references, with a few duplicated
 /// under a class of the other side (exact cross-side ties at distance 0) and
 /// of the same side; queried with other references perturbed (the last sample
@@ -132,7 +132,7 @@ fn stage2(n: Normalization) -> Stage2 {
 #[test]
 fn equals_brute_force_on_the_shipped_5hz_model() {
     let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/passive-200ms/model.json");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/passive-200ms-two-stage/model.json");
     let file = opsel::model::load(&path).unwrap();
     // The shipped file is two-stage (z-score stage 2); the test rebuilds the
     // two-stage models from its stage-1 references on a subset.
