@@ -44,7 +44,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{black_box, Criterion};
 use opsel::knn::{Model, Stage2, TwoStage};
-use opsel::ops::{Classifier, Config, Controller, KnnClassifier, Policy, Stump, TwoStageClassifier};
+use opsel::ops::{
+    Classifier, Config, Controller, KnnClassifier, Policy, Stump, TwoStageClassifier,
+};
 use opsel::probe::{CcaName, Pattern};
 use opsel::sys::linux::clock::monotonic_ns;
 use opsel::sys::linux::ops_driver::{DriverConfig, DriverEvent, OpsDriver, RttSource};
@@ -250,8 +252,10 @@ fn feed_part(m: &Shipped, sock: &TcpStream, rounds: usize) {
         "{} ({}{}): {} references, w = {}, {} rounds of leave-one-out queries",
         m.name,
         m.rel,
-        m.stage2
-            .map_or(String::new(), |s| format!(", stage 2 {}", s.normalization.name())),
+        m.stage2.map_or(String::new(), |s| format!(
+            ", stage 2 {}",
+            s.normalization.name()
+        )),
         model.len(),
         model.window(),
         rounds
@@ -471,7 +475,10 @@ fn main() {
     let only = std::env::var("OPSEL_BENCH_MODELS").ok();
     let models: Vec<Shipped> = shipped()
         .into_iter()
-        .filter(|m| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == m.name)))
+        .filter(|m| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|n| n == m.name))
+        })
         .collect();
     let rounds: usize = std::env::var("OPSEL_BENCH_ROUNDS")
         .ok()

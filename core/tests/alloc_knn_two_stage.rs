@@ -70,14 +70,26 @@ fn two_stage_hot_paths_allocate_nothing() {
                 let (_, n) = count(|| any.classify(&win, &mut aws).unwrap());
                 assert_eq!(n, 0, "AnyModel::classify ({n2:?}) allocated {n} times");
                 let (_, n) = count(|| any.class_probabilities(&win, &mut aws, &mut probs).unwrap());
-                assert_eq!(n, 0, "AnyModel::class_probabilities ({n2:?}) allocated {n} times");
+                assert_eq!(
+                    n, 0,
+                    "AnyModel::class_probabilities ({n2:?}) allocated {n} times"
+                );
                 // The controller's calls: prepare, then the verdict.
                 let (_, n) = count(|| clf.prepare(&win[..19]));
-                assert_eq!(n, 0, "TwoStageClassifier::prepare ({n2:?}) allocated {n} times");
+                assert_eq!(
+                    n, 0,
+                    "TwoStageClassifier::prepare ({n2:?}) allocated {n} times"
+                );
                 let (_, n) = count(|| clf.verdict(&win).unwrap());
-                assert_eq!(n, 0, "TwoStageClassifier::verdict ({n2:?}) allocated {n} times");
+                assert_eq!(
+                    n, 0,
+                    "TwoStageClassifier::verdict ({n2:?}) allocated {n} times"
+                );
             }
         }
-        assert!(sides[0] > 0 && sides[1] > 0, "both sides exercised: {sides:?}");
+        assert!(
+            sides[0] > 0 && sides[1] > 0,
+            "both sides exercised: {sides:?}"
+        );
     }
 }

@@ -19,7 +19,12 @@ const NORMS: [Normalization; 4] = [
 
 /// (distance, index) of the nearest reference among `keep`, `norm` applied
 /// to query and reference; ties to the lower index.
-fn nearest(m: &Model, q: &[f64], norm: Normalization, keep: impl Fn(usize) -> bool) -> (f64, usize) {
+fn nearest(
+    m: &Model,
+    q: &[f64],
+    norm: Normalization,
+    keep: impl Fn(usize) -> bool,
+) -> (f64, usize) {
     let mut qn = q.to_vec();
     norm.apply(&mut qn).unwrap();
     let mut best = (f64::INFINITY, usize::MAX);
@@ -99,7 +104,11 @@ fn all_paths(m: &Model, t: &TwoStage, q: &[f64], s2: Normalization, what: &str) 
     let (p, other, margin) = t.classify_with_margin(q, &mut ws).unwrap();
     check(m, t, &p, &b, &format!("{what} margin"));
     assert_eq!(other.to_bits(), b.other_side.to_bits(), "{what} other side");
-    assert!((margin - b.margin).abs() < 1e-15, "{what}: {margin} vs {}", b.margin);
+    assert!(
+        (margin - b.margin).abs() < 1e-15,
+        "{what}: {margin} vs {}",
+        b.margin
+    );
     // Prepared on the first w − 1 samples (exact or speculative finish per
     // normalisation), then the same answers.
     let w = q.len();
@@ -110,7 +119,11 @@ fn all_paths(m: &Model, t: &TwoStage, q: &[f64], s2: Normalization, what: &str) 
         t.prepare(&q[..w - 1], &mut ws);
         let (p, other, margin) = t.classify_with_margin(q, &mut ws).unwrap();
         check(m, t, &p, &b, &format!("{what} prepared margin"));
-        assert_eq!(other.to_bits(), b.other_side.to_bits(), "{what} prepared other side");
+        assert_eq!(
+            other.to_bits(),
+            b.other_side.to_bits(),
+            "{what} prepared other side"
+        );
         assert!((margin - b.margin).abs() < 1e-15, "{what} prepared margin");
     }
     b
@@ -131,8 +144,8 @@ fn stage2(n: Normalization) -> Stage2 {
 /// references themselves.
 #[test]
 fn equals_brute_force_on_the_shipped_5hz_model() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/passive-200ms-two-stage/model.json");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../models/passive-200ms-two-stage/model.json");
     let file = opsel::model::load(&path).unwrap();
     // The shipped file is two-stage (z-score stage 2); the test rebuilds the
     // two-stage models from its stage-1 references on a subset.
@@ -187,7 +200,10 @@ fn equals_brute_force_on_the_shipped_5hz_model() {
     // References themselves: distance 0, and for the duplicated ones a tie
     // across sides (stage 1 takes the lower index, the original's side).
     queries.push(m.raw_reference(0).to_vec());
-    for i in (0..dup_from).filter(|&i| y[i] == class("B0-C0") || y[i] == class("B1-B1")).take(3) {
+    for i in (0..dup_from)
+        .filter(|&i| y[i] == class("B0-C0") || y[i] == class("B1-B1"))
+        .take(3)
+    {
         queries.push(m.raw_reference(i).to_vec());
     }
     let mut sides = [0usize; 2];
@@ -205,7 +221,10 @@ fn equals_brute_force_on_the_shipped_5hz_model() {
             assert_eq!((p.class, p.neighbor), (b.class, b.neighbor));
         }
     }
-    assert!(sides[0] > 0 && sides[1] > 0, "both sides reached: {sides:?}");
+    assert!(
+        sides[0] > 0 && sides[1] > 0,
+        "both sides reached: {sides:?}"
+    );
     // The tied duplicates: stage 1 answers the original (lower index), not
     // its copy on the other side.
     let t = TwoStage::new(&m, stage2(Normalization::ZScore)).unwrap();
@@ -248,7 +267,13 @@ fn equals_brute_force_on_synthetic_data() {
             for n2 in NORMS {
                 let t = TwoStage::new(&m, stage2(n2)).unwrap();
                 for (j, qw) in q.chunks_exact(w).chain([&r0[..]]).enumerate() {
-                    all_paths(&m, &t, qw, n2, &format!("seed {seed} {n1:?}/{n2:?} query {j}"));
+                    all_paths(
+                        &m,
+                        &t,
+                        qw,
+                        n2,
+                        &format!("seed {seed} {n1:?}/{n2:?} query {j}"),
+                    );
                 }
                 // A window equal to the tied reference: stage 1 and stage 2
                 // both take the lowest index on their side.
@@ -281,7 +306,13 @@ fn truncated_equals_brute_force_on_truncated_references() {
         let mt = m.truncated(len).unwrap();
         assert_eq!(tt.window(), len);
         for qw in q.chunks_exact(20) {
-            all_paths(&mt, &tt, &qw[..len], Normalization::ZScore, &format!("prefix {len}"));
+            all_paths(
+                &mt,
+                &tt,
+                &qw[..len],
+                Normalization::ZScore,
+                &format!("prefix {len}"),
+            );
         }
     }
     assert!(t.truncated(0).is_err() && t.truncated(21).is_err());
@@ -292,12 +323,28 @@ fn bad_models_get_clear_errors() {
     let classes = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let x: Vec<f64> = (0..15).map(|i| 10.0 + (i % 4) as f64).collect();
     // A side with no references.
-    let m = Model::fit(&x, 5, &[0, 1, 0], classes(&["B0-C0", "C1-C1"]), KnnConfig::default())
-        .unwrap();
+    let m = Model::fit(
+        &x,
+        5,
+        &[0, 1, 0],
+        classes(&["B0-C0", "C1-C1"]),
+        KnnConfig::default(),
+    )
+    .unwrap();
     let e = TwoStage::new(&m, stage2(Normalization::ZScore)).unwrap_err();
-    assert!(e.to_string().contains("no reference on the side bbr-present"), "{e}");
-    let m = Model::fit(&x, 5, &[0, 1, 0], classes(&["B1-C0", "B1-B1"]), KnnConfig::default())
-        .unwrap();
+    assert!(
+        e.to_string()
+            .contains("no reference on the side bbr-present"),
+        "{e}"
+    );
+    let m = Model::fit(
+        &x,
+        5,
+        &[0, 1, 0],
+        classes(&["B1-C0", "B1-B1"]),
+        KnnConfig::default(),
+    )
+    .unwrap();
     let e = TwoStage::new(&m, stage2(Normalization::ZScore)).unwrap_err();
     assert!(e.to_string().contains("bbr-absent"), "{e}");
     // A class without references is fine as long as each side has one.
@@ -312,8 +359,14 @@ fn bad_models_get_clear_errors() {
     let t = TwoStage::new(&m, stage2(Normalization::ZScore)).unwrap();
     assert_eq!(t.stage2_model(1).classes(), ["B1-C0", "B1-B1"]);
     // Class names that are not mixes.
-    let m = Model::fit(&x, 5, &[0, 1, 0], classes(&["idle", "busy"]), KnnConfig::default())
-        .unwrap();
+    let m = Model::fit(
+        &x,
+        5,
+        &[0, 1, 0],
+        classes(&["idle", "busy"]),
+        KnnConfig::default(),
+    )
+    .unwrap();
     let e = TwoStage::new(&m, stage2(Normalization::ZScore)).unwrap_err();
     assert!(e.to_string().contains("\"idle\""), "{e}");
     // k > 1.
@@ -325,20 +378,48 @@ fn bad_models_get_clear_errors() {
     let e = TwoStage::new(&m, stage2(Normalization::ZScore)).unwrap_err();
     assert!(e.to_string().contains("k = 2"), "{e}");
     // Bad queries.
-    let m = Model::fit(&x, 5, &[0, 1, 0], classes(&["B0-C0", "B1-C0"]), KnnConfig::default())
-        .unwrap();
+    let m = Model::fit(
+        &x,
+        5,
+        &[0, 1, 0],
+        classes(&["B0-C0", "B1-C0"]),
+        KnnConfig::default(),
+    )
+    .unwrap();
     let t = TwoStage::new(&m, stage2(Normalization::DivideMin)).unwrap();
     let mut ws = t.workspace();
-    assert!(t.classify(&[1.0; 4], &mut ws).unwrap_err().to_string().contains("4 samples"));
-    let e = t.classify(&[1.0, f64::NAN, 1.0, 1.0, 1.0], &mut ws).unwrap_err();
+    assert!(t
+        .classify(&[1.0; 4], &mut ws)
+        .unwrap_err()
+        .to_string()
+        .contains("4 samples"));
+    let e = t
+        .classify(&[1.0, f64::NAN, 1.0, 1.0, 1.0], &mut ws)
+        .unwrap_err();
     assert!(e.to_string().contains("NaN"), "{e}");
     // Stage 2's normalisation fails on its own terms (divide-min of a window
     // whose minimum is 0; stage 1 has none and accepts it).
     let e = t.classify(&[0.0, 1.0, 2.0, 3.0, 4.0], &mut ws).unwrap_err();
     assert!(e.to_string().contains("divide-min"), "{e}");
-    let e = TwoStage::fit(&x, 5, &[0, 7, 0], classes(&["B0-C0", "B1-C0"]), KnnConfig::default(), stage2(Normalization::ZScore)).unwrap_err();
+    let e = TwoStage::fit(
+        &x,
+        5,
+        &[0, 7, 0],
+        classes(&["B0-C0", "B1-C0"]),
+        KnnConfig::default(),
+        stage2(Normalization::ZScore),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("label 7"), "{e}");
-    let e = TwoStage::fit(&x, 5, &[], classes(&["B0-C0", "B1-C0"]), KnnConfig::default(), stage2(Normalization::ZScore)).unwrap_err();
+    let e = TwoStage::fit(
+        &x,
+        5,
+        &[],
+        classes(&["B0-C0", "B1-C0"]),
+        KnnConfig::default(),
+        stage2(Normalization::ZScore),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("empty"), "{e}");
 }
 
@@ -357,11 +438,19 @@ fn any_model_dispatches() {
     let one = AnyModel::new(m.clone(), None).unwrap();
     let two = AnyModel::new(m.clone(), Some(stage2(Normalization::ZScore))).unwrap();
     let (q, _) = synth::dataset(&SIX_CLASSES, 4, 20, 12).unwrap();
-    let (mut w1, mut w2, mut wm, mut wt) = (one.workspace(), two.workspace(), m.workspace(), t.workspace());
+    let (mut w1, mut w2, mut wm, mut wt) = (
+        one.workspace(),
+        two.workspace(),
+        m.workspace(),
+        t.workspace(),
+    );
     let mut probs = [0.0; 6];
     let mut differ = 0;
     for qw in q.chunks_exact(20) {
-        assert_eq!(one.classify(qw, &mut w1).unwrap(), m.classify(qw, &mut wm).unwrap());
+        assert_eq!(
+            one.classify(qw, &mut w1).unwrap(),
+            m.classify(qw, &mut wm).unwrap()
+        );
         let p = t.classify(qw, &mut wt).unwrap();
         assert_eq!(two.classify(qw, &mut w2).unwrap(), p.prediction());
         let pp = two.class_probabilities(qw, &mut w2, &mut probs).unwrap();
@@ -372,7 +461,12 @@ fn any_model_dispatches() {
     }
     let flat = q.clone();
     let b = two.classify_batch(&flat, 3).unwrap();
-    let want: Vec<_> = t.classify_batch(&flat, 1).unwrap().iter().map(|p| p.prediction()).collect();
+    let want: Vec<_> = t
+        .classify_batch(&flat, 1)
+        .unwrap()
+        .iter()
+        .map(|p| p.prediction())
+        .collect();
     assert_eq!(b, want);
     assert!(two.classify_batch(&flat[..25], 1).is_err());
     assert!(differ > 0, "stage 2 changed no answer");

@@ -79,5 +79,8 @@ fn the_c_api_classifies_a_two_stage_file_with_stage_two() {
         opsel_workspace_free(ws);
         opsel_model_free(m);
     }
-    assert!(differ > 0, "stage 2 changes some answers, so the test tells the stages apart");
+    assert!(
+        differ > 0,
+        "stage 2 changes some answers, so the test tells the stages apart"
+    );
 }

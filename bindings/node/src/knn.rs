@@ -243,10 +243,7 @@ impl Task for ClassifyBatch {
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
         match output {
-            Ok(ps) => Ok(ps
-                .into_iter()
-                .map(|p| prediction(&self.clf, p))
-                .collect()),
+            Ok(ps) => Ok(ps.into_iter().map(|p| prediction(&self.clf, p)).collect()),
             Err(e) => Err(coded_error_value(env, e)),
         }
     }

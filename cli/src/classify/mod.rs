@@ -19,9 +19,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use opsel::model::{KnnModelFile, ProbingMode};
-use opsel::ops::{
-    Classifier, ControllerSpec, NoCallback, Policy, PolicyInput, PolicySpec,
-};
+use opsel::ops::{Classifier, ControllerSpec, NoCallback, Policy, PolicyInput, PolicySpec};
 use opsel::{Error, Result};
 use opsel_netlab::collect::{self, Mode};
 use serde::Serialize;

@@ -291,7 +291,11 @@ impl TwoStage {
             for &i in &refs {
                 x.extend_from_slice(&windows[i * window..(i + 1) * window]);
                 let c = labels[i] as usize;
-                y.push(full.iter().position(|&f| f == c).expect("class on its side") as u32);
+                y.push(
+                    full.iter()
+                        .position(|&f| f == c)
+                        .expect("class on its side") as u32,
+                );
             }
             let names = full.iter().map(|&c| classes[c].clone()).collect();
             let model = Model::fit(&x, window, &y, names, cfg2)
@@ -363,7 +367,10 @@ impl TwoStage {
     pub fn workspace(&self) -> TwoStageWorkspace {
         TwoStageWorkspace {
             stage1: self.stage1.workspace(),
-            stage2: [self.sides[0].model.workspace(), self.sides[1].model.workspace()],
+            stage2: [
+                self.sides[0].model.workspace(),
+                self.sides[1].model.workspace(),
+            ],
         }
     }
 
@@ -382,10 +389,16 @@ impl TwoStage {
 
     /// Classify one window of `window()` samples. Exact (both stages are the
     /// pruned search); no allocation once `ws` came from [`TwoStage::workspace`].
-    pub fn classify(&self, window: &[f64], ws: &mut TwoStageWorkspace) -> Result<TwoStagePrediction> {
+    pub fn classify(
+        &self,
+        window: &[f64],
+        ws: &mut TwoStageWorkspace,
+    ) -> Result<TwoStagePrediction> {
         let p1 = self.stage1.classify(window, &mut ws.stage1)?;
         let side = p1.class;
-        let p2 = self.sides[side].model.classify(window, &mut ws.stage2[side])?;
+        let p2 = self.sides[side]
+            .model
+            .classify(window, &mut ws.stage2[side])?;
         Ok(self.finish(p1, p2, side))
     }
 
@@ -406,7 +419,9 @@ impl TwoStage {
     ) -> Result<(TwoStagePrediction, f64, f64)> {
         let (p1, other, margin) = self.stage1.classify_with_margin(window, &mut ws.stage1)?;
         let side = p1.class;
-        let p2 = self.sides[side].model.classify(window, &mut ws.stage2[side])?;
+        let p2 = self.sides[side]
+            .model
+            .classify(window, &mut ws.stage2[side])?;
         Ok((self.finish(p1, p2, side), other, margin))
     }
 
@@ -464,7 +479,11 @@ impl TwoStage {
 
     /// Classify `windows` (flat, a multiple of `window()` values) on up to
     /// `threads` threads (0 = all cores); equal to one-by-one classification.
-    pub fn classify_batch(&self, windows: &[f64], threads: usize) -> Result<Vec<TwoStagePrediction>> {
+    pub fn classify_batch(
+        &self,
+        windows: &[f64],
+        threads: usize,
+    ) -> Result<Vec<TwoStagePrediction>> {
         super::batch::run(
             windows,
             self.window(),

@@ -294,9 +294,8 @@ impl KnnModelFile {
         let m = &self.model;
         let c = m.config();
         if let Some(s) = self.stage2 {
-            knn::TwoStage::validate(m, s).map_err(|e| {
-                Error::InvalidModel(format!("cannot write the stage2 field: {e}"))
-            })?;
+            knn::TwoStage::validate(m, s)
+                .map_err(|e| Error::InvalidModel(format!("cannot write the stage2 field: {e}")))?;
         }
         let wire = Wire {
             format: FORMAT.into(),

@@ -189,9 +189,15 @@ fn two_stage_files_are_checked() {
     assert!(e.to_string().contains("must have version 2"), "{e}");
     let e = mutate2(|v| v["stage2"]["split"] = "heterogeneous".into());
     assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
-    assert!(e.to_string().contains("stage2.split") && e.to_string().contains("heterogeneous"), "{e}");
+    assert!(
+        e.to_string().contains("stage2.split") && e.to_string().contains("heterogeneous"),
+        "{e}"
+    );
     let e = mutate2(|v| v["stage2"]["normalization"] = "log".into());
-    assert!(e.to_string().contains("stage2.normalization") && e.to_string().contains("\"log\""), "{e}");
+    assert!(
+        e.to_string().contains("stage2.normalization") && e.to_string().contains("\"log\""),
+        "{e}"
+    );
     let e = mutate2(|v| {
         v["stage2"].as_object_mut().unwrap().remove("split");
     });
@@ -202,7 +208,10 @@ fn two_stage_files_are_checked() {
     assert!(e.to_string().contains("k = 3"), "{e}");
     // Class names that are not mixes cannot be split by BBR presence.
     let e = mutate2(|v| v["classes"][0] = "idle".into());
-    assert!(e.to_string().contains("stage2") && e.to_string().contains("idle"), "{e}");
+    assert!(
+        e.to_string().contains("stage2") && e.to_string().contains("idle"),
+        "{e}"
+    );
     // Writing refuses a stage2 the references cannot support.
     let mut bad = two_stage_sample();
     bad.model = knn::Model::fit(

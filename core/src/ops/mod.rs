@@ -65,10 +65,10 @@ pub use controller::{
 };
 pub use gate::{ProbeGate, GATE_FEATURES};
 pub use knn_classifier::KnnClassifier;
-pub use two_stage_classifier::TwoStageClassifier;
 pub use policy::{FnPolicy, Policy, Stump, TablePolicy};
 pub use schema::{ClassRefs, Labeled, PolicyInput};
 pub use spec::{
     default_prefix_lens, AdaptiveSpec, AnyPolicy, ControllerSpec, ModeSpec, NoCallback, PolicySpec,
     PriorSpec, ProgressiveSpec, StabilityKeySpec,
 };
+pub use two_stage_classifier::TwoStageClassifier;

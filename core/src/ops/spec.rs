@@ -14,8 +14,8 @@ use super::controller::{
 };
 use super::gate::ProbeGate;
 use super::knn_classifier::KnnClassifier;
-use super::two_stage_classifier::TwoStageClassifier;
 use super::policy::{Policy, Stump, TablePolicy};
+use super::two_stage_classifier::TwoStageClassifier;
 use super::Classified;
 use crate::error::{Error, Result};
 use crate::mix::Mix;
@@ -796,7 +796,10 @@ mod tests {
                 differ += (one_stage.classify(w).unwrap().class_index != p.class) as usize;
             }
         }
-        assert!(differ > 0, "stage 2 must change some answers for this test to tell");
+        assert!(
+            differ > 0,
+            "stage 2 must change some answers for this test to tell"
+        );
         let cycles = ControllerSpec {
             cycles: 2,
             ..Default::default()
