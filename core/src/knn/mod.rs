@@ -110,6 +110,28 @@ pub struct Model {
     id: u64,
 }
 
+/// Class names are distinct and every label indexes one of them (the checks
+/// of [`Model::fit`], shared with [`TwoStage::fit`], whose side models are
+/// fitted on side labels and cannot make them).
+pub(crate) fn check_classes_and_labels(classes: &[String], labels: &[u32]) -> Result<()> {
+    for (i, c) in classes.iter().enumerate() {
+        if classes[..i].contains(c) {
+            return Err(Error::invalid(format!("class name {c:?} appears twice")));
+        }
+    }
+    if let Some((i, &l)) = labels
+        .iter()
+        .enumerate()
+        .find(|(_, &l)| l as usize >= classes.len())
+    {
+        return Err(Error::invalid(format!(
+            "label {l} of window {i} is not a class index (there are {} classes)",
+            classes.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Source of [`Model`] ids; 0 means "no model".
 static NEXT_MODEL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -144,21 +166,7 @@ impl Model {
         if classes.is_empty() {
             return Err(Error::invalid("no class names given"));
         }
-        for (i, c) in classes.iter().enumerate() {
-            if classes[..i].contains(c) {
-                return Err(Error::invalid(format!("class name {c:?} appears twice")));
-            }
-        }
-        if let Some((i, &l)) = labels
-            .iter()
-            .enumerate()
-            .find(|(_, &l)| l as usize >= classes.len())
-        {
-            return Err(Error::invalid(format!(
-                "label {l} of window {i} is not a class index (there are {} classes)",
-                classes.len()
-            )));
-        }
+        check_classes_and_labels(&classes, labels)?;
         if config.k == 0 || config.k > n {
             return Err(Error::invalid(format!(
                 "k = {} but the reference set has {n} windows; use 1 <= k <= {n}",

@@ -255,21 +255,7 @@ impl TwoStage {
         }
         // The label and class checks of `Model::fit` that the side models
         // (fitted on side labels and subsets of the classes) cannot make.
-        for (i, c) in classes.iter().enumerate() {
-            if classes[..i].contains(c) {
-                return Err(Error::invalid(format!("class name {c:?} appears twice")));
-            }
-        }
-        if let Some((i, &l)) = labels
-            .iter()
-            .enumerate()
-            .find(|(_, &l)| l as usize >= classes.len())
-        {
-            return Err(Error::invalid(format!(
-                "label {l} of window {i} is not a class index (there are {} classes)",
-                classes.len()
-            )));
-        }
+        super::check_classes_and_labels(&classes, labels)?;
         let class_side = Self::sides_of(&config, &classes, labels, stage2)?;
         let side_labels: Vec<u32> = labels
             .iter()

@@ -30,6 +30,19 @@ pub struct Verdict {
     pub distance: f64,
 }
 
+impl Verdict {
+    /// The full classification, with the mix of `class_index` in `mixes`
+    /// (the classifier's [`Classifier::classes`]).
+    pub fn classified(self, mixes: &[Mix]) -> Classified {
+        Classified {
+            mix: mixes[self.class_index].clone(),
+            class_index: self.class_index,
+            confidence: self.confidence,
+            distance: self.distance,
+        }
+    }
+}
+
 impl From<Classified> for Verdict {
     fn from(c: Classified) -> Self {
         Self {

@@ -68,13 +68,7 @@ impl Classifier for TwoStageClassifier {
     }
 
     fn classify(&mut self, window: &[f64]) -> Result<Classified> {
-        let v = self.verdict(window)?;
-        Ok(Classified {
-            mix: self.mixes[v.class_index].clone(),
-            class_index: v.class_index,
-            confidence: v.confidence,
-            distance: v.distance,
-        })
+        Ok(self.verdict(window)?.classified(&self.mixes))
     }
 
     /// Allocation-free (the probe gate's checks).
