@@ -109,6 +109,7 @@ pub fn main(a: SendLabArgs) -> Result<()> {
         background: a.class.parse()?,
         settle_samples: 1,
         method: opsel::fastprob::AbMethod::Fastprob,
+        budget: Default::default(),
     };
     ab.validate()?;
     // Load the model once up front so a bad one fails before the lab.

@@ -277,6 +277,7 @@ fn ab_lab_rows(a: &AbLabArgs) -> Result<Vec<serde_json::Value>> {
         background: class,
         settle_samples: 1,
         method,
+        budget: Default::default(),
     };
     // Validate both specs before bringing a lab up.
     spec(AbMethod::Fastprob).validate()?;

@@ -51,6 +51,7 @@ fn spec(cands: &[&str], background: Background, settle: usize, method: AbMethod)
         background,
         settle_samples: settle,
         method,
+        budget: Default::default(),
     }
 }
 

@@ -197,3 +197,117 @@ fn tree_spread_is_the_population_sd_of_the_trees() {
         .to_string()
         .contains("rf-regressor"));
 }
+
+/// The hand-built model with `lan` at 30 % (passes the gate's "not yet" leaf of
+/// 19.6 %: stop at the first gate) and `wan` at 4 % (stop at n = 8).
+fn model_with_budgets() -> FastProbModel {
+    let mut v = model_json();
+    v["family_budgets"] = json!({"lan": 30.0, "wan": 4.0});
+    FastProbModel::from_json(&v.to_string()).unwrap()
+}
+
+fn stop_len(p: Prober<'_>) -> usize {
+    let mut p = p;
+    for _ in 0..10 {
+        if let Decision::Stop(pr) | Decision::ForcedStop(pr) = p.push(5e8).unwrap() {
+            return pr.samples;
+        }
+    }
+    panic!("no stop by the cap")
+}
+
+#[test]
+fn probe_budget_selects_the_family_or_an_explicit_budget() {
+    use opsel::fastprob::ProbeBudget;
+    let model = model_with_budgets();
+    let fam = |f: &str| ProbeBudget {
+        family: Some(f.into()),
+        stop_error_pct: None,
+    };
+    let pct = |e: f64| ProbeBudget {
+        family: None,
+        stop_error_pct: Some(e),
+    };
+    let with = |b: &ProbeBudget| Prober::new(&model).budget(b);
+    assert_eq!(stop_len(with(&ProbeBudget::default()).unwrap()), 8);
+    assert_eq!(stop_len(with(&fam("lan")).unwrap()), 1);
+    assert_eq!(stop_len(with(&fam("wan")).unwrap()), 8);
+    assert_eq!(stop_len(with(&pct(30.0)).unwrap()), 1);
+    assert_eq!(stop_len(with(&pct(4.0)).unwrap()), 8);
+    // Errors say what is wrong and what the file has.
+    let both = ProbeBudget {
+        family: Some("lan".into()),
+        stop_error_pct: Some(5.0),
+    };
+    let e = with(&both).unwrap_err().to_string();
+    assert!(e.contains("both"), "{e}");
+    let e = with(&fam("shared")).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown family \"shared\"") && e.contains("\"lan\" (30 %)") && e.contains("\"wan\" (4 %)"),
+        "{e}"
+    );
+    let mut plain = model_json();
+    plain.as_object_mut().unwrap().remove("family_budgets");
+    let plain = FastProbModel::from_json(&plain.to_string()).unwrap();
+    let e = Prober::new(&plain).budget(&fam("lan")).unwrap_err().to_string();
+    assert!(e.contains("no family_budgets"), "{e}");
+    assert!(e.contains("5 %"), "{e}");
+    // The serde form is the one the CLI and bindings convert into.
+    let b: ProbeBudget = serde_json::from_str(r#"{"family": "wan"}"#).unwrap();
+    assert_eq!(b, fam("wan"));
+    assert!(serde_json::from_str::<ProbeBudget>(r#"{"familly": "wan"}"#).is_err());
+    assert_eq!(serde_json::to_string(&ProbeBudget::default()).unwrap(), "{}");
+}
+
+#[test]
+fn start_probe_and_ab_take_the_budget() {
+    use opsel::fastprob::{
+        AbAction, AbEvaluator, AbMethod, AbSpec, Background, ProbeBudget, StartAction, StartProbe,
+    };
+    use std::sync::Arc;
+    let model = Arc::new(model_with_budgets());
+    let lan = ProbeBudget {
+        family: Some("lan".into()),
+        stop_error_pct: None,
+    };
+    // The start-of-transfer probe: one sample with lan's budget, eight by default.
+    let samples = |mut sp: StartProbe| {
+        for k in 1..=10 {
+            if let StartAction::Done { .. } = sp.push(5e8, 1000).unwrap() {
+                return k;
+            }
+        }
+        panic!("no stop")
+    };
+    assert_eq!(samples(StartProbe::estimate(model.clone())), 8);
+    assert_eq!(
+        samples(StartProbe::estimate_with(model.clone(), &lan).unwrap()),
+        1
+    );
+    let bad = ProbeBudget {
+        family: Some("dsl".into()),
+        stop_error_pct: None,
+    };
+    assert!(StartProbe::estimate_with(model.clone(), &bad).is_err());
+    // The A/B: every candidate is probed under the spec's budget.
+    let ab = |budget: ProbeBudget| {
+        let spec = AbSpec {
+            candidates: vec!["cubic".into(), "bbr".into()],
+            background: Background::Unknown,
+            settle_samples: 0,
+            method: AbMethod::Fastprob,
+            budget,
+        };
+        let mut ev = AbEvaluator::new(model.clone(), spec)?;
+        let mut act = ev.start()?;
+        loop {
+            if let AbAction::Done(o) = act {
+                return Ok::<_, opsel::Error>(o.candidates.iter().map(|c| c.samples).collect::<Vec<_>>());
+            }
+            act = ev.push(5e8)?;
+        }
+    };
+    assert_eq!(ab(ProbeBudget::default()).unwrap(), vec![8, 8]);
+    assert_eq!(ab(lan).unwrap(), vec![1, 1]);
+    assert!(ab(bad).is_err());
+}

@@ -19,7 +19,7 @@
 //! Sans-IO: [`AbEvaluator::start`] and [`AbEvaluator::push`] return
 //! [`AbAction`]s; the evaluator never touches a socket or a clock.
 
-use super::model::{Decision, FastProbModel, Prober};
+use super::model::{Decision, FastProbModel, ProbeBudget, Prober};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -80,6 +80,10 @@ pub struct AbSpec {
     /// FastProb or a fixed-length evaluation.
     #[serde(default = "fastprob")]
     pub method: AbMethod,
+    /// FastProb's error budget for every candidate: a family of the model
+    /// file's `family_budgets`, an explicit E %, or (default) the file's own.
+    #[serde(default, skip_serializing_if = "ProbeBudget::is_default")]
+    pub budget: ProbeBudget,
 }
 
 fn one() -> usize {
@@ -123,6 +127,7 @@ impl AbSpec {
                 )));
             }
         }
+        self.budget.validate()?;
         if self.background == Background::CubicOnly && self.candidates.iter().all(|c| is_bbr(c)) {
             return Err(Error::invalid(
                 "every candidate is BBR, but the background is CUBIC-only and the fairness rule never chooses BBR there; add a loss-based candidate (cubic)",
@@ -218,7 +223,8 @@ impl AbEvaluator {
             })
             .collect();
         Ok(AbEvaluator {
-            prober: Prober::shared(model),
+            // The budget is checked against the model here, before any switch.
+            prober: Prober::shared(model).budget(&spec.budget)?,
             spec,
             interval_ns,
             results,

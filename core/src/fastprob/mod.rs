@@ -56,7 +56,7 @@ pub use baselines::{ArVariant, Baseline, Denominator};
 pub use metrics::{mape_pct, pct_error, t_avg, Estimate, Summary, TransferLog};
 pub use model::{
     Decision, FastProbModel, FastProbSpec, Features, GateInputs, GateKind, GateLayout, Prediction,
-    Prober, Target, POOLED_BASE_INPUTS,
+    ProbeBudget, Prober, Target, POOLED_BASE_INPUTS,
 };
 pub use retrain::{BatchVerdict, RetrainMonitor, RetrainPolicy};
 pub use start::{StartAction, StartProbe, StartReport, StartStop};

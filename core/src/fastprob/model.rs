@@ -1053,6 +1053,39 @@ enum ModelRef<'m> {
     Shared(std::sync::Arc<FastProbModel>),
 }
 
+/// Which error budget a probe stops on (the one schema the CLI, Python, Node and
+/// C convert into): a network family whose budget the model file carries
+/// (`family_budgets`, version 4), or an explicit budget E %, or neither (the
+/// file's default `stop_error_pct`, which needs no family). Both need a model
+/// with error gates; [`Prober::budget`] checks them against the model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeBudget {
+    /// A family named in the file's `family_budgets` (e.g. `"wan"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    /// An explicit error budget E, percent in (0, 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_error_pct: Option<f64>,
+}
+
+impl ProbeBudget {
+    /// Neither set: the model's default budget.
+    pub fn is_default(&self) -> bool {
+        self.family.is_none() && self.stop_error_pct.is_none()
+    }
+
+    /// At most one of the two; the model-dependent checks are [`Prober::budget`]'s.
+    pub fn validate(&self) -> Result<()> {
+        if let (Some(f), Some(e)) = (&self.family, self.stop_error_pct) {
+            return Err(Error::invalid(format!(
+                "family {f:?} and stop_error_pct {e} % both given: a family selects the file's budget for it, so give one or the other"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// One probe in progress: a fixed buffer of samples and the model it consults.
 /// `push` allocates nothing.
 #[derive(Debug, Clone)]
@@ -1142,6 +1175,12 @@ impl<'m> Prober<'m> {
     /// for a caller that knows which kind of network it is on.
     pub fn family(self, name: &str) -> Result<Self> {
         let m = self.model();
+        if m.family_budgets.is_empty() {
+            return Err(Error::invalid(format!(
+                "family {name:?}: this model file has no family_budgets (a version-4 option the trainer writes with --family-budgets); it stops on its one default budget (stop_error_pct {} %): drop the family, or set an error budget instead",
+                m.spec.stop_error_pct
+            )));
+        }
         let Some(e) = m
             .family_budgets
             .iter()
@@ -1149,12 +1188,27 @@ impl<'m> Prober<'m> {
             .map(|(_, e)| *e)
         else {
             return Err(Error::invalid(format!(
-                "the model has no budget for family {name:?}; it has {:?} (the default budget, stop_error_pct {} %, needs none)",
-                m.family_budgets.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+                "unknown family {name:?}: this model has budgets for {} (the default budget, stop_error_pct {} %, needs none)",
+                m.family_budgets
+                    .iter()
+                    .map(|(f, e)| format!("{f:?} ({e} %)"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 m.spec.stop_error_pct
             )));
         };
         self.stop_error_pct(e)
+    }
+
+    /// Apply a [`ProbeBudget`]: the family's budget, an explicit one, or (both
+    /// unset) the model's default.
+    pub fn budget(self, b: &ProbeBudget) -> Result<Self> {
+        b.validate()?;
+        match (&b.family, b.stop_error_pct) {
+            (Some(f), _) => self.family(f),
+            (None, Some(e)) => self.stop_error_pct(e),
+            (None, None) => Ok(self),
+        }
     }
 
     /// Forget the samples and start over (same model and threshold).

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::ab::{AbAction, AbEvaluator, AbOutcome, AbSpec};
-use super::model::{Decision, FastProbModel, Prober};
+use super::model::{Decision, FastProbModel, ProbeBudget, Prober};
 use crate::error::{Error, Result};
 
 /// What the sending loop does after a sample.
@@ -96,11 +96,22 @@ pub struct StartProbe {
 }
 
 impl StartProbe {
-    /// FastProb on the transfer's own CCA.
+    /// FastProb on the transfer's own CCA, with the model's default budget.
     pub fn estimate(model: Arc<FastProbModel>) -> StartProbe {
-        let interval_ns = model.spec().interval_ns;
+        Self::with_prober(Prober::shared(model))
+    }
+
+    /// FastProb on the transfer's own CCA with an error budget: a family of
+    /// the file's `family_budgets` or an explicit E % (checked against the
+    /// model here, before the transfer starts).
+    pub fn estimate_with(model: Arc<FastProbModel>, budget: &ProbeBudget) -> Result<StartProbe> {
+        Ok(Self::with_prober(Prober::shared(model).budget(budget)?))
+    }
+
+    fn with_prober(prober: Prober<'static>) -> StartProbe {
+        let interval_ns = prober.model().spec().interval_ns;
         StartProbe {
-            mode: Mode::Estimate(Box::new(Prober::shared(model))),
+            mode: Mode::Estimate(Box::new(prober)),
             interval_ns,
             first_cca: None,
             total_bytes: 0,
@@ -305,6 +316,7 @@ mod tests {
             background: bg,
             settle_samples: 1,
             method: AbMethod::Fixed { samples: 2 },
+            budget: Default::default(),
         }
     }
 
