@@ -1982,6 +1982,29 @@ opsel_status opsel_fastprob_probe_new(const opsel_fastprob_model *model,
                                       opsel_fastprob_probe **out_probe);
 
 /**
+ * Start a probe over `model` with an error budget (error gates).
+ * `budget_json` is the core's `ProbeBudget`: `{"family": "wan"}` selects
+ * the model file's budget for that network family (`family_budgets`),
+ * `{"stop_error_pct": 4}` sets a budget E %; NULL or `{}` keeps the file's
+ * default. `threshold` is as in `opsel_fastprob_probe_new()`. Errors:
+ * `OPSEL_INVALID_INPUT` for bad JSON, both keys, a family the file has no
+ * budget for (the message lists the ones it has) or a file without
+ * `family_budgets`. Ownership: release `*out_probe` with `opsel_fastprob_probe_free()`.
+ */
+opsel_status opsel_fastprob_probe_new_budget(const opsel_fastprob_model *model,
+                                             double threshold,
+                                             const char *budget_json,
+                                             opsel_fastprob_probe **out_probe);
+
+/**
+ * The model file's per-family error budgets as a JSON object
+ * (`{"lan": 12, "wan": 4}`; `{}` when it has none) in `*out_json`.
+ * Ownership: release `*out_json` with `opsel_string_free()`.
+ */
+opsel_status opsel_fastprob_model_family_budgets(const opsel_fastprob_model *model,
+                                                 char **out_json);
+
+/**
  * Release a probe. NULL is ignored.
  */
 void opsel_fastprob_probe_free(opsel_fastprob_probe *probe);

@@ -5,7 +5,8 @@
 use crate::error::{guard, opsel_status, out_ptr, utf8};
 use crate::handle::Handle;
 use crate::model::clear_out;
-use opsel::fastprob::{Decision, FastProbModel, Prober};
+use crate::json;
+use opsel::fastprob::{Decision, FastProbModel, ProbeBudget, Prober};
 use std::ffi::c_char;
 use std::sync::Arc;
 
@@ -108,6 +109,60 @@ pub unsafe extern "C" fn opsel_fastprob_probe_new(
         };
         opsel_fastprob_probe { inner }.into_out(out);
         Ok(())
+    })
+}
+
+/// Start a probe over `model` with an error budget (error gates).
+/// `budget_json` is the core's `ProbeBudget`: `{"family": "wan"}` selects
+/// the model file's budget for that network family (`family_budgets`),
+/// `{"stop_error_pct": 4}` sets a budget E %; NULL or `{}` keeps the file's
+/// default. `threshold` is as in `opsel_fastprob_probe_new()`. Errors:
+/// `OPSEL_INVALID_INPUT` for bad JSON, both keys, a family the file has no
+/// budget for (the message lists the ones it has) or a file without
+/// `family_budgets`. Ownership: release `*out_probe` with `opsel_fastprob_probe_free()`.
+#[no_mangle]
+pub unsafe extern "C" fn opsel_fastprob_probe_new_budget(
+    model: *const opsel_fastprob_model,
+    threshold: f64,
+    budget_json: *const c_char,
+    out_probe: *mut *mut opsel_fastprob_probe,
+) -> opsel_status {
+    guard(|| {
+        let out = clear_out(out_probe)?;
+        let m = unsafe { Handle::borrow(model) }?;
+        let budget: ProbeBudget = json::arg_or_default(budget_json, "budget_json")?;
+        let p = Prober::shared(Arc::clone(&m.inner));
+        let p = if threshold < 0.0 {
+            p
+        } else {
+            p.threshold(threshold)?
+        };
+        opsel_fastprob_probe {
+            inner: p.budget(&budget)?,
+        }
+        .into_out(out);
+        Ok(())
+    })
+}
+
+/// The model file's per-family error budgets as a JSON object
+/// (`{"lan": 12, "wan": 4}`; `{}` when it has none) in `*out_json`.
+/// Ownership: release `*out_json` with `opsel_string_free()`.
+#[no_mangle]
+pub unsafe extern "C" fn opsel_fastprob_model_family_budgets(
+    model: *const opsel_fastprob_model,
+    out_json: *mut *mut c_char,
+) -> opsel_status {
+    guard(|| {
+        let out = clear_out(out_json)?;
+        let m = unsafe { Handle::borrow(model) }?;
+        let v: std::collections::BTreeMap<&str, f64> = m
+            .inner
+            .family_budgets()
+            .iter()
+            .map(|(f, e)| (f.as_str(), *e))
+            .collect();
+        json::out(&v, out)
     })
 }
 
