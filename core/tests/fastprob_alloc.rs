@@ -3,7 +3,8 @@
 //! fixture, the version-2 ratio+stats fixture (features computed on the stack) and
 //! the version-3 fixture (log target, error-regression gates) and the version-4
 //! fixtures (the tree spread and absolute-scale gate inputs, per-length and pooled
-//! gates, a family's budget).
+//! gates, a family's budget, a budget that follows the family inferred from the
+//! prefix, soft and hard).
 use opsel::fastprob::{Decision, FastProbModel, Prober};
 
 #[path = "common/counting_alloc.rs"]
@@ -35,6 +36,12 @@ fn push_does_not_allocate_with_a_pooled_gate_and_a_family_budget() {
     push_does_not_allocate_on("tests/fastprob_fixtures/model_v4_pooled_small.json");
 }
 
+#[test]
+fn push_does_not_allocate_with_an_inferred_family() {
+    push_does_not_allocate_on("tests/fastprob_fixtures/model_v4_family_small.json");
+    push_does_not_allocate_on("tests/fastprob_fixtures/model_v4_family_hard_small.json");
+}
+
 fn push_does_not_allocate_on(file: &str) {
     // A bare name is a fixture shared with the bindings; a path is the core's own.
     let p = if file.contains('/') {
@@ -46,10 +53,14 @@ fn push_does_not_allocate_on(file: &str) {
         )
     };
     let model = FastProbModel::load(std::path::Path::new(&p)).unwrap();
+    // A file with a family classifier runs its default path (the inferred
+    // family's budget at every gate); one with budgets only, a family's budget.
     let mut probe = match model.family_budgets().first() {
+        _ if model.family_classifier().is_some() => Prober::new(&model),
         Some((fam, _)) => Prober::new(&model).family(fam).unwrap(),
         None => Prober::new(&model),
     };
+    assert_eq!(probe.infers_family(), model.family_classifier().is_some());
     let (stops, n) = count(|| {
         let mut stops = 0usize;
         for run in 0..200u32 {

@@ -31,7 +31,14 @@
 //!   (`... --gate-layout pooled --gate-inputs abs,sd --gate-trees 6 --gate-depth 5
 //!   --family-budgets '{"lan": 8, "wan": 4, "shared": 6}' ...`; docs/results/fastprob.md,
 //!   "A deployable gate: one budget, format version 4").
-use opsel::fastprob::{Decision, FastProbModel, Prober};
+//! - `core/tests/fastprob_fixtures/model_v4_family_small.json` /
+//!   `sklearn_v4_family_small.json` (and `..._family_hard_small...`): the pooled
+//!   fixture's configuration with a family classifier whose predicted family sets
+//!   each gate's budget (`... --family-budgets '{"lan": 12, "wan": 3, "shared": 6}'
+//!   --family-classifier 4,3 --family-mode soft` (or `hard`) `-o
+//!   model_v4_family_small.json --fixture sklearn_v4_family_small.json
+//!   --fixture-logs 30`; docs/results/fastprob.md, "A family the probe infers itself").
+use opsel::fastprob::{Decision, FamilyMode, FastProbModel, Prober};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
@@ -101,6 +108,59 @@ fn prober_equals_sklearn_on_a_version_4_pooled_gate_model() {
     assert!(model.has_pooled_gate());
     assert_eq!(model.family_budgets().len(), 3);
     replay("model_v4_pooled_small.json", "sklearn_v4_pooled_small.json");
+}
+
+#[test]
+fn prober_equals_sklearn_with_an_inferred_family_soft_and_hard() {
+    for (m, f, mode) in [
+        (
+            "model_v4_family_small.json",
+            "sklearn_v4_family_small.json",
+            FamilyMode::Soft,
+        ),
+        (
+            "model_v4_family_hard_small.json",
+            "sklearn_v4_family_hard_small.json",
+            FamilyMode::Hard,
+        ),
+    ] {
+        let model = FastProbModel::from_json(&fixture(m)).unwrap();
+        let (classes, got_mode) = model.family_classifier().unwrap();
+        assert_eq!(classes, ["lan", "shared", "wan"]);
+        assert_eq!(got_mode, mode);
+        assert!(Prober::new(&model).infers_family());
+        replay(m, f);
+    }
+}
+
+/// The inferred budget is what decides: the same file with its default budget
+/// set (no inference) stops elsewhere on some logs, and a caller's family or
+/// budget switches the inference off.
+#[test]
+fn an_inferred_family_moves_stops_and_a_caller_budget_overrides_it() {
+    let model = FastProbModel::from_json(&fixture("model_v4_family_small.json")).unwrap();
+    let fx: Value = serde_json::from_str(&fixture("sklearn_v4_family_small.json")).unwrap();
+    let e0 = model.spec().stop_error_pct;
+    let (mut moved, mut n) = (0, 0);
+    for log in fx["logs"].as_array().unwrap() {
+        let s = f64s(&log["samples_bps"]);
+        let inferred = run(Prober::new(&model), &s);
+        let fixed = Prober::new(&model).stop_error_pct(e0).unwrap();
+        assert!(!fixed.infers_family());
+        let fixed = run(fixed, &s);
+        moved += (inferred.samples != fixed.samples) as usize;
+        // A family's budget is that budget set directly, inference off.
+        for (fam, e) in model.family_budgets() {
+            let p = Prober::new(&model).family(fam).unwrap();
+            assert!(!p.infers_family());
+            assert_eq!(
+                run(p, &s),
+                run(Prober::new(&model).stop_error_pct(*e).unwrap(), &s)
+            );
+        }
+        n += 1;
+    }
+    assert!(moved > 0, "the inferred budget moved no stop of {n}");
 }
 
 /// A family's stored budget decides as the same budget set directly, and as the

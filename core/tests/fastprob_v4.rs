@@ -243,20 +243,28 @@ fn probe_budget_selects_the_family_or_an_explicit_budget() {
     assert!(e.contains("both"), "{e}");
     let e = with(&fam("shared")).unwrap_err().to_string();
     assert!(
-        e.contains("unknown family \"shared\"") && e.contains("\"lan\" (30 %)") && e.contains("\"wan\" (4 %)"),
+        e.contains("unknown family \"shared\"")
+            && e.contains("\"lan\" (30 %)")
+            && e.contains("\"wan\" (4 %)"),
         "{e}"
     );
     let mut plain = model_json();
     plain.as_object_mut().unwrap().remove("family_budgets");
     let plain = FastProbModel::from_json(&plain.to_string()).unwrap();
-    let e = Prober::new(&plain).budget(&fam("lan")).unwrap_err().to_string();
+    let e = Prober::new(&plain)
+        .budget(&fam("lan"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no family_budgets"), "{e}");
     assert!(e.contains("5 %"), "{e}");
     // The serde form is the one the CLI and bindings convert into.
     let b: ProbeBudget = serde_json::from_str(r#"{"family": "wan"}"#).unwrap();
     assert_eq!(b, fam("wan"));
     assert!(serde_json::from_str::<ProbeBudget>(r#"{"familly": "wan"}"#).is_err());
-    assert_eq!(serde_json::to_string(&ProbeBudget::default()).unwrap(), "{}");
+    assert_eq!(
+        serde_json::to_string(&ProbeBudget::default()).unwrap(),
+        "{}"
+    );
 }
 
 #[test]
@@ -302,7 +310,9 @@ fn start_probe_and_ab_take_the_budget() {
         let mut act = ev.start()?;
         loop {
             if let AbAction::Done(o) = act {
-                return Ok::<_, opsel::Error>(o.candidates.iter().map(|c| c.samples).collect::<Vec<_>>());
+                return Ok::<_, opsel::Error>(
+                    o.candidates.iter().map(|c| c.samples).collect::<Vec<_>>(),
+                );
             }
             act = ev.push(5e8)?;
         }
@@ -310,4 +320,45 @@ fn start_probe_and_ab_take_the_budget() {
     assert_eq!(ab(ProbeBudget::default()).unwrap(), vec![8, 8]);
     assert_eq!(ab(lan).unwrap(), vec![1, 1]);
     assert!(ab(bad).is_err());
+}
+
+#[test]
+fn family_classifier_fields_are_checked() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fastprob_fixtures/model_v4_family_small.json"
+    ))
+    .unwrap();
+    let base: Value = serde_json::from_str(&text).unwrap();
+    assert!(FastProbModel::from_json(&text).is_ok());
+    // A version-3 file (log target, error gates) with the classifier added.
+    let v3 = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fastprob_fixtures/model_v3_small.json"
+    ))
+    .unwrap();
+    let mut v: Value = serde_json::from_str(&v3).unwrap();
+    v["family_classifier"] = base["family_classifier"].clone();
+    rejected(v, "family_classifier");
+    let mut v = base.clone();
+    v["family_budgets"].as_object_mut().unwrap().remove("wan");
+    rejected(v, "class \"wan\" has no budget");
+    let mut v = base.clone();
+    v["family_classifier"]["classes"] = json!(["lan", "lan", "wan"]);
+    rejected(v, "listed twice");
+    let mut v = base.clone();
+    v["family_classifier"]["classes"] = json!(["lan", "wan"]);
+    rejected(v, "one per output");
+    let mut v = base.clone();
+    v["family_classifier"]["forest"]["n_features"] = json!(18);
+    rejected(v, "expected 17");
+    let mut v = base.clone();
+    v["family_classifier"]["mode"] = json!("mean");
+    rejected(v, "mean");
+    let mut v = base.clone();
+    v["family_classifier"]["forest"] = v["pooled_gate"].clone();
+    rejected(v, "rf-classifier over the families");
+    let mut v = base;
+    v["family_classifier"]["extra"] = json!(1);
+    rejected(v, "extra");
 }

@@ -55,8 +55,8 @@ pub use ab::{AbAction, AbEvaluator, AbMethod, AbOutcome, AbSpec, Background, Can
 pub use baselines::{ArVariant, Baseline, Denominator};
 pub use metrics::{mape_pct, pct_error, t_avg, Estimate, Summary, TransferLog};
 pub use model::{
-    Decision, FastProbModel, FastProbSpec, Features, GateInputs, GateKind, GateLayout, Prediction,
-    ProbeBudget, Prober, Target, POOLED_BASE_INPUTS,
+    Decision, FamilyMode, FastProbModel, FastProbSpec, Features, GateInputs, GateKind, GateLayout,
+    Prediction, ProbeBudget, Prober, Target, FAMILY_INPUTS, MAX_FAMILIES, POOLED_BASE_INPUTS,
 };
 pub use retrain::{BatchVerdict, RetrainMonitor, RetrainPolicy};
 pub use start::{StartAction, StartProbe, StartReport, StartStop};

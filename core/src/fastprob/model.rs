@@ -52,6 +52,14 @@
 //! `family_budgets` ({family: E %}) a caller that knows its network may select
 //! ([`Prober::family`]); the default stop budget is the one `stop_error_pct`, so the
 //! default path needs no family. Versions 1-3 cannot set any of them.
+//!
+//! Version 4 may also carry a top-level `family_classifier` (our extension;
+//! docs/results/fastprob.md, "A family the probe infers itself"): a random-forest
+//! classifier over the pooled gate's 16 base inputs and the `abs` input (17 in all)
+//! whose `classes` are families of `family_budgets`. With it, and unless the caller
+//! sets a budget or a family, every gate's budget follows the family predicted from
+//! the probe's own prefix: `"soft"`, E = Σ P(family) · E(family) summed in class
+//! order; `"hard"`, the budget of the most probable family (the first on ties).
 
 use super::metrics::{check_samples, Estimate};
 use crate::error::{Error, Result};
@@ -443,6 +451,30 @@ const X_LEN: usize = MAX_N + N_STATS;
 /// Stack buffer for one gate's inputs: a stage's inputs or the pooled base, then
 /// at most two `gate_inputs`.
 const G_LEN: usize = X_LEN + 2;
+/// Most families a `family_classifier` may name (its probabilities live on the stack).
+pub const MAX_FAMILIES: usize = 8;
+/// The family classifier's inputs: the pooled base and `abs`.
+pub const FAMILY_INPUTS: usize = POOLED_BASE_INPUTS + 1;
+
+/// How an inferred family sets the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FamilyMode {
+    /// E = Σ P(family) · E(family), summed in class order.
+    Soft,
+    /// E of the most probable family (the first in class order on ties).
+    Hard,
+}
+
+/// A `family_classifier`: the forest, its mode, and each class's budget in the
+/// forest's class order.
+#[derive(Debug, Clone)]
+struct FamilyClassifier {
+    forest: Ensemble,
+    mode: FamilyMode,
+    classes: Vec<String>,
+    budgets: Vec<f64>,
+}
 
 /// The four prefix statistics of `ratio+stats`: the prefix mean / s, the mean of
 /// the last min(4, n) samples / s, the change over the last min(4, n − 1)
@@ -542,6 +574,17 @@ pub struct FastProbModel {
     pooled_gate: Option<Ensemble>,
     /// Optional per-family budgets (E %), sorted by name.
     family_budgets: Vec<(String, f64)>,
+    /// Optional: the budget follows the family inferred from the prefix.
+    family_classifier: Option<FamilyClassifier>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFamilyClassifier {
+    mode: FamilyMode,
+    /// Class names in the forest's output order.
+    classes: Vec<String>,
+    forest: serde_json::Value,
 }
 
 #[derive(Deserialize)]
@@ -580,6 +623,9 @@ struct RawModel {
     /// Version 4, optional: {family: E %} a caller that knows its network may select.
     #[serde(default)]
     family_budgets: Option<std::collections::BTreeMap<String, f64>>,
+    /// Version 4, optional: the family inferred from the prefix picks the budget.
+    #[serde(default)]
+    family_classifier: Option<RawFamilyClassifier>,
     #[serde(default)]
     training: serde_json::Value,
 }
@@ -622,6 +668,60 @@ fn sub_model(n: usize, what: &str, v: &serde_json::Value) -> Result<Ensemble> {
     })
 }
 
+/// Validate a `family_classifier` against the file's `family_budgets`.
+fn family_classifier(
+    fc: RawFamilyClassifier,
+    family_budgets: &[(String, f64)],
+) -> Result<FamilyClassifier> {
+    let forest = Ensemble::from_json(&fc.forest.to_string()).map_err(|e| match e {
+        Error::InvalidModel(m) => bad(format!("family_classifier forest: {m}")),
+        other => other,
+    })?;
+    if forest.kind() != Kind::RfClassifier {
+        return Err(bad(format!(
+            "family_classifier forest is a {}; it is an rf-classifier over the families",
+            forest.kind().name()
+        )));
+    }
+    if forest.n_features() != FAMILY_INPUTS {
+        return Err(bad(format!(
+            "family_classifier takes {} features, expected {FAMILY_INPUTS} ({POOLED_BASE_INPUTS} pooled base inputs and abs)",
+            forest.n_features()
+        )));
+    }
+    let k = fc.classes.len();
+    if !(2..=MAX_FAMILIES).contains(&k) || forest.n_classes() != k {
+        return Err(bad(format!(
+            "family_classifier has {k} classes and a forest of {} outputs: give 2..={MAX_FAMILIES} classes, one per output",
+            forest.n_classes()
+        )));
+    }
+    let mut budgets = Vec::with_capacity(k);
+    for (i, c) in fc.classes.iter().enumerate() {
+        if fc.classes[..i].contains(c) {
+            return Err(bad(format!(
+                "family_classifier class {c:?} is listed twice"
+            )));
+        }
+        let Some(e) = family_budgets.iter().find(|(f, _)| f == c).map(|(_, e)| *e) else {
+            return Err(bad(format!(
+                "family_classifier class {c:?} has no budget in family_budgets ({:?})",
+                family_budgets
+                    .iter()
+                    .map(|(f, _)| f.as_str())
+                    .collect::<Vec<_>>()
+            )));
+        };
+        budgets.push(e);
+    }
+    Ok(FamilyClassifier {
+        forest,
+        mode: fc.mode,
+        classes: fc.classes,
+        budgets,
+    })
+}
+
 impl FastProbModel {
     /// Parse and validate a FastProb model file's JSON text.
     pub fn from_json(text: &str) -> Result<Self> {
@@ -651,9 +751,13 @@ impl FastProbModel {
                 raw.sample_unit
             )));
         }
-        if raw.version < 4 && (raw.pooled_gate.is_some() || raw.family_budgets.is_some()) {
+        if raw.version < 4
+            && (raw.pooled_gate.is_some()
+                || raw.family_budgets.is_some()
+                || raw.family_classifier.is_some())
+        {
             return Err(bad(
-                "a version-1, -2 or -3 file cannot have pooled_gate or family_budgets; write version 4"
+                "a version-1, -2 or -3 file cannot have pooled_gate, family_budgets or family_classifier; write version 4"
                     .to_string(),
             ));
         }
@@ -725,6 +829,10 @@ impl FastProbModel {
             }
             family_budgets.push((name, e));
         }
+        let family_classifier = match raw.family_classifier {
+            None => None,
+            Some(fc) => Some(family_classifier(fc, &family_budgets)?),
+        };
         let mut stages: Vec<Option<Stage>> = vec![None; MAX_N];
         let mut last = 0;
         for st in raw.stages {
@@ -866,6 +974,7 @@ impl FastProbModel {
             error_below: (spec.stop_error_pct + ERR_OFFSET).ln(),
             pooled_gate,
             family_budgets,
+            family_classifier,
         })
     }
 
@@ -933,9 +1042,7 @@ impl FastProbModel {
         let mut k = at;
         let gi = self.spec.gate_inputs;
         if gi.abs {
-            // scale.py `abs_input`: log of the prefix mean, floored.
-            let mean = raw.iter().fold(0.0, |a, v| a + v) / raw.len() as f64;
-            g[k] = mean.max(self.spec.abs_floor_bps).ln();
+            g[k] = self.abs_input(raw);
             k += 1;
         }
         if gi.sd {
@@ -960,6 +1067,13 @@ impl FastProbModel {
         reg: &mut Option<f64>,
         g: &mut [f64; G_LEN],
     ) -> Result<usize> {
+        self.pooled_base_into(raw, &mut g[..POOLED_BASE_INPUTS]);
+        self.extras_into(raw, st, x, reg, g, POOLED_BASE_INPUTS)
+    }
+
+    /// The pooled base inputs (`POOLED_BASE_INPUTS` of them) into `g`.
+    #[inline]
+    fn pooled_base_into(&self, raw: &[f64], g: &mut [f64]) {
         let n = raw.len();
         let s = raw
             .iter()
@@ -977,7 +1091,50 @@ impl FastProbModel {
             *o = v / s;
         }
         g[base + POOL_LAST] = cv_last(raw);
-        self.extras_into(raw, st, x, reg, g, POOLED_BASE_INPUTS)
+    }
+
+    /// scale.py `abs_input`: log of the prefix mean, floored.
+    #[inline]
+    fn abs_input(&self, raw: &[f64]) -> f64 {
+        let mean = raw.iter().fold(0.0, |a, v| a + v) / raw.len() as f64;
+        mean.max(self.spec.abs_floor_bps).ln()
+    }
+
+    /// log(E + 0.5) for the budget E the family classifier gives the prefix
+    /// `raw` (inferred_family.py: soft or hard). Allocation-free.
+    #[inline]
+    fn inferred_below(&self, fc: &FamilyClassifier, raw: &[f64]) -> Result<f64> {
+        let mut g = [0.0; FAMILY_INPUTS];
+        self.pooled_base_into(raw, &mut g[..POOLED_BASE_INPUTS]);
+        g[POOLED_BASE_INPUTS] = self.abs_input(raw);
+        let k = fc.budgets.len();
+        let mut p = [0.0; MAX_FAMILIES];
+        fc.forest.predict_proba(&g, &mut p[..k])?;
+        let e = match fc.mode {
+            // Left to right from 0, as the trainer sums it.
+            FamilyMode::Soft => p[..k]
+                .iter()
+                .zip(&fc.budgets)
+                .fold(0.0, |a, (p, b)| a + p * b),
+            FamilyMode::Hard => {
+                let mut best = 0;
+                for i in 1..k {
+                    if p[i] > p[best] {
+                        best = i;
+                    }
+                }
+                fc.budgets[best]
+            }
+        };
+        Ok((e + ERR_OFFSET).ln())
+    }
+
+    /// The `family_classifier`'s classes in its output order, and its mode;
+    /// `None` when the file has none.
+    pub fn family_classifier(&self) -> Option<(&[String], FamilyMode)> {
+        self.family_classifier
+            .as_ref()
+            .map(|fc| (fc.classes.as_slice(), fc.mode))
     }
 
     /// The per-family budgets of the file (E %), sorted by family name; empty
@@ -1098,6 +1255,9 @@ pub struct Prober<'m> {
     /// An error gate stops below this: log(E + 0.5), E the model's
     /// `stop_error_pct` unless [`Prober::stop_error_pct`] or [`Prober::family`] set another.
     error_below: f64,
+    /// The model's `family_classifier` sets each gate's budget (until the
+    /// caller sets one: [`Prober::stop_error_pct`], [`Prober::family`]).
+    infer: bool,
 }
 
 impl Prober<'static> {
@@ -1114,10 +1274,12 @@ impl<'m> Prober<'m> {
     }
 
     fn with_model(model: ModelRef<'m>) -> Self {
-        let (threshold, error_below) = match &model {
-            ModelRef::Borrowed(m) => (m.spec.stop_threshold, m.error_below),
-            ModelRef::Shared(m) => (m.spec.stop_threshold, m.error_below),
+        let m: &FastProbModel = match &model {
+            ModelRef::Borrowed(m) => m,
+            ModelRef::Shared(m) => m,
         };
+        let (threshold, error_below) = (m.spec.stop_threshold, m.error_below);
+        let infer = m.family_classifier.is_some();
         Prober {
             model,
             buf: [0.0; MAX_N],
@@ -1125,6 +1287,7 @@ impl<'m> Prober<'m> {
             stopped: false,
             threshold,
             error_below,
+            infer,
         }
     }
 
@@ -1167,7 +1330,14 @@ impl<'m> Prober<'m> {
             )));
         }
         self.error_below = (e_pct + ERR_OFFSET).ln();
+        self.infer = false;
         Ok(self)
+    }
+
+    /// True when each gate's budget comes from the family the model's
+    /// `family_classifier` infers from the prefix (no budget or family set).
+    pub fn infers_family(&self) -> bool {
+        self.infer
     }
 
     /// Use the file's budget for a network family (its optional
@@ -1267,12 +1437,17 @@ impl<'m> Prober<'m> {
         let mut reg = None;
         // p: P(predictable) of a classifier gate; an error gate reports none (its
         // output is a predicted log error, not a probability).
+        // The budget: the caller's or the file's, or the inferred family's.
+        let below = match model.family_classifier.as_ref() {
+            Some(fc) if gated && self.infer => model.inferred_below(fc, raw)?,
+            _ => self.error_below,
+        };
         let (p, fires) = if !gated {
             (None, false)
         } else if let Some(pg) = model.pooled_gate.as_ref() {
             let mut g = [0.0; G_LEN];
             let kg = model.pooled_inputs_into(raw, st, x, &mut reg, &mut g)?;
-            (None, pg.predict(&g[..kg])? < self.error_below)
+            (None, pg.predict(&g[..kg])? < below)
         } else {
             let mut g = [0.0; G_LEN];
             let gx = if spec.gate_inputs.count() == 0 {
@@ -1290,7 +1465,7 @@ impl<'m> Prober<'m> {
                     let p = c.predict(gx)?;
                     (Some(p), p > self.threshold)
                 }
-                Some(Gate::Error(r)) => (None, r.predict(gx)? < self.error_below),
+                Some(Gate::Error(r)) => (None, r.predict(gx)? < below),
             }
         };
         if fires || n == spec.cap {

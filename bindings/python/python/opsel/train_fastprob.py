@@ -31,6 +31,13 @@ Pipeline (each step cites the document):
   the gate's training rows), the gate forest's own ``--gate-depth``,
   ``--gate-min-samples-leaf``, ``--gate-max-features``, and optional per-family budgets
   (``--family-budgets``) beside the one default budget ``--stop-error-pct``;
+- a family the probe infers itself (docs/results/fastprob.md, "A family the probe infers
+  itself"; format version 4): ``--family-classifier T,D`` fits a random-forest classifier
+  (T trees, depth D, min 3 per leaf, seed + 2000) of the transfer's recorded family on the
+  pooled gate's base inputs and ``abs`` (:func:`family_x`) at every gated length; the
+  probe's budget at each gate then follows the predicted family (``--family-mode soft``:
+  sum of P(family) x its ``--family-budgets`` budget; ``hard``: the most probable
+  family's) unless the caller sets a budget or a family;
 - incremental retraining (004 §V): batches of 30, retrain on all history when a
   batch's MAPE exceeds 20 %.
 
@@ -183,6 +190,52 @@ def pooled_base(raw, floor_bps=1e6):
     k = min(POOL_LAST, n)
     last[:, POOL_LAST - k:] = raw[:, n - k:] / s[:, None]
     return np.column_stack([np.full((m, 1), float(n)), F[:, -4:], last, cv_last(raw)[:, None]])
+
+
+FAMILY_MODES = ("soft", "hard")
+
+
+def family_x(spec, raw):
+    """The family classifier's inputs: the pooled base, then ``abs``."""
+    return np.column_stack([pooled_base(raw, spec["ratio_floor_bps"]),
+                            abs_input(raw, spec.get("abs_floor_bps", 1e3))[:, None]])
+
+
+def fit_family_classifier(logs, spec, trees, depth, seed=0, mode="soft"):
+    """A random forest of the recorded family (``logs[i]["family"]``) on :func:`family_x`
+    at every gated length, rows in increasing n (``inferred_family.py``'s classifier)."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    if mode not in FAMILY_MODES:
+        raise ValueError(f"family mode {mode!r}: expected one of {FAMILY_MODES}")
+    spec = dict(DEFAULT_SPEC, **spec)
+    gated = [n for n in range(1, spec["cap"] + 1) if _gated(spec, n)]
+    fam = np.array([str(d.get("family", "")) for d in logs])
+    if (fam == "").any():
+        raise ValueError("a family classifier needs a \"family\" on every training transfer")
+    G = np.vstack([family_x(spec, xy(logs, n)[0]) for n in gated])
+    y = np.concatenate([fam] * len(gated))
+    clf = RandomForestClassifier(random_state=seed + 2000, n_jobs=1, n_estimators=trees, max_depth=depth,
+                                 min_samples_leaf=3).fit(G, y)
+    return {"forest": clf, "mode": mode, "classes": [str(c) for c in clf.classes_]}
+
+
+def budget_below(model, raw):
+    """Per prefix in ``raw``, log(E + 0.5) for the budget E the family classifier gives it
+    (soft: P(family) x budget summed left to right in class order, as the Rust core), or
+    None without a classifier."""
+    fc = model.get("family_classifier")
+    if fc is None:
+        return None
+    P = fc["forest"].predict_proba(family_x(model["spec"], raw))
+    B = [float(model["family_budgets"][c]) for c in fc["classes"]]
+    if fc["mode"] == "soft":
+        e = np.zeros(len(P))
+        for j, b in enumerate(B):
+            e = e + P[:, j] * b
+    else:
+        e = np.array(B)[np.argmax(P, axis=1)]
+    return np.log(e + ERR_OFFSET)
 
 
 def tree_spread(reg, F):
@@ -377,11 +430,12 @@ class Stage:
         return self.gate.predict(xs)
 
 
-def fires(spec, p, thr=None):
+def fires(spec, p, thr=None, below=None):
     """Which gate outputs ``p`` stop the probe: P(predictable) > the stop threshold,
-    or, for an error gate, predicted log(err % + 0.5) < log(E + 0.5)."""
+    or, for an error gate, predicted log(err % + 0.5) < log(E + 0.5) (``below`` per
+    row when a family classifier sets E)."""
     if spec.get("gate", "classifier") == "error":
-        return p < math.log(spec["stop_error_pct"] + ERR_OFFSET)
+        return p < (math.log(spec["stop_error_pct"] + ERR_OFFSET) if below is None else below)
     return p > (spec["stop_threshold"] if thr is None else thr)
 
 
@@ -552,7 +606,8 @@ def run_loop(model, logs, threshold=None):
             continue
         raw = np.array([logs[i]["samples_bps"][:n] for i in active], dtype=np.float64)
         p = st.gate_out(model, raw) if _gated(spec, n) else None
-        fire = np.zeros(len(active), dtype=bool) if p is None else fires(spec, p, thr)
+        below = budget_below(model, raw) if p is not None else None
+        fire = np.zeros(len(active), dtype=bool) if p is None else fires(spec, p, thr, below)
         done = fire | (n == spec["cap"])
         if done.any():
             pred = st.predict(raw[done])
@@ -673,6 +728,10 @@ def ensemble_dict(est, n):
     d = {"format": FORMAT, "version": TREES_VERSION, "n_features": int(n)}
     if isinstance(est, RandomForestRegressor):
         d.update(kind="rf-regressor", n_outputs=1, trees=[tree_dict(t, 1, False) for t in est.estimators_])
+    elif isinstance(est, RandomForestClassifier) and all(isinstance(c, str) for c in est.classes_):
+        # The family classifier: one output per class, in est.classes_ order.
+        k = len(est.classes_)
+        d.update(kind="rf-classifier", n_outputs=k, trees=[tree_dict(t, k, True) for t in est.estimators_])
     elif isinstance(est, RandomForestClassifier):
         if list(est.classes_) != [0, 1]:
             raise ValueError(f"gate classes {list(est.classes_)}: expected [0, 1]")
@@ -699,7 +758,8 @@ def export(model, training=None):
     spec["gate_inputs"] = list(spec.get("gate_inputs") or [])
     extra = len(spec["gate_inputs"])
     fam = model.get("family_budgets")
-    v4 = any(spec.get(k, d) != d for k, d in V4_DEFAULTS.items()) or bool(fam)
+    fc = model.get("family_classifier")
+    v4 = any(spec.get(k, d) != d for k, d in V4_DEFAULTS.items()) or bool(fam) or fc is not None
     v3 = v4 or any(spec.get(k, d) != d for k, d in V3_DEFAULTS.items())
     if not v4:
         # Nothing of version 4 in use: write version 3 or 2, as older builds wrote them.
@@ -715,6 +775,9 @@ def export(model, training=None):
         out["pooled_gate"] = ensemble_dict(model["pooled_gate"], POOLED_BASE_INPUTS + extra)
     if fam:
         out["family_budgets"] = {k: float(v) for k, v in sorted(fam.items())}
+    if fc is not None:
+        out["family_classifier"] = {"mode": fc["mode"], "classes": fc["classes"],
+                                    "forest": ensemble_dict(fc["forest"], POOLED_BASE_INPUTS + 1)}
     training = dict({"params": model["params"]}, **(training or {}))
     if model.get("gate_params"):
         training["gate_params"] = model["gate_params"]
@@ -806,6 +869,12 @@ def main(argv=None):
     t.add_argument("--family-budgets",
                    help='optional per-family error budgets stored beside the default one, JSON {"lan": 12, ...} '
                         "(format version 4; a caller that knows its network selects one)")
+    t.add_argument("--family-classifier",
+                   help="T,D: infer the family from the probe's prefix with a T-tree, depth-D random forest "
+                        "(needs --family-budgets for every family of the training logs; format version 4)")
+    t.add_argument("--family-mode", choices=FAMILY_MODES, default="soft",
+                   help="soft: the budget is the probability-weighted mean of the families' budgets; "
+                        "hard: the most probable family's budget")
     t.add_argument("--train-count", type=int,
                    help="train on the first N transfers in recording order and test on the rest "
                         "(default: the time-ordered 80 %%)")
@@ -896,6 +965,20 @@ def main(argv=None):
         if a.gate != "error" or any(not 0 < v < 100 for v in fam.values()):
             ap.error("--family-budgets are error budgets in (0, 100) %% and need --gate error")
         model["family_budgets"] = fam
+    if a.family_classifier:
+        if not a.family_budgets:
+            ap.error("--family-classifier needs --family-budgets (the budget of each family it predicts)")
+        try:
+            ft, fd = (int(v) for v in a.family_classifier.split(","))
+        except ValueError:
+            ap.error(f"--family-classifier {a.family_classifier!r}: expected TREES,DEPTH (e.g. 8,4)")
+        t1 = time.perf_counter()
+        fc = fit_family_classifier(train, spec, ft, fd, a.seed, a.family_mode)
+        missing = [c for c in fc["classes"] if c not in model["family_budgets"]]
+        if missing:
+            ap.error(f"--family-budgets has no budget for the training families {missing}")
+        model["family_classifier"] = fc
+        report["family_classifier_s"] = time.perf_counter() - t1
     if a.gate_trees:
         report["gate_trees"] = a.gate_trees
     report["train_s"] = time.perf_counter() - t0
