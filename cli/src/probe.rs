@@ -22,6 +22,7 @@ use crate::rtt_series::{self, SeriesSpec};
 opsel probe 192.0.2.1 --samples 40 > rtt.csv && opsel classify --file rtt.csv\n  \
 opsel probe --sink 0.0.0.0:5202            # on the far host: a TCP sink that discards\n  \
 opsel probe --throughput 192.0.2.1:5202              # FastProb (004), shipped model\n  \
+opsel probe --throughput 192.0.2.1:5202 --model m.json --family wan   # the file's wan budget\n  \
 opsel probe --throughput 192.0.2.1:5202 --ab cubic,bbr --json   # CCA A/B")]
 pub struct ProbeArgs {
     /// HOST or icmp:HOST (ICMP echo: a ping socket, or raw as root) or
@@ -49,6 +50,20 @@ pub struct ProbeArgs {
     /// of FastProb's early stop: the fixed-length comparison.
     #[arg(long, requires = "throughput")]
     fixed_samples: Option<usize>,
+    /// With --throughput: stop on the model file's error budget for this
+    /// network family (its family_budgets, e.g. wan). Default: the file's own
+    /// budget, or the family its classifier infers from the probe's samples.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "throughput",
+        conflicts_with = "stop_error"
+    )]
+    family: Option<String>,
+    /// With --throughput: stop when the model's gate predicts an error below
+    /// this many percent (error-gate models).
+    #[arg(long, value_name = "PCT", requires = "throughput")]
+    stop_error: Option<f64>,
     /// With --ab: samples discarded after each switch.
     #[arg(long, default_value_t = 1, requires = "throughput")]
     settle_samples: usize,
@@ -78,8 +93,14 @@ pub fn main(a: ProbeArgs) -> Result<()> {
     }
     if let Some(to) = a.throughput {
         let model = fastprob_model(a.model.as_deref())?;
+        let budget = opsel::fastprob::ProbeBudget {
+            family: a.family.clone(),
+            stop_error_pct: a.stop_error,
+        };
+        // A bad budget fails here, before any connection.
+        opsel::fastprob::Prober::new(&model).budget(&budget)?;
         if a.ab.is_empty() {
-            return throughput(to, &model, a.json);
+            return throughput(to, &model, &budget, a.json);
         }
         let spec = opsel::fastprob::AbSpec {
             candidates: a.ab.clone(),
@@ -89,6 +110,7 @@ pub fn main(a: ProbeArgs) -> Result<()> {
                 Some(samples) => opsel::fastprob::AbMethod::Fixed { samples },
                 None => opsel::fastprob::AbMethod::Fastprob,
             },
+            budget,
         };
         let sock = connect(to)?;
         let o = ab_on_socket(&sock, std::sync::Arc::new(model), spec, None)?;
@@ -335,6 +357,7 @@ fn print_ab(target: &str, o: &opsel::fastprob::AbOutcome, json: bool) {
 fn throughput(
     to: std::net::SocketAddr,
     model: &opsel::fastprob::FastProbModel,
+    budget: &opsel::fastprob::ProbeBudget,
     json: bool,
 ) -> Result<()> {
     use opsel::fastprob::{Decision, Prober};
@@ -343,7 +366,7 @@ fn throughput(
     let sock = connect(to)?;
     let sender = FullSpeed::start(&sock)?;
     let mut sampler = ThroughputSampler::new(&sock, Side::Sender, interval)?;
-    let mut probe = Prober::new(model);
+    let mut probe = Prober::new(model).budget(budget)?;
     let result = loop {
         let s = match sampler.wait_next() {
             Ok(s) => s,

@@ -132,6 +132,7 @@ pub fn main(a: SendLabArgs) -> Result<()> {
         Some(ProbeOpts {
             model: a.model.clone(),
             ab: None,
+            budget: Default::default(),
         }),
     )];
     if !a.no_ab {
@@ -141,6 +142,7 @@ pub fn main(a: SendLabArgs) -> Result<()> {
             Some(ProbeOpts {
                 model: a.model.clone(),
                 ab: Some(ab),
+                budget: Default::default(),
             }),
         ));
     }

@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use opsel::fastprob::{AbSpec, FastProbModel, StartAction, StartProbe, StartReport};
+use opsel::fastprob::{AbSpec, FastProbModel, ProbeBudget, StartAction, StartProbe, StartReport};
 use opsel::probe::CcaName;
 use opsel::sys::linux::ops_driver::{
     send_sampled_source, DriverConfig, DriverEvent, DriverReport, EndReason, SampleAction,
@@ -52,21 +52,24 @@ pub struct ProbeDrive<'a> {
 }
 
 impl<'a> ProbeDrive<'a> {
-    /// FastProb with `model` on a transfer that uses `cca` throughout.
-    /// `on_stop` sees the report the moment the probe stops (the transfer
-    /// goes on); `out` receives the final report when the drive returns.
+    /// FastProb with `model` on a transfer that uses `cca` throughout, under
+    /// `budget` (a family of the file's `family_budgets`, an explicit E %, or
+    /// the file's default). `on_stop` sees the report the moment the probe
+    /// stops (the transfer goes on); `out` receives the final report when the
+    /// drive returns.
     pub fn estimate(
         model: Arc<FastProbModel>,
         cca: CcaName,
+        budget: &ProbeBudget,
         on_stop: Box<dyn FnMut(&StartReport) + 'a>,
         out: std::rc::Rc<std::cell::RefCell<Option<ProbeReport>>>,
-    ) -> ProbeDrive<'a> {
-        ProbeDrive {
-            probe: StartProbe::estimate(model),
+    ) -> Result<ProbeDrive<'a>> {
+        Ok(ProbeDrive {
+            probe: StartProbe::estimate_with(model, budget)?,
             cca,
             on_stop,
             out,
-        }
+        })
     }
 
     /// A CCA A/B per `spec` (candidates, fairness rule); the transfer starts

@@ -245,6 +245,15 @@ pub struct SendArgs {
     /// its interval and cap are the probe's).
     #[arg(long, value_name = "FILE")]
     fastprob_model: Option<PathBuf>,
+    /// With --fastprob or --ab: stop on the model file's error budget for this
+    /// network family (its family_budgets, e.g. wan). Default: the file's own
+    /// budget, or the family its classifier infers from the probe's samples.
+    #[arg(long, value_name = "NAME", conflicts_with = "fastprob_stop_error")]
+    fastprob_family: Option<String>,
+    /// With --fastprob or --ab: stop when the model's gate predicts an error
+    /// below this many percent (error-gate models).
+    #[arg(long, value_name = "PCT")]
+    fastprob_stop_error: Option<f64>,
     /// CCA A/B on the data connection at the start of the transfer (e.g.
     /// cubic,bbr): switch to each candidate, probe it with FastProb, keep the
     /// best one the fairness rule allows, send the rest of the file with it.
@@ -269,8 +278,18 @@ fn probe_opts(a: &SendArgs) -> Result<Option<send::ProbeOpts>> {
         if a.fastprob_model.is_some() {
             return Err(Error::invalid("--fastprob-model needs --fastprob or --ab"));
         }
+        if a.fastprob_family.is_some() || a.fastprob_stop_error.is_some() {
+            return Err(Error::invalid(
+                "--fastprob-family and --fastprob-stop-error need --fastprob or --ab",
+            ));
+        }
         return Ok(None);
     }
+    let budget = opsel::fastprob::ProbeBudget {
+        family: a.fastprob_family.clone(),
+        stop_error_pct: a.fastprob_stop_error,
+    };
+    budget.validate()?;
     let ab = if a.ab.is_empty() {
         None
     } else {
@@ -279,6 +298,7 @@ fn probe_opts(a: &SendArgs) -> Result<Option<send::ProbeOpts>> {
             background: a.background.as_deref().unwrap_or("unknown").parse()?,
             settle_samples: 1,
             method: opsel::fastprob::AbMethod::Fastprob,
+            budget: budget.clone(),
         };
         spec.validate()?;
         Some(spec)
@@ -286,6 +306,7 @@ fn probe_opts(a: &SendArgs) -> Result<Option<send::ProbeOpts>> {
     Ok(Some(send::ProbeOpts {
         model: a.fastprob_model.clone(),
         ab,
+        budget,
     }))
 }
 
@@ -783,6 +804,87 @@ mod tests {
             Some(PathBuf::from("my/gate.json"))
         );
         assert_eq!(resolve_gate(None, &passive).unwrap(), None);
+    }
+
+    /// `--fastprob-family` / `--fastprob-stop-error` become the probe's
+    /// budget, for the estimate and for every A/B candidate, and reach the
+    /// start probe: a family the file lacks fails before any transfer.
+    #[test]
+    fn fastprob_budget_flags_reach_the_probe() {
+        let o = probe_opts(&parse(&["--fastprob", "--fastprob-family", "wan"]).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.budget.family.as_deref(), Some("wan"));
+        let o = probe_opts(&parse(&["--ab", "cubic,bbr", "--fastprob-stop-error", "7"]).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.budget.stop_error_pct, Some(7.0));
+        assert_eq!(o.ab.unwrap().budget.stop_error_pct, Some(7.0));
+        // Without a probe the flags are an error, and the two exclude each other.
+        let e = probe_opts(&parse(&["--fastprob-family", "wan"]).unwrap())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("need --fastprob or --ab"), "{e}");
+        assert!(parse(&[
+            "--fastprob",
+            "--fastprob-family",
+            "wan",
+            "--fastprob-stop-error",
+            "4"
+        ])
+        .is_err());
+        // The budget decides where the start probe stops (the version-4 pooled
+        // fixture: lan 8 %, wan 4 %) and a family it lacks is refused.
+        let m = std::sync::Arc::new(
+            opsel::fastprob::FastProbModel::load(
+                &Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../core/tests/fastprob_fixtures/model_v4_pooled_small.json"),
+            )
+            .unwrap(),
+        );
+        let fx: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../core/tests/fastprob_fixtures/sklearn_v4_pooled_small.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let stops = |fam: &str| -> Vec<usize> {
+            let o = probe_opts(&parse(&["--fastprob", "--fastprob-family", fam]).unwrap())
+                .unwrap()
+                .unwrap();
+            fx["logs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|log| {
+                    let mut sp =
+                        opsel::fastprob::StartProbe::estimate_with(m.clone(), &o.budget).unwrap();
+                    let s = log["samples_bps"].as_array().unwrap();
+                    (1..=s.len())
+                        .find(|k| {
+                            matches!(
+                                sp.push(s[k - 1].as_f64().unwrap(), 1000).unwrap(),
+                                opsel::fastprob::StartAction::Done { .. }
+                            )
+                        })
+                        .unwrap()
+                })
+                .collect()
+        };
+        let (lan, wan) = (stops("lan"), stops("wan"));
+        assert!(lan.iter().zip(&wan).all(|(a, b)| a <= b));
+        assert!(lan.iter().sum::<usize>() < wan.iter().sum::<usize>());
+        let o = probe_opts(&parse(&["--fastprob", "--fastprob-family", "dsl"]).unwrap())
+            .unwrap()
+            .unwrap();
+        let e = opsel::fastprob::StartProbe::estimate_with(m, &o.budget)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unknown family \"dsl\""), "{e}");
     }
 
     /// `--gate` reaches the controller: the shipped gate builds with the

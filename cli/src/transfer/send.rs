@@ -45,8 +45,11 @@ pub enum Strategy {
 pub struct ProbeOpts {
     /// FastProb model file or shipped name (`None`: fastprob-netlab).
     pub model: Option<PathBuf>,
-    /// A CCA A/B instead of an estimate on the fixed CCA.
+    /// A CCA A/B instead of an estimate on the fixed CCA (its spec carries
+    /// the budget too).
     pub ab: Option<opsel::fastprob::AbSpec>,
+    /// The estimate's error budget (default: the file's own).
+    pub budget: opsel::fastprob::ProbeBudget,
 }
 
 #[derive(Debug, Clone)]
@@ -332,7 +335,7 @@ pub fn run(
                 let notify: Box<dyn FnMut(&opsel::fastprob::StartReport) + '_> =
                     Box::new(|r| on_probe(r));
                 let d = match &p.ab {
-                    None => ProbeDrive::estimate(model, *c, notify, probe_out.clone()),
+                    None => ProbeDrive::estimate(model, *c, &p.budget, notify, probe_out.clone())?,
                     Some(spec) => ProbeDrive::ab(model, spec.clone(), notify, probe_out.clone())?,
                 };
                 // A candidate the kernel lacks would fail mid-transfer: refuse now.

@@ -1346,10 +1346,17 @@ impl<'m> Prober<'m> {
     pub fn family(self, name: &str) -> Result<Self> {
         let m = self.model();
         if m.family_budgets.is_empty() {
-            return Err(Error::invalid(format!(
-                "family {name:?}: this model file has no family_budgets (a version-4 option the trainer writes with --family-budgets); it stops on its one default budget (stop_error_pct {} %): drop the family, or set an error budget instead",
-                m.spec.stop_error_pct
-            )));
+            return Err(Error::invalid(if m.spec.gate == GateKind::Error {
+                format!(
+                    "family {name:?}: this model file has no family_budgets (a version-4 option the trainer writes with --family-budgets); it stops on its one default budget (stop_error_pct {} %): drop the family, or set an error budget instead",
+                    m.spec.stop_error_pct
+                )
+            } else {
+                format!(
+                    "family {name:?}: this model file has no family_budgets; its classifier gates stop on P(predictable) > {}: drop the family, or set a threshold instead",
+                    m.spec.stop_threshold
+                )
+            }));
         }
         let Some(e) = m
             .family_budgets
@@ -1358,13 +1365,20 @@ impl<'m> Prober<'m> {
             .map(|(_, e)| *e)
         else {
             return Err(Error::invalid(format!(
-                "unknown family {name:?}: this model has budgets for {} (the default budget, stop_error_pct {} %, needs none)",
+                "unknown family {name:?}: this model has budgets for {} ({})",
                 m.family_budgets
                     .iter()
                     .map(|(f, e)| format!("{f:?} ({e} %)"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                m.spec.stop_error_pct
+                if m.family_classifier.is_some() {
+                    "without a family, each gate's budget follows the family the model infers from the samples".to_string()
+                } else {
+                    format!(
+                        "the default budget, stop_error_pct {} %, needs none",
+                        m.spec.stop_error_pct
+                    )
+                }
             )));
         };
         self.stop_error_pct(e)
