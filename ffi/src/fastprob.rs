@@ -4,8 +4,8 @@
 
 use crate::error::{guard, opsel_status, out_ptr, utf8};
 use crate::handle::Handle;
-use crate::model::clear_out;
 use crate::json;
+use crate::model::clear_out;
 use opsel::fastprob::{Decision, FastProbModel, ProbeBudget, Prober};
 use std::ffi::c_char;
 use std::sync::Arc;
