@@ -282,6 +282,29 @@ def pick(a):
     return 0
 
 
+# ---------------------------------------------------------------- the fresh slice
+
+PICK = {"gate": "log:pool16d8:sd", "clf": "fc8-4", "mode": "soft", "budgets": (8.0, 6.0, 3.0)}  # lan, wan, shared
+
+
+def heldout(a):
+    """The harness's score of the pick (``PICK``: gate, classifier, mode and joint
+    budgets), refitted on the cache's training transfers and scored on its evaluated ones
+    (``heldout_inferred.sh``); beside it the deployable one-budget pick (E 4 %)."""
+    F = sp.Fold(a.cache, a.corpus, a.curve, "log")
+    _, scores, err = sp.fold_scores(F, PICK["gate"])
+    _, P = fit_family(F, PICK["clf"])
+    out = {}
+    for label, mode, E, Pm in (("pick", PICK["mode"], PICK["budgets"], P), ("one budget E 4 %", "one", (4.0,) * 3, None)):
+        r = score(F, scores, err, Pm, mode, E)
+        out[label] = r
+        print(f"harness {label} ({PICK['gate']}" + (f", {PICK['clf']} {mode} {E}" if Pm is not None else "")
+              + f"): {sp.fmt(r)}; lan {r['lan_s']:.2f} s, wan {r['wan_s']:.2f} s, shared {r['shared_s']:.2f} s; "
+              f"fixed-n RF equal-error {r['l_eq'] or float('nan'):.2f} s", flush=True)
+    json.dump(out, open(a.json, "w"), indent=1, default=str)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -293,8 +316,13 @@ def main():
     k = sub.add_parser("pick")
     k.add_argument("--out", required=True)
     k.add_argument("--top", type=int, default=10)
+    h = sub.add_parser("heldout")
+    h.add_argument("--cache", required=True)
+    h.add_argument("--corpus", required=True)
+    h.add_argument("--curve", required=True)
+    h.add_argument("--json", required=True)
     a = ap.parse_args()
-    return {"search": search, "pick": pick}[a.cmd](a)
+    return {"search": search, "pick": pick, "heldout": heldout}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 
 use crate::convert::to_dict;
 use crate::errors::IntoPy;
-use opsel::fastprob::{FastProbModel as Core, Prober};
+use opsel::fastprob::{FastProbModel as Core, ProbeBudget, Prober};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -51,10 +51,32 @@ impl FastProbModel {
         self.inner.predict_fixed(&prefix).py_err()
     }
 
-    /// A new probe over this model; `threshold` overrides the stop threshold.
-    #[pyo3(signature = (threshold = None))]
-    fn probe(&self, threshold: Option<f64>) -> PyResult<FastProbe> {
-        FastProbe::make(Arc::clone(&self.inner), threshold)
+    /// The file's optional per-family error budgets ({family: E %}; empty
+    /// when it has none).
+    #[getter]
+    fn family_budgets(&self) -> std::collections::BTreeMap<String, f64> {
+        self.inner.family_budgets().iter().cloned().collect()
+    }
+
+    /// A new probe over this model. `threshold` overrides a classifier gate's
+    /// stop threshold; for error gates, `family` selects the file's budget for
+    /// that network family (`family_budgets`) and `stop_error_pct` sets a
+    /// budget E % (give at most one of the two).
+    #[pyo3(signature = (threshold = None, *, family = None, stop_error_pct = None))]
+    fn probe(
+        &self,
+        threshold: Option<f64>,
+        family: Option<String>,
+        stop_error_pct: Option<f64>,
+    ) -> PyResult<FastProbe> {
+        FastProbe::make(
+            Arc::clone(&self.inner),
+            threshold,
+            ProbeBudget {
+                family,
+                stop_error_pct,
+            },
+        )
     }
 }
 
@@ -65,22 +87,36 @@ pub struct FastProbe {
 }
 
 impl FastProbe {
-    fn make(model: Arc<Core>, threshold: Option<f64>) -> PyResult<Self> {
+    fn make(model: Arc<Core>, threshold: Option<f64>, budget: ProbeBudget) -> PyResult<Self> {
         let p = Prober::shared(model);
-        let inner = match threshold {
+        let p = match threshold {
             Some(t) => p.threshold(t).py_err()?,
             None => p,
         };
-        Ok(Self { inner })
+        Ok(Self {
+            inner: p.budget(&budget).py_err()?,
+        })
     }
 }
 
 #[pymethods]
 impl FastProbe {
     #[new]
-    #[pyo3(signature = (model, threshold = None))]
-    fn new(model: &FastProbModel, threshold: Option<f64>) -> PyResult<Self> {
-        Self::make(Arc::clone(&model.inner), threshold)
+    #[pyo3(signature = (model, threshold = None, *, family = None, stop_error_pct = None))]
+    fn new(
+        model: &FastProbModel,
+        threshold: Option<f64>,
+        family: Option<String>,
+        stop_error_pct: Option<f64>,
+    ) -> PyResult<Self> {
+        Self::make(
+            Arc::clone(&model.inner),
+            threshold,
+            ProbeBudget {
+                family,
+                stop_error_pct,
+            },
+        )
     }
 
     /// Feed the throughput of the interval that just ended (bit/s); returns

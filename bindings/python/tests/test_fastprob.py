@@ -227,3 +227,74 @@ def test_version_4_gates_with_spread_and_scale_inputs_replay_in_rust(layout):
         tf.train_pairs(logs, dict(v4, gate_inputs=["sd", "abs"]), params, labels="oof")
     with pytest.raises(ValueError, match="needs gate 'error'"):
         tf.train_pairs(logs, dict(v4, gate="classifier", gate_layout="pooled"), params, labels="oof")
+
+
+CORE_FIX = pathlib.Path(__file__).resolve().parents[3] / "core" / "tests" / "fastprob_fixtures"
+
+
+def stop_len(probe, samples):
+    for x in samples:
+        out = probe.push(x)
+        if out["decision"] != "continue":
+            return out["samples"]
+    raise AssertionError("no stop")
+
+
+def test_family_and_stop_error_pct_set_the_budget():
+    # The version-4 pooled fixture stores lan 8 %, shared 6 %, wan 4 % beside its 5 %
+    # default: a family's budget decides as the same E given directly, a larger budget
+    # never stops later and stops earlier on some logs (so an ignored setting fails).
+    model = opsel.FastProbModel.load(CORE_FIX / "model_v4_pooled_small.json")
+    assert model.family_budgets == {"lan": 8.0, "shared": 6.0, "wan": 4.0}
+    logs = json.loads((CORE_FIX / "sklearn_v4_pooled_small.json").read_text())["logs"]
+    earlier = 0
+    for log in logs:
+        s = log["samples_bps"]
+        lan = stop_len(model.probe(family="lan"), s)
+        wan = stop_len(opsel.FastProbe(model, family="wan"), s)
+        assert lan == stop_len(model.probe(stop_error_pct=8.0), s)
+        assert wan == stop_len(opsel.FastProbe(model, stop_error_pct=4.0), s)
+        assert stop_len(model.probe(), s) == log["stop_n"]
+        assert lan <= log["stop_n"] <= wan
+        earlier += lan < wan
+    assert earlier > 0
+    with pytest.raises(ValueError, match=r'unknown family "dsl".*"lan" \(8 %\)'):
+        model.probe(family="dsl")
+    with pytest.raises(ValueError, match="both"):
+        model.probe(family="lan", stop_error_pct=5.0)
+    with pytest.raises(ValueError, match=r"\(0, 100\)"):
+        model.probe(stop_error_pct=0.0)
+    plain = opsel.FastProbModel.load(FIX / "model_v2_small.json")
+    assert plain.family_budgets == {}
+    with pytest.raises(ValueError, match="no family_budgets"):
+        plain.probe(family="lan")
+
+
+def test_an_inferred_family_sets_the_budget_and_replays_in_rust():
+    # train_fastprob --family-classifier (format version 4; docs/results/fastprob.md, "A
+    # family the probe infers itself"): without a family or a budget, each gate's budget
+    # follows the family a small forest infers from the prefix; the Rust core stops where
+    # scikit-learn does, and the inference moves stops against the file's one budget.
+    pytest.importorskip("sklearn")
+    from opsel import train_fastprob as tf
+
+    logs = tf.synthetic_logs(150, seed=9, interval_ns=100_000_000)
+    spec = {"interval_ns": 100_000_000, "cap": 12, "first_gate_n": 1, "last_gate_n": 11,
+            "features": "ratio+stats", "gate_every": 2, "target": "log", "gate": "error", "stop_error_pct": 5.0,
+            "gate_layout": "pooled", "gate_inputs": ["sd"]}
+    m = tf.train_pairs(logs[:100], spec, {"n_estimators": 4, "max_depth": 4}, labels="oof", gate_trees=4,
+                       gate_params={"max_depth": 6})
+    m["family_budgets"] = {"lan": 15.0, "wan": 2.0, "shared": 6.0}
+    for mode in tf.FAMILY_MODES:
+        m["family_classifier"] = tf.fit_family_classifier(logs[:100], spec, 4, 3, mode=mode)
+        f = tf.export(m)
+        assert f["version"] == 4 and f["family_classifier"]["classes"] == ["lan", "shared", "wan"]
+        assert f["family_classifier"]["forest"]["n_features"] == tf.POOLED_BASE_INPUTS + 1
+        model = opsel.FastProbModel.from_json(json.dumps(f))
+        res = tf.run_loop(m, logs[100:])
+        assert {r[2] for r in res} == {True, False}, "the replay exercises both exits"
+        moved = 0
+        for d, (n, pred, forced, _) in zip(logs[100:], res):
+            replays(model, d, n, pred, forced)
+            moved += n != stop_len(model.probe(stop_error_pct=5.0), d["samples_bps"])
+        assert moved > 0, mode
