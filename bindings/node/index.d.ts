@@ -190,6 +190,15 @@ export interface FastProbDecision {
   forced?: boolean
 }
 /**
+ * A probe's error budget (error gates): `family` selects the model file's
+ * budget for that network family (`familyBudgets`), `stopErrorPct` sets a
+ * budget E %; give at most one.
+ */
+export interface FastProbeOptions {
+  family?: string
+  stopErrorPct?: number
+}
+/**
  * Every flow record of an nfdump capture file (what `nfcapd` writes; layout
  * 2, uncompressed or LZ4), in file order, as objects in the form
  * `AlphaIdentifier.push` takes (camelCase keys; counts and times as numbers).
@@ -772,8 +781,16 @@ export declare class FastProbModel {
   get spec(): Record<string, number>
   /** The fixed-length regressor's prediction (bit/s) for a prefix of samples. */
   predictFixed(prefix: Array<number>): number
-  /** A new probe; `threshold` overrides the stop threshold (in [0, 1)). */
-  probe(threshold?: number | undefined | null): FastProbe
+  /**
+   * The file's optional per-family error budgets (`{family: E %}`; empty
+   * when it has none).
+   */
+  get familyBudgets(): Record<string, number>
+  /**
+   * A new probe; `threshold` overrides a classifier gate's stop threshold
+   * (in [0, 1)); `options` sets an error gate's budget.
+   */
+  probe(threshold?: number | undefined | null, options?: FastProbeOptions | undefined | null): FastProbe
 }
 /** One early-stopping probe in progress (004 §IV Fig. 6b). */
 export declare class FastProbe {

@@ -6,7 +6,7 @@
 use crate::convert::{camel, js_form};
 use crate::error::{guard, to_js, Code};
 use napi_derive::napi;
-use opsel::fastprob::{FastProbModel as Core, Prober};
+use opsel::fastprob::{FastProbModel as Core, ProbeBudget, Prober};
 use std::sync::Arc;
 
 /// A probe decision. Declared for the TypeScript types; the object comes from `js_form`.
@@ -22,6 +22,15 @@ pub struct FastProbDecision {
     /// The gate's P(predictable) at the stop.
     pub p_predictable: Option<f64>,
     pub forced: Option<bool>,
+}
+
+/// A probe's error budget (error gates): `family` selects the model file's
+/// budget for that network family (`familyBudgets`), `stopErrorPct` sets a
+/// budget E %; give at most one.
+#[napi(object)]
+pub struct FastProbeOptions {
+    pub family: Option<String>,
+    pub stop_error_pct: Option<f64>,
 }
 
 /// A trained FastProb model (per-length gate + regressor pairs, 004 §IV).
@@ -66,10 +75,28 @@ impl FastProbModel {
         guard(|| self.inner.predict_fixed(&prefix).map_err(to_js))
     }
 
-    /// A new probe; `threshold` overrides the stop threshold (in [0, 1)).
+    /// The file's optional per-family error budgets (`{family: E %}`; empty
+    /// when it has none).
+    #[napi(getter, ts_return_type = "Record<string, number>")]
+    pub fn family_budgets(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.inner
+                .family_budgets()
+                .iter()
+                .map(|(f, e)| (f.clone(), serde_json::json!(e)))
+                .collect(),
+        )
+    }
+
+    /// A new probe; `threshold` overrides a classifier gate's stop threshold
+    /// (in [0, 1)); `options` sets an error gate's budget.
     #[napi]
-    pub fn probe(&self, threshold: Option<f64>) -> napi::Result<FastProbe, Code> {
-        FastProbe::make(Arc::clone(&self.inner), threshold)
+    pub fn probe(
+        &self,
+        threshold: Option<f64>,
+        options: Option<FastProbeOptions>,
+    ) -> napi::Result<FastProbe, Code> {
+        FastProbe::make(Arc::clone(&self.inner), threshold, options)
     }
 }
 
@@ -80,13 +107,25 @@ pub struct FastProbe {
 }
 
 impl FastProbe {
-    fn make(model: Arc<Core>, threshold: Option<f64>) -> napi::Result<FastProbe, Code> {
-        let p = Prober::shared(model);
-        let inner = match threshold {
-            Some(t) => p.threshold(t).map_err(to_js)?,
-            None => p,
-        };
-        Ok(FastProbe { inner })
+    fn make(
+        model: Arc<Core>,
+        threshold: Option<f64>,
+        options: Option<FastProbeOptions>,
+    ) -> napi::Result<FastProbe, Code> {
+        guard(|| {
+            let p = Prober::shared(model);
+            let p = match threshold {
+                Some(t) => p.threshold(t).map_err(to_js)?,
+                None => p,
+            };
+            let budget = options.map_or_else(ProbeBudget::default, |o| ProbeBudget {
+                family: o.family,
+                stop_error_pct: o.stop_error_pct,
+            });
+            Ok(FastProbe {
+                inner: p.budget(&budget).map_err(to_js)?,
+            })
+        })
     }
 }
 

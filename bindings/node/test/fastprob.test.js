@@ -51,3 +51,40 @@ test('stops, resets and bad input', () => {
   assert.throws(() => FastProbModel.load(path.join(FIX, 'nope.json')), { code: 'OPSEL_IO' })
   assert.ok(FastProbe)
 })
+
+// Error budgets (the core's ProbeBudget): the version-4 pooled fixture stores lan 8 %,
+// shared 6 %, wan 4 % beside its 5 % default. A family's budget decides as the same E
+// given directly; a larger budget never stops later and stops earlier on some logs, so
+// an ignored option fails here.
+const CORE_FIX = path.join(__dirname, '..', '..', '..', 'core', 'tests', 'fastprob_fixtures')
+const stopLen = (probe, s) => {
+  for (const x of s) {
+    const d = probe.push(x)
+    if (d.decision !== 'continue') return d.samples
+  }
+  throw new Error('no stop')
+}
+
+test('family and stopErrorPct set the budget', () => {
+  const model = FastProbModel.load(path.join(CORE_FIX, 'model_v4_pooled_small.json'))
+  assert.deepEqual(model.familyBudgets, { lan: 8, shared: 6, wan: 4 })
+  const { logs } = JSON.parse(fs.readFileSync(path.join(CORE_FIX, 'sklearn_v4_pooled_small.json'), 'utf8'))
+  let earlier = 0
+  for (const log of logs) {
+    const s = log.samples_bps
+    const lan = stopLen(model.probe(null, { family: 'lan' }), s)
+    const wan = stopLen(model.probe(undefined, { family: 'wan' }), s)
+    assert.equal(lan, stopLen(model.probe(null, { stopErrorPct: 8 }), s))
+    assert.equal(wan, stopLen(model.probe(null, { stopErrorPct: 4 }), s))
+    assert.equal(stopLen(model.probe(null, {}), s), log.stop_n)
+    assert.ok(lan <= log.stop_n && log.stop_n <= wan)
+    if (lan < wan) earlier++
+  }
+  assert.ok(earlier > 0)
+  assert.throws(() => model.probe(null, { family: 'dsl' }), (e) => e.code === 'OPSEL_INVALID_INPUT' && /unknown family "dsl".*"lan" \(8 %\)/.test(e.message))
+  assert.throws(() => model.probe(null, { family: 'lan', stopErrorPct: 5 }), /both/)
+  assert.throws(() => model.probe(null, { stopErrorPct: 0 }), /\(0, 100\)/)
+  const plain = FastProbModel.load(path.join(FIX, 'model_v2_small.json'))
+  assert.deepEqual(plain.familyBudgets, {})
+  assert.throws(() => plain.probe(null, { family: 'lan' }), /no family_budgets/)
+})
