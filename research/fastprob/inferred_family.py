@@ -282,6 +282,32 @@ def pick(a):
     return 0
 
 
+def table(a):
+    """Markdown rows: per variant, the cross-fold scores at C = 9 and 10 (each fold as MAPE
+    at probe (lan / wan / shared; saving)), the budgets, the estimate and eligibility."""
+    rows = [r for f in a.out.split(",") for r in json.load(open(f))]
+
+    def one(x):
+        sav = "n/a" if x["saving"] is None else f"{x['saving'] * 100:.1f} %"
+        return f"{x['mape']:.2f} at {x['probe_s']:.2f} ({x['lan']:.1f} / {x['wan']:.1f} / {x['shared']:.1f}; {sav})"
+
+    def budgets(b):
+        return "/".join(f"{v:g}" for v in b) if b else "-"
+
+    for r in rows:
+        if r["cap"] not in (9.0, 10.0):
+            continue
+        if r["folds"] is None:
+            cells, mean = "no budgets meet C on two folds", ""
+        else:
+            cells = " / ".join(one(x) for x in r["folds"])
+            mean = f"{np.mean([x['saving'] for x in r['folds']]) * 100:.1f} %"
+        kind = "reference" if r["variant"].count("|") == 1 else ("eligible" if eligible(r) else "no")
+        print(f"| `{r['variant']}` | {r['cap']:g} | {r['est_mb']:.2f} | {cells} | {mean} | "
+              f"{' ; '.join(budgets(b) for b in r['budgets_cross'])} | {budgets(r['budget_joint'])} | {kind} |")
+    return 0
+
+
 # ---------------------------------------------------------------- the fresh slice
 
 PICK = {"gate": "log:pool16d8:sd", "clf": "fc8-4", "mode": "soft", "budgets": (8.0, 6.0, 3.0)}  # lan, wan, shared
@@ -316,13 +342,15 @@ def main():
     k = sub.add_parser("pick")
     k.add_argument("--out", required=True)
     k.add_argument("--top", type=int, default=10)
+    t = sub.add_parser("table")
+    t.add_argument("--out", required=True)
     h = sub.add_parser("heldout")
     h.add_argument("--cache", required=True)
     h.add_argument("--corpus", required=True)
     h.add_argument("--curve", required=True)
     h.add_argument("--json", required=True)
     a = ap.parse_args()
-    return {"search": search, "pick": pick, "heldout": heldout}[a.cmd](a)
+    return {"search": search, "pick": pick, "table": table, "heldout": heldout}[a.cmd](a)
 
 
 if __name__ == "__main__":
