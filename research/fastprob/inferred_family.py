@@ -60,6 +60,24 @@ recorded family, i.e. a caller that names it: ``Prober::family``).
    ``family_classifier``) and scored on the next fresh slice by ``heldout_inferred.sh``;
    otherwise the reference stays the deployable candidate and the numbers are reported.
 
+**The rule for shipping** (``heldout_inferred.sh``, once transfers 4601-5200 are all
+recorded): the pick, trained on 1-4600 through the trainer, is scored once on 4601-5200 by
+the Rust core beside the shipped file, the one-budget pick trained the same way and the
+fixed-n RF curve fitted on 1-4600. It replaces ``models/fastprob-netlab`` only if it meets
+more of the three goals there (MAPE <= 10 % overall, <= 10 % on every family, probes >= 40 %
+shorter than the fixed-n RF of equal error) than the shipped file does; a tie keeps the
+shipped model.
+
+**The pick** (``pick`` on the search output, ``results/inferred-pick-val.txt``):
+``log:pool16d8:sd|fc8-4|soft`` at C = 9 % with joint budgets lan 8 % / wan 6 % / shared 3 %:
+cross-fold savings 31.6 / 37.5 / 33.3 % (mean 34.1 %), every family <= 9.9 % on every fold
+(shared 9.9 % on fold B), est. 1.93 MB; the reference ``log:pool16d8:sd|one`` at C = 9 %
+has 29.1 / 29.6 / 28.6 % (mean 29.1 %), so the inferred family wins by step 4 (+5.0 points;
+per fold +2.5 / +7.8 / +4.8). 4 of 40 inferred-family rows were eligible; none reached 40 %.
+The recorded family (caller input, ``|true``) has 33.7 % on the same gate. The core runs it
+(format version 4, ``family_classifier``); ``heldout_inferred.sh 4000 4600`` reproduces fold
+D's row with the exported file in the Rust core (a plumbing check on read transfers).
+
 Run (``W`` a scratch folder)::
 
     python research/fastprob/slice_corpus.py data/tput-logs/fastprob-100ms --upto 4600 -o $W/corpus4600.jsonl

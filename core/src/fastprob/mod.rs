@@ -13,7 +13,9 @@
 //! - [`model`]: the model file (`"kind": "fastprob"`, versions 1-4), [`FastProbSpec`],
 //!   and the allocation-free online loop [`Prober::push`]; version 4 adds one pooled
 //!   error gate for every length, the regressor's tree spread and the absolute scale
-//!   as gate inputs, and optional per-family budgets beside the one default budget.
+//!   as gate inputs, optional per-family budgets beside the one default budget, and
+//!   an optional family classifier whose inferred family sets each gate's budget;
+//!   [`ProbeBudget`] is a caller's family or budget.
 //! - [`eval`]: replay FastProb and the baselines over logs, 004 §9 metrics.
 //! - [`retrain`]: the batch-of-30 / 20 % retraining rule (004 §V).
 //! - [`ab`]: fast CCA A/B evaluation on a live socket, the analogue of 004 §VI
