@@ -37,7 +37,8 @@ Pipeline (each step cites the document):
   pooled gate's base inputs and ``abs`` (:func:`family_x`) at every gated length; the
   probe's budget at each gate then follows the predicted family (``--family-mode soft``:
   sum of P(family) x its ``--family-budgets`` budget; ``hard``: the most probable
-  family's) unless the caller sets a budget or a family;
+  family's) unless the caller sets a budget or a family (the expanding-window CV report and
+  the incremental replay run without the classifier);
 - incremental retraining (004 §V): batches of 30, retrain on all history when a
   batch's MAPE exceeds 20 %.
 
