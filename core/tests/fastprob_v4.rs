@@ -362,3 +362,53 @@ fn family_classifier_fields_are_checked() {
     v["family_classifier"]["extra"] = json!(1);
     rejected(v, "extra");
 }
+
+/// The hand-built model with a family classifier whose one-leaf tree gives the
+/// probabilities `p` for `lan` and `wan`, budgets `lan` 1 % and `wan` 50 %. The
+/// gate's "not yet" leaf is 19.6 %: a budget above it stops at n = 1; 1 % waits
+/// for the fast path's n = 8.
+fn inferring(mode: &str, p: [f64; 2]) -> FastProbModel {
+    let mut v = model_json();
+    v["family_budgets"] = json!({"lan": 1.0, "wan": 50.0});
+    v["family_classifier"] = json!({
+        "mode": mode, "classes": ["lan", "wan"],
+        "forest": {"format": "opsel-model", "version": 1, "kind": "rf-classifier",
+                   "n_features": opsel::fastprob::FAMILY_INPUTS, "n_outputs": 2,
+                   "trees": [{"feature": [-1], "threshold": [0.0], "left": [-1], "right": [-1],
+                              "value": [p[0], p[1]]}]}});
+    FastProbModel::from_json(&v.to_string()).unwrap()
+}
+
+#[test]
+fn soft_weights_the_budgets_and_hard_takes_the_most_probable_family() {
+    // soft: 0.6 · 1 + 0.4 · 50 = 20.6 % > 19.6 %: the first gate; hard: lan's 1 %.
+    let m = inferring("soft", [0.6, 0.4]);
+    assert!(Prober::new(&m).infers_family());
+    assert_eq!(stop_len(Prober::new(&m)), 1);
+    assert_eq!(stop_len(inferring("hard", [0.6, 0.4]).into_prober()), 8);
+    assert_eq!(stop_len(inferring("hard", [0.4, 0.6]).into_prober()), 1);
+    // A tie goes to the first class (lan, 1 %); soft is 25.5 % there.
+    assert_eq!(stop_len(inferring("hard", [0.5, 0.5]).into_prober()), 8);
+    assert_eq!(stop_len(inferring("soft", [0.5, 0.5]).into_prober()), 1);
+    // A caller's family or budget replaces the inferred one.
+    let p = Prober::new(&m).family("lan").unwrap();
+    assert!(!p.infers_family());
+    assert_eq!(stop_len(p), 8);
+    assert_eq!(stop_len(Prober::new(&m).stop_error_pct(30.0).unwrap()), 1);
+    assert_eq!(
+        m.family_classifier().map(|(c, mode)| (c.to_vec(), mode)),
+        Some((
+            vec!["lan".to_string(), "wan".to_string()],
+            opsel::fastprob::FamilyMode::Soft
+        ))
+    );
+}
+
+trait IntoProber {
+    fn into_prober(self) -> Prober<'static>;
+}
+impl IntoProber for FastProbModel {
+    fn into_prober(self) -> Prober<'static> {
+        Prober::shared(std::sync::Arc::new(self))
+    }
+}
