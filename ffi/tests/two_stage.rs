@@ -18,10 +18,7 @@ fn the_c_api_classifies_a_two_stage_file_with_stage_two() {
     };
     let classes = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
     let model = opsel::knn::Model::fit(&x, 20, &y, classes, cfg).unwrap();
-    let s2 = Stage2 {
-        normalization: Normalization::ZScore,
-        split: Split::BbrPresent,
-    };
+    let s2 = Stage2::new(Normalization::ZScore, Split::BbrPresent);
     let file = KnnModelFile {
         model: model.clone(),
         meta: Default::default(),

@@ -30,6 +30,7 @@
 //! ```
 
 mod batch;
+mod combined;
 pub mod cv;
 pub mod metrics;
 mod per_class;
@@ -41,7 +42,10 @@ mod vote;
 pub use cv::{cross_validate, stratified_folds, CvReport};
 pub use metrics::Confusion;
 pub use per_class::{ClassSearchStats, ClassWorkspace};
-pub use two_stage::{AnyModel, Split, Stage2, TwoStage, TwoStagePrediction, TwoStageWorkspace};
+pub use two_stage::{
+    AnyModel, CombinedStats, D1Source, Split, Stage2, TwoStage, TwoStagePrediction,
+    TwoStageWorkspace, SCALE_SAMPLE,
+};
 
 use crate::dtw::{self, DtwParams};
 use crate::error::{check_finite, Error, Result};

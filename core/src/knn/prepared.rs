@@ -313,6 +313,8 @@ impl Model {
     pub(super) fn prepared_guesses(&self) -> usize {
         match self.config.normalization {
             Normalization::ZScore => ZSCORE_GUESSES_SD.len(),
+            // Never prepared (`Model::prepare`).
+            Normalization::ZSorted => 1,
             Normalization::SubtractMin | Normalization::DivideMin => 1 + MIN_GUESSES_REL.len(),
             Normalization::None => 1,
         }
@@ -338,6 +340,11 @@ impl Model {
         let base = prefix.iter().copied().fold(f64::INFINITY, f64::min);
         let norm = self.config.normalization;
         if norm == Normalization::DivideMin && base <= 0.0 {
+            return false;
+        }
+        // The sort moves every sample with the last one: no row of the
+        // programme is known before it comes (the normal search runs).
+        if norm == Normalization::ZSorted {
             return false;
         }
         ws.fit_to(w, self.config.k, self.classes.len(), self.labels.len());
@@ -751,7 +758,7 @@ impl Model {
             Normalization::SubtractMin | Normalization::DivideMin => {
                 x > p.base || x.to_bits() == p.base.to_bits()
             }
-            Normalization::ZScore => false,
+            Normalization::ZScore | Normalization::ZSorted => false,
         }
     }
 
@@ -1097,6 +1104,33 @@ impl Model {
             let used = LANES.min(n - g * LANES);
             prepared.dist[g * LANES..g * LANES + used].copy_from_slice(&d[..used]);
         }
+    }
+
+    /// After a query of this model that finished its preparation exactly
+    /// (`stats.prepared` and not `stats.speculative`): every reference's
+    /// exact accumulated distance into `prepared.dist` (row w − 1 of guess
+    /// 0 for every reference, the finish of k > 1: the same bits as the
+    /// exhaustive search), and true. False (nothing done) after any other
+    /// query. The exact finish of k = 1 computes only the few distances
+    /// 1-NN needs; the combined stage 2 needs one per reference on a side.
+    pub(super) fn exact_distances(&self, ws: &mut Workspace) -> bool {
+        let s = ws.stats;
+        if !s.prepared || s.speculative || ws.prepared.model != self.id {
+            return false;
+        }
+        let last = ws.query[self.window - 1];
+        self.run_finish(last, 0, ws);
+        true
+    }
+
+    /// After a query of this model that took a bounded finish
+    /// (`stats.speculative`): `prepared.dist` (accumulated D, or a lower
+    /// bound of it) and B (finished units), so that `finish(dist) − B`
+    /// lower-bounds every reference's distance. `None` after any other query.
+    pub(super) fn bounded_distances<'a>(&self, ws: &'a Workspace) -> Option<(&'a [f64], f64)> {
+        let s = ws.stats;
+        (s.speculative && ws.prepared.model == self.id)
+            .then(|| (&ws.prepared.dist[..self.labels.len()], ws.prepared.bound))
     }
 
     /// Classify a window through a valid preparation (exact or bounded), or `None`.

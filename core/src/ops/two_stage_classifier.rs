@@ -111,14 +111,7 @@ mod tests {
             },
         )
         .unwrap();
-        TwoStage::new(
-            &m,
-            Stage2 {
-                normalization: Normalization::ZScore,
-                split: Split::BbrPresent,
-            },
-        )
-        .unwrap()
+        TwoStage::new(&m, Stage2::new(Normalization::ZScore, Split::BbrPresent)).unwrap()
     }
 
     #[test]
