@@ -1,7 +1,7 @@
-//! A two-stage 1-NN DTW classifier: stage 1 decides the side of a split (BBR
+//! A two-stage DTW classifier: stage 1 decides the side of a split (BBR
 //! present or not) with the model's own normalisation, stage 2 picks the mix
-//! among the references on that side only, with a second normalisation of the
-//! same window.
+//! among the references on that side only, with a second representation of
+//! the same window.
 //!
 //! 000 §3.5 classifies with one 1-NN DTW over one representation; the second
 //! stage is our extension. Leave-one-condition-out over the 5-Hz corpus
@@ -25,8 +25,14 @@
 //!   reference indices are mapped back to the full class list and reference
 //!   set.
 //!
-//! Only k = 1 is supported: the rule measured is 1-NN in both stages, and a
-//! k-NN vote over sides would not be the side of the 6-class vote.
+//! Stage 1 is always 1-NN (a k-NN vote over sides would not be the side of
+//! the 6-class vote). Stage 2 is the side model's 1-NN by default ([`Stage2`]
+//! with k = 1 and no stage-1 weight: the version-2 file). With k > 1 or a
+//! stage-1 weight a > 0 it is the *combined k-NN* (`combined.rs`): windows
+//! z-sorted ([`Normalization::ZSorted`], compared by L1), ranked by
+//! `c = L / s2 + a · D1 / s1` with D1 stage 1's DTW distance, a majority vote
+//! over the k nearest. Nested leave-one-condition-out over the 28 conditions
+//! of the 5-Hz corpus picked z-sorted, k = 7, a = 0.25 (docs/results/generalisation.md).
 //!
 //! ```
 //! use opsel::knn::{KnnConfig, Model, Split, Stage2, TwoStage};
