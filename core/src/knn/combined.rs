@@ -16,13 +16,16 @@
 //! ([`TwoStage::classify_exhaustive`] is that brute force). L is computed for
 //! every side reference (eight per SIMD operation, each summed in sample
 //! order: the bits of a band-0 DTW). D1 comes from where it is cheapest:
-//! - stage 1 finished its preparation exactly: every D1 from the last rows
-//!   of the prepared programmes ([`Model::exact_distances`]), no DTW;
-//! - otherwise a lower bound of D1 (a bounded finish's `D − B`, or LB_Keogh
-//!   without preparation) bounds c from below: the k smallest L are seeded
-//!   with their exact D1, and a reference gets a DTW only when its bound is
-//!   not above the k-th smallest c so far (τ), abandoned once D1 exceeds
-//!   `(τ − L / s2) · s1 / a`.
+//! - a lower bound of D1 bounds c from below: after stage 1's exact prepared
+//!   finish `fl(M + l)` from its preparation ([`Model::exact_lower_bound`]),
+//!   after a bounded finish `D − B`, without preparation LB_Keogh. The k
+//!   smallest L are seeded with their exact D1, and a reference gets its D1
+//!   only when its bound is not above the k-th smallest c so far (τ): after
+//!   an exact finish the last row of its prepared programme
+//!   ([`Model::exact_distance`], no DTW), otherwise a DTW abandoned once D1
+//!   exceeds `(τ − L / s2) · s1 / a`. (Reading every reference's prepared
+//!   row instead costs a pass over megabytes of rows: measured about 180 µs
+//!   more per decision on the 5-Hz corpus under load.)
 //!
 //! Every cut-off carries the relative slack of the speculative bounds
 //! ([`SPECULATIVE_SLACK`]): rounding never prunes a reference that ties the
@@ -296,20 +299,39 @@ impl TwoStage {
                 stats.stage1_dtw += 1;
                 insert(near, k, st.combine(li, cost.finish(acc)), i);
             }
-        } else if stage1.exact_distances(ws1) {
-            stats.source = D1Source::Exact;
-            let dist = &ws1.prepared.dist;
-            for (i, &li) in l.iter().enumerate() {
-                insert(near, k, st.combine(li, cost.finish(dist[refs[i]])), i);
-            }
         } else {
-            let bounded = stage1.bounded_distances(ws1);
-            stats.source = if bounded.is_some() {
+            // Where D1 comes from, and a lower bound of it for any reference.
+            let exact = stage1.exact_finish_holds(ws1);
+            let bounded = if exact {
+                None
+            } else {
+                stage1.bounded_distances(ws1)
+            };
+            stats.source = if exact {
+                D1Source::Exact
+            } else if bounded.is_some() {
                 D1Source::Bounded
             } else {
                 D1Source::Keogh
             };
             let q1 = &ws1.query[..w];
+            // D1 of reference j, or ∞ once proven above `acc_max` (accumulated).
+            let mut d1 = |j: usize, acc_max: f64, stats: &mut CombinedStats| -> f64 {
+                if exact {
+                    // Cheap (one last row from the preparation): never abandoned.
+                    return stage1.exact_distance(ws1, j);
+                }
+                stats.stage1_dtw += 1;
+                dtw::accumulated(
+                    q1,
+                    stage1.reference(j),
+                    r,
+                    cost,
+                    acc_max,
+                    None,
+                    &mut cw.dtw,
+                )
+            };
             // Seeds: the k smallest L, with their exact D1.
             for (i, &li) in l.iter().enumerate() {
                 insert(near, k, li, i);
@@ -320,16 +342,7 @@ impl TwoStage {
             let done = &mut cw.done[..ns];
             done.fill(false);
             for &i in &cw.seeds {
-                let acc = dtw::accumulated(
-                    q1,
-                    stage1.reference(refs[i]),
-                    r,
-                    cost,
-                    f64::INFINITY,
-                    None,
-                    &mut cw.dtw,
-                );
-                stats.stage1_dtw += 1;
+                let acc = d1(refs[i], f64::INFINITY, &mut stats);
                 insert(near, k, st.combine(l[i], cost.finish(acc)), i);
                 done[i] = true;
             }
@@ -345,20 +358,20 @@ impl TwoStage {
                     continue;
                 }
                 let j = refs[i];
-                let lb1 = match bounded {
-                    Some((dist, b)) => {
-                        let f = cost.finish(dist[j]);
-                        let lo = (f - b) - SPECULATIVE_SLACK * (f + b);
-                        if lo > 0.0 {
-                            lo
-                        } else {
-                            0.0
-                        }
+                let lb1 = if exact {
+                    // fl(M + l) bounds the programme's own value from below.
+                    cost.finish(stage1.exact_lower_bound(ws1, j))
+                } else if let Some((dist, b)) = bounded {
+                    let f = cost.finish(dist[j]);
+                    let lo = (f - b) - SPECULATIVE_SLACK * (f + b);
+                    if lo > 0.0 {
+                        lo
+                    } else {
+                        0.0
                     }
-                    None => {
-                        let (u, lw) = stage1.envelope(j);
-                        cost.finish(dtw::lb_keogh(q1, u, lw, cost, f64::INFINITY, None))
-                    }
+                } else {
+                    let (u, lw) = stage1.envelope(j);
+                    cost.finish(dtw::lb_keogh(q1, u, lw, cost, f64::INFINITY, None))
                 };
                 if st.combine(li, lb1) > cut {
                     continue;
@@ -367,12 +380,10 @@ impl TwoStage {
                 let room = cut - li / s2;
                 let d_max = slack(room * s1 / a);
                 let acc_max = slack(cost.unfinish(d_max));
-                let acc =
-                    dtw::accumulated(q1, stage1.reference(j), r, cost, acc_max, None, &mut cw.dtw);
-                stats.stage1_dtw += 1;
+                let acc = d1(j, acc_max, &mut stats);
                 // At or below the cut-off the programme's value is exact.
                 if !(acc <= acc_max) {
-                    stats.abandoned += 1;
+                    stats.abandoned += !exact as usize;
                     continue;
                 }
                 if insert(near, k, st.combine(li, cost.finish(acc)), i) && near.len() == k {

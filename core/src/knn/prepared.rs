@@ -1107,20 +1107,42 @@ impl Model {
     }
 
     /// After a query of this model that finished its preparation exactly
-    /// (`stats.prepared` and not `stats.speculative`): every reference's
-    /// exact accumulated distance into `prepared.dist` (row w − 1 of guess
-    /// 0 for every reference, the finish of k > 1: the same bits as the
-    /// exhaustive search), and true. False (nothing done) after any other
-    /// query. The exact finish of k = 1 computes only the few distances
-    /// 1-NN needs; the combined stage 2 needs one per reference on a side.
-    pub(super) fn exact_distances(&self, ws: &mut Workspace) -> bool {
+    /// (`stats.prepared` and not `stats.speculative`): true, and then
+    /// [`Model::exact_lower_bound`] and [`Model::exact_distance`] give any
+    /// reference's distance bound and distance for that query. False after
+    /// any other query.
+    pub(super) fn exact_finish_holds(&self, ws: &Workspace) -> bool {
         let s = ws.stats;
-        if !s.prepared || s.speculative || ws.prepared.model != self.id {
-            return false;
-        }
+        s.prepared && !s.speculative && ws.prepared.model == self.id
+    }
+
+    /// After an exact finish ([`Model::exact_finish_holds`]): a lower bound of
+    /// reference `j`'s accumulated distance, `fl(M + l(w − 1))` with M from
+    /// the preparation (the bound [`Model::finish_class_best`] prunes with:
+    /// every value of the last row's chain is at least M). One read of two
+    /// values per reference, no programme row.
+    #[inline(always)]
+    pub(super) fn exact_lower_bound(&self, ws: &Workspace, j: usize) -> f64 {
+        let w = self.window;
+        let d = ws.query[w - 1] - self.refs[j * w + w - 1];
+        let l = match self.config.dtw.cost {
+            dtw::Cost::Abs => d.abs(),
+            dtw::Cost::Squared => d * d,
+        };
+        ws.prepared.min_up[j] + l
+    }
+
+    /// After an exact finish ([`Model::exact_finish_holds`]): reference `j`'s
+    /// accumulated distance, the corner of its programme from the prepared
+    /// row ([`Model::tail_corner`]: the operations of the full programme in
+    /// its order, so the bits of the exhaustive search).
+    #[inline(always)]
+    pub(super) fn exact_distance(&self, ws: &Workspace, j: usize) -> f64 {
         let last = ws.query[self.window - 1];
-        self.run_finish(last, 0, ws);
-        true
+        match self.config.dtw.cost {
+            dtw::Cost::Abs => self.tail_corner::<false>(&ws.prepared, 0, j, last),
+            dtw::Cost::Squared => self.tail_corner::<true>(&ws.prepared, 0, j, last),
+        }
     }
 
     /// After a query of this model that took a bounded finish
