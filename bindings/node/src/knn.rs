@@ -53,7 +53,7 @@ pub struct KnnOptions {
     pub radius: Option<f64>,
     /// `"abs"` or `"squared"`.
     pub cost: Option<String>,
-    /// `"none"`, `"subtract-min"`, `"divide-min"` or `"z-score"`.
+    /// `"none"`, `"subtract-min"`, `"divide-min"`, `"z-score"` or `"z-sorted"`.
     pub normalization: Option<String>,
 }
 
