@@ -47,7 +47,15 @@ fn brute(m: &Model, q: &[f64], s2: Stage2) -> Brute {
     let mut stage1 = (f64::INFINITY, usize::MAX);
     for i in 0..m.len() {
         let r1 = norm(m.raw_reference(i), n1);
-        let acc = dtw::accumulated(&q1, &r1, p.radius_or_max(), p.cost, f64::INFINITY, None, &mut dws);
+        let acc = dtw::accumulated(
+            &q1,
+            &r1,
+            p.radius_or_max(),
+            p.cost,
+            f64::INFINITY,
+            None,
+            &mut dws,
+        );
         if acc < stage1.0 {
             stage1 = (acc, i);
         }
@@ -423,18 +431,39 @@ fn the_version_3_fixture_answers_as_numpy_does() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
     let file = opsel::model::load(dir.join("knn_two_stage_knn.model.json")).unwrap();
     let s2 = file.stage2.unwrap();
-    assert_eq!((s2.normalization, s2.k, s2.stage1_weight), (Normalization::ZSorted, 7, 0.25));
+    assert_eq!(
+        (s2.normalization, s2.k, s2.stage1_weight),
+        (Normalization::ZSorted, 7, 0.25)
+    );
     let any = file.any_model().unwrap();
     let t = any.two_stage().unwrap();
-    assert_eq!(t.stage2().scales, s2.scales, "the stored scales, never refitted");
+    assert_eq!(
+        t.stage2().scales,
+        s2.scales,
+        "the stored scales, never refitted"
+    );
     let cases: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("knn_two_stage_knn.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.join("knn_two_stage_knn.json")).unwrap())
+            .unwrap();
     let mut ws = t.workspace();
     for (j, c) in cases["cases"].as_array().unwrap().iter().enumerate() {
-        let w: Vec<f64> = c["window"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let w: Vec<f64> = c["window"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
         let p = t.classify(&w, &mut ws).unwrap();
-        assert_eq!(t.classes()[p.class], c["class"].as_str().unwrap(), "case {j}");
-        assert_eq!(t.classes()[p.stage1_class], c["stage1_class"].as_str().unwrap(), "case {j}");
+        assert_eq!(
+            t.classes()[p.class],
+            c["class"].as_str().unwrap(),
+            "case {j}"
+        );
+        assert_eq!(
+            t.classes()[p.stage1_class],
+            c["stage1_class"].as_str().unwrap(),
+            "case {j}"
+        );
         all_paths(&file.model, t, &w, &format!("fixture case {j}"));
     }
 }

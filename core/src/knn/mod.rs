@@ -98,6 +98,10 @@ pub struct Model {
     raw: Vec<f64>,
     /// References after normalisation; what the search compares against.
     refs: Vec<f64>,
+    /// Each normalised reference's last sample, contiguous: the bound of an
+    /// exact prepared finish reads one per reference (`prepared.rs`,
+    /// [`Model::exact_lower_bound`]) without a cache line of `refs` each.
+    refs_last: Vec<f64>,
     upper: Vec<f64>,
     lower: Vec<f64>,
     /// The same envelopes interleaved by groups of `LANES` (8) references
@@ -199,12 +203,14 @@ impl Model {
         }
         let (upper_lanes, lower_lanes) = (interleave(&upper, window), interleave(&lower, window));
         let refs_lanes = interleave(&refs, window);
+        let refs_last = refs.chunks_exact(window).map(|r| r[window - 1]).collect();
         Ok(Self {
             config,
             window,
             classes,
             raw: windows.to_vec(),
             refs,
+            refs_last,
             upper,
             lower,
             upper_lanes,

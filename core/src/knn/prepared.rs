@@ -1123,8 +1123,7 @@ impl Model {
     /// values per reference, no programme row.
     #[inline(always)]
     pub(super) fn exact_lower_bound(&self, ws: &Workspace, j: usize) -> f64 {
-        let w = self.window;
-        let d = ws.query[w - 1] - self.refs[j * w + w - 1];
+        let d = ws.query[self.window - 1] - self.refs_last[j];
         let l = match self.config.dtw.cost {
             dtw::Cost::Abs => d.abs(),
             dtw::Cost::Squared => d * d,

@@ -289,6 +289,9 @@ pub struct TwoStage {
     sides: [Side; 2],
     /// As given, with the scales computed at fit when they were needed.
     stage2: Stage2,
+    /// Combined stage 2: per side, the block sums of every z-sorted
+    /// reference, interleaved (`combined.rs`, the bound on L).
+    pub(super) blocks: [Vec<crate::dtw::lanes::Lanes>; 2],
 }
 
 /// Scratch memory for [`TwoStage`] (and for [`AnyModel`], whose one-stage
@@ -453,6 +456,11 @@ impl TwoStage {
             })
         };
         let sides = [side(0)?, side(1)?];
+        let blocks = if stage2.is_combined() {
+            [0, 1].map(|s| super::combined::block_sums(&sides[s].model))
+        } else {
+            Default::default()
+        };
         Ok(Self {
             classes,
             labels: labels.to_vec(),
@@ -460,6 +468,7 @@ impl TwoStage {
             stage1,
             sides,
             stage2,
+            blocks,
         })
     }
 
