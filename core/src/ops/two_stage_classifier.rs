@@ -174,7 +174,10 @@ mod tests {
             );
             votes_below_k += (p.votes < 7) as usize;
         }
-        assert!(votes_below_k > 0, "some votes split, so the vote is exercised");
+        assert!(
+            votes_below_k > 0,
+            "some votes split, so the vote is exercised"
+        );
         assert_eq!(t.truncated(10).unwrap().stage2().scales, scales);
     }
 
