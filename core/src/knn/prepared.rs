@@ -1116,6 +1116,16 @@ impl Model {
         s.prepared && !s.speculative && ws.prepared.model == self.id
     }
 
+    /// Read guess 0's `M` of every reference once per cache line (warming
+    /// what [`Model::exact_lower_bound`] reads, at preparation time).
+    pub(super) fn warm_exact_bounds(&self, ws: &Workspace) -> f64 {
+        let n = self.labels.len();
+        ws.prepared.min_up[..n.min(ws.prepared.min_up.len())]
+            .iter()
+            .step_by(8)
+            .sum()
+    }
+
     /// After an exact finish ([`Model::exact_finish_holds`]): a lower bound of
     /// reference `j`'s accumulated distance, `fl(M + l(w − 1))` with M from
     /// the preparation (the bound [`Model::finish_class_best`] prunes with:

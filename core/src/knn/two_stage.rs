@@ -636,6 +636,8 @@ impl TwoStage {
             for (s, w) in self.sides.iter().zip(ws.stage2.iter_mut()) {
                 s.model.prepare(prefix, w);
             }
+        } else {
+            self.warm_combined(ws);
         }
         one
     }
