@@ -18,8 +18,9 @@
 //! does not rule the reference out: the block sums of the z-sorted windows
 //! (ten blocks, stored at fit) give `Σ_b |S_b(q) − S_b(r)| ≤ L` for every
 //! side reference, eight per SIMD operation, from a fifth of the memory a
-//! pass over the windows reads (that pass measured about 80 µs per decision
-//! on the 5-Hz corpus under load). D1 comes from where it is cheapest:
+//! pass over the windows reads (on the 5-Hz corpus, weight 0, the median
+//! decision went from 88 to 73 µs under load). D1 comes from where it is
+//! cheapest:
 //! - a lower bound of D1, with that of L, bounds c from below: after stage 1's exact prepared
 //!   finish `fl(M + l)` from its preparation ([`Model::exact_lower_bound`]),
 //!   after a bounded finish `D − B`, without preparation LB_Keogh. The k
@@ -28,8 +29,8 @@
 //!   an exact finish the last row of its prepared programme
 //!   ([`Model::exact_distance`], no DTW), otherwise a DTW abandoned once D1
 //!   exceeds `(τ − L / s2) · s1 / a`. (Reading every reference's prepared
-//!   row instead costs a pass over megabytes of rows: measured about 180 µs
-//!   more per decision on the 5-Hz corpus under load.)
+//!   row instead is a pass over megabytes of rows: the median decision on
+//!   the 5-Hz corpus under load went from 261 to 118 µs without it.)
 //!
 //! Every cut-off carries the relative slack of the speculative bounds
 //! ([`SPECULATIVE_SLACK`]): rounding never prunes a reference that ties the
@@ -291,7 +292,8 @@ impl TwoStage {
     /// side reference (block sums, stage 1's last samples and bounds): the
     /// preparation's programme rows (megabytes) have evicted them, and a
     /// decision that finds them cold waits on a cache miss per line
-    /// (measured: about 60 µs of a 70 µs decision on the 5-Hz corpus).
+    /// (measured on the 5-Hz corpus, weight 0: median 70 → 56 µs;
+    /// `research/knn/two_stage_knn_latency.rs`).
     pub(super) fn warm_combined(&self, ws: &TwoStageWorkspace) {
         let mut acc = 0.0;
         for b in &self.blocks {
