@@ -326,7 +326,7 @@ fn combined_equals_brute_force_on_the_shipped_5hz_references() {
 #[test]
 fn bad_stage_two_fields_get_clear_errors() {
     let (m, _) = random_model(3, 24, 10, Some(3), dtw::Cost::Abs);
-    let err = |s: Stage2| TwoStage::new(&m, s).err().expect("an error").to_string();
+    let err = |s: Stage2| TwoStage::new(&m, s).expect_err("an error").to_string();
     assert!(err(combined(0, 0.0)).contains("k is 0"));
     // 13 references on each side (24 in turn over six classes, two copies).
     let e = err(combined(14, 0.0));
@@ -367,8 +367,7 @@ fn bad_stage_two_fields_get_clear_errors() {
     )
     .unwrap();
     let e = TwoStage::new(&same, combined(1, 0.25))
-        .err()
-        .expect("an error")
+        .expect_err("an error")
         .to_string();
     assert!(e.contains("too alike"), "{e}");
 }

@@ -472,7 +472,7 @@ impl TwoStage {
                     let acc_max = slack(cost.unfinish(d_max));
                     let acc = d1(j, acc_max, &mut stats);
                     // At or below the cut-off the programme's value is exact.
-                    if !(acc <= acc_max) {
+                    if acc > acc_max {
                         stats.abandoned += !exact as usize;
                         continue;
                     }

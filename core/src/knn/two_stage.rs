@@ -704,6 +704,9 @@ impl TwoStage {
 /// Loaders classify through this so a two-stage file is never answered by
 /// its first stage alone.
 #[derive(Debug, Clone)]
+// Built once per loaded file and never moved on a hot path: a box would
+// only add an indirection to every classification.
+#[allow(clippy::large_enum_variant)]
 pub enum AnyModel {
     One(Model),
     Two(TwoStage),
