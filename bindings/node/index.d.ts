@@ -243,7 +243,7 @@ export interface KnnOptions {
   radius?: number
   /** `"abs"` or `"squared"`. */
   cost?: string
-  /** `"none"`, `"subtract-min"`, `"divide-min"` or `"z-score"`. */
+  /** `"none"`, `"subtract-min"`, `"divide-min"`, `"z-score"` or `"z-sorted"`. */
   normalization?: string
 }
 /** The second stage of a two-stage model (`Model.stage2`). */
@@ -252,6 +252,15 @@ export interface Stage2 {
   normalization: string
   /** How stage 1 splits the classes: `"bbr-present"`. */
   split: string
+  /** Stage 2's neighbours (version-3 files; absent: 1). */
+  k?: number
+  /**
+   * Weight of stage 1's distance in stage 2's combined distance
+   * (version-3 files; absent: 0).
+   */
+  stage1Weight?: number
+  /** The combined distance's scales `[s2, s1]` (version-3 files). */
+  scales?: Array<number>
 }
 /**
  * Read and validate an opsel model file. Throws an `Error` whose `code` is

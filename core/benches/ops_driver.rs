@@ -33,6 +33,9 @@
 //! `OPSEL_BENCH_ROUNDS` (default 3) sets part 1's rounds of leave-one-out
 //! queries, `OPSEL_BENCH_RUN_S` (default 20) part 2's seconds per model, and
 //! `OPSEL_BENCH_MODELS=passive-200ms,passive` keeps only those cases.
+//! `OPSEL_BENCH_MODEL_FILES=name=path[,name=path]` adds passive cases for
+//! other model files (a candidate not yet in `models/`), each probed at its
+//! file's sample period, printed under `name`.
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -55,9 +58,10 @@ use opsel::sys::linux::rtt::{BurstConfig, EchoProbe};
 const S: u64 = 1_000_000_000;
 
 struct Shipped {
-    name: &'static str,
-    /// Relative to the repository root, as printed (no machine path in the output).
-    rel: &'static str,
+    name: String,
+    /// Relative to the repository root, as printed (no machine path in the
+    /// output; `OPSEL_BENCH_MODEL_FILES` cases print their name only).
+    rel: String,
     model: Model,
     config: Config,
     /// Classify with a two-stage model over `model` (none of the shipped
@@ -141,14 +145,43 @@ fn shipped() -> Vec<Shipped> {
         let file = opsel::model::load(root.join(rel)).unwrap();
         let (model, stage2) = (file.model, file.stage2);
         Shipped {
-            name,
-            rel,
+            name: name.to_string(),
+            rel: rel.to_string(),
             model,
             config,
             stage2,
         }
     })
+    .chain(extra_files())
     .collect()
+}
+
+/// `OPSEL_BENCH_MODEL_FILES=name=path,...`: passive cases at each file's
+/// sample period.
+fn extra_files() -> Vec<Shipped> {
+    let Ok(spec) = std::env::var("OPSEL_BENCH_MODEL_FILES") else {
+        return Vec::new();
+    };
+    spec.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let (name, path) = item
+                .split_once('=')
+                .expect("OPSEL_BENCH_MODEL_FILES entries are name=path");
+            let file = opsel::model::load(path).unwrap();
+            let config = Config {
+                sample_period_ns: (file.meta.probing.sample_interval_ms * 1e6).round() as u64,
+                ..Config::passive()
+            };
+            Shipped {
+                name: name.to_string(),
+                rel: format!("{name} (OPSEL_BENCH_MODEL_FILES)"),
+                model: file.model,
+                config,
+                stage2: file.stage2,
+            }
+        })
+        .collect()
 }
 
 /// Model without reference i, and reference i as the query.

@@ -27,16 +27,25 @@ fn two_stage_hot_paths_allocate_nothing() {
         normalization: Normalization::DivideMin,
     };
     let m = Model::fit(&x, 20, &y, classes, cfg).unwrap();
-    for n2 in [
-        Normalization::ZScore,
-        Normalization::DivideMin,
-        Normalization::SubtractMin,
-        Normalization::None,
+    // Every 1-NN stage 2, then the combined k-NN stage 2 (z-sorted) with and
+    // without the stage-1 term: every source of stage 1's distances (exact
+    // and bounded finishes, no preparation).
+    let knn = |k: usize, a: f64| Stage2 {
+        k,
+        stage1_weight: a,
+        ..Stage2::new(Normalization::ZSorted, Split::BbrPresent)
+    };
+    for s2 in [
+        Stage2::new(Normalization::ZScore, Split::BbrPresent),
+        Stage2::new(Normalization::DivideMin, Split::BbrPresent),
+        Stage2::new(Normalization::SubtractMin, Split::BbrPresent),
+        Stage2::new(Normalization::None, Split::BbrPresent),
+        Stage2::new(Normalization::ZSorted, Split::BbrPresent),
+        knn(7, 0.25),
+        knn(7, 0.0),
+        knn(1, 1.0),
     ] {
-        let s2 = Stage2 {
-            normalization: n2,
-            split: Split::BbrPresent,
-        };
+        let n2 = (s2.normalization, s2.k, s2.stage1_weight);
         let t = TwoStage::new(&m, s2).unwrap();
         // The counter works: making a workspace does allocate.
         let (mut ws, n) = count(|| t.workspace());

@@ -130,10 +130,7 @@ fn all_paths(m: &Model, t: &TwoStage, q: &[f64], s2: Normalization, what: &str) 
 }
 
 fn stage2(n: Normalization) -> Stage2 {
-    Stage2 {
-        normalization: n,
-        split: Split::BbrPresent,
-    }
+    Stage2::new(n, Split::BbrPresent)
 }
 
 /// The shipped two-stage 5-Hz model (`models/passive-200ms-two-stage`: w = 50, radius 25,

@@ -200,6 +200,12 @@
 #define OPSEL_NORMALIZATION_Z_SCORE 3
 
 /**
+ * Z-score, then the samples sorted ascending (the window's value
+ * distribution; the two-stage model's second stage).
+ */
+#define OPSEL_NORMALIZATION_Z_SORTED 4
+
+/**
  * `opsel_ops_config.mode`: keep sending while the RTT window fills (000 §3.2).
  */
 #define OPSEL_OPS_PASSIVE 0

@@ -19,6 +19,9 @@ pub const OPSEL_NORMALIZATION_SUBTRACT_MIN: u32 = 1;
 pub const OPSEL_NORMALIZATION_DIVIDE_MIN: u32 = 2;
 /// Zero mean, unit standard deviation.
 pub const OPSEL_NORMALIZATION_Z_SCORE: u32 = 3;
+/// Z-score, then the samples sorted ascending (the window's value
+/// distribution; the two-stage model's second stage).
+pub const OPSEL_NORMALIZATION_Z_SORTED: u32 = 4;
 
 /// Classifier settings for `opsel_model_fit()`. Start from
 /// `opsel_knn_config_default()` and change fields.
@@ -69,9 +72,10 @@ fn norm_from_u32(n: u32) -> Result<Normalization, Fail> {
         OPSEL_NORMALIZATION_SUBTRACT_MIN => Normalization::SubtractMin,
         OPSEL_NORMALIZATION_DIVIDE_MIN => Normalization::DivideMin,
         OPSEL_NORMALIZATION_Z_SCORE => Normalization::ZScore,
+        OPSEL_NORMALIZATION_Z_SORTED => Normalization::ZSorted,
         other => {
             return Err(Fail::invalid(format!(
-                "normalization {other} is unknown; use one of OPSEL_NORMALIZATION_NONE (0), _SUBTRACT_MIN (1), _DIVIDE_MIN (2), _Z_SCORE (3)"
+                "normalization {other} is unknown; use one of OPSEL_NORMALIZATION_NONE (0), _SUBTRACT_MIN (1), _DIVIDE_MIN (2), _Z_SCORE (3), _Z_SORTED (4)"
             )))
         }
     })
@@ -83,6 +87,7 @@ fn norm_to_u32(n: Normalization) -> u32 {
         Normalization::SubtractMin => OPSEL_NORMALIZATION_SUBTRACT_MIN,
         Normalization::DivideMin => OPSEL_NORMALIZATION_DIVIDE_MIN,
         Normalization::ZScore => OPSEL_NORMALIZATION_Z_SCORE,
+        Normalization::ZSorted => OPSEL_NORMALIZATION_Z_SORTED,
     }
 }
 

@@ -53,7 +53,7 @@ pub struct KnnOptions {
     pub radius: Option<f64>,
     /// `"abs"` or `"squared"`.
     pub cost: Option<String>,
-    /// `"none"`, `"subtract-min"`, `"divide-min"` or `"z-score"`.
+    /// `"none"`, `"subtract-min"`, `"divide-min"`, `"z-score"` or `"z-sorted"`.
     pub normalization: Option<String>,
 }
 
@@ -113,6 +113,13 @@ pub struct Stage2 {
     pub normalization: String,
     /// How stage 1 splits the classes: `"bbr-present"`.
     pub split: String,
+    /// Stage 2's neighbours (version-3 files; absent: 1).
+    pub k: Option<u32>,
+    /// Weight of stage 1's distance in stage 2's combined distance
+    /// (version-3 files; absent: 0).
+    pub stage1_weight: Option<f64>,
+    /// The combined distance's scales `[s2, s1]` (version-3 files).
+    pub scales: Option<Vec<f64>>,
 }
 
 #[napi]
@@ -144,9 +151,15 @@ impl Model {
     /// The second stage of a two-stage model file, or `null` for one stage.
     #[napi(getter)]
     pub fn stage2(&self) -> Option<Stage2> {
-        self.file.stage2.map(|s| Stage2 {
-            normalization: s.normalization.name().to_string(),
-            split: s.split.name().to_string(),
+        self.file.stage2.map(|s| {
+            let v3 = s.needs_version_3();
+            Stage2 {
+                normalization: s.normalization.name().to_string(),
+                split: s.split.name().to_string(),
+                k: v3.then_some(s.k as u32),
+                stage1_weight: v3.then_some(s.stage1_weight),
+                scales: s.scales.map(|sc| sc.to_vec()),
+            }
         })
     }
 

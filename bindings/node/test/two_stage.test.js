@@ -107,3 +107,21 @@ test('bad stage2 fields are refused with a coded error', () => {
   bad({ ...twoStage, version: 1 }, /version 2/)
   bad({ ...twoStage, k: 3 }, /k = 3/)
 })
+
+// A version-3 file: stage 2 a 7-NN vote under the combined distance (z-sorted L1 and stage 1's
+// DTW; core/src/knn/combined.rs). tests/fixtures/knn_two_stage_knn.json holds windows and the
+// class a numpy implementation of the rule gave each (research/fixtures/make_two_stage_knn.py).
+test('a version-3 two-stage file answers the fixture windows as numpy does', async () => {
+  const m = opsel.loadModel(path.join(FIXTURES, 'knn_two_stage_knn.model.json'))
+  const s2 = m.stage2
+  assert.equal(s2.normalization, 'z-sorted')
+  assert.equal(s2.k, 7)
+  assert.equal(s2.stage1Weight, 0.25)
+  assert.equal(s2.scales.length, 2)
+  const cases = JSON.parse(fs.readFileSync(path.join(FIXTURES, 'knn_two_stage_knn.json'), 'utf8')).cases
+  cases.forEach((c, i) => {
+    assert.equal(m.classify(Float64Array.from(c.window)).class, c.class, `case ${i}`)
+  })
+  const flat = Float64Array.from(cases.flatMap((c) => c.window))
+  assert.deepEqual((await m.classifyBatch(flat)).map((p) => p.class), cases.map((c) => c.class))
+})

@@ -131,8 +131,11 @@ impl Model {
     /// `stage2` (a normalisation name, e.g. "z-score") makes a two-stage
     /// model: stage 1 decides BBR present with `normalization`, stage 2 picks
     /// the mix among that side's references with `stage2` (1-NN both).
+    /// `stage2_k` > 1 or `stage2_weight` > 0 (with `stage2="z-sorted"`) make
+    /// stage 2 a k-NN vote under the combined distance L/s2 + weight·D1/s1,
+    /// the scales fitted by the core (`core/src/knn/combined.rs`).
     #[staticmethod]
-    #[pyo3(signature = (x, y, classes, k = 1, radius = Some(opsel::dtw::DEFAULT_RADIUS), cost = "abs", normalization = "none", probing = "passive", pattern = None, training = None, sample_interval_ms = 1000.0, stage2 = None))]
+    #[pyo3(signature = (x, y, classes, k = 1, radius = Some(opsel::dtw::DEFAULT_RADIUS), cost = "abs", normalization = "none", probing = "passive", pattern = None, training = None, sample_interval_ms = 1000.0, stage2 = None, stage2_k = 1, stage2_weight = 0.0))]
     #[allow(clippy::too_many_arguments)]
     fn fit(
         py: Python<'_>,
@@ -148,12 +151,20 @@ impl Model {
         training: Option<&Bound<'_, PyAny>>,
         sample_interval_ms: f64,
         stage2: Option<&str>,
+        stage2_k: usize,
+        stage2_weight: f64,
     ) -> PyResult<Self> {
+        if stage2.is_none() && (stage2_k != 1 || stage2_weight != 0.0) {
+            return Err(to_py(opsel::Error::invalid(format!(
+                "stage2_k = {stage2_k} and stage2_weight = {stage2_weight} need a two-stage model; give stage2 (e.g. \"z-sorted\")"
+            ))));
+        }
         let stage2 = stage2
             .map(|n| {
                 Normalization::parse(n).map(|normalization| knn::Stage2 {
-                    normalization,
-                    split: knn::Split::BbrPresent,
+                    k: stage2_k,
+                    stage1_weight: stage2_weight,
+                    ..knn::Stage2::new(normalization, knn::Split::BbrPresent)
                 })
             })
             .transpose()
@@ -220,12 +231,19 @@ impl Model {
             meta,
             stage2,
         };
-        py.detach(|| file.any_model().map(|clf| (file, clf)))
-            .py_err()
-            .map(|(file, clf)| {
-                let ws = Mutex::new(clf.workspace());
-                Self { file, clf, ws }
+        py.detach(|| {
+            file.any_model().map(|clf| {
+                // The stage 2 the file stores: with the scales fitted.
+                let mut file = file;
+                file.stage2 = clf.two_stage().map(|t| t.stage2());
+                (file, clf)
             })
+        })
+        .py_err()
+        .map(|(file, clf)| {
+            let ws = Mutex::new(clf.workspace());
+            Self { file, clf, ws }
+        })
     }
 
     /// Parse a model from JSON text (validated like a file).
@@ -343,7 +361,8 @@ impl Model {
         self.file.model.config().normalization.name()
     }
     /// The second stage of a two-stage model, as {"normalization": ...,
-    /// "split": "bbr-present"}; None for a one-stage model.
+    /// "split": "bbr-present"}, plus "k", "stage1_weight" and "scales" when
+    /// the file has them (version 3); None for a one-stage model.
     #[getter]
     fn stage2<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         self.file
@@ -352,6 +371,13 @@ impl Model {
                 let d = PyDict::new(py);
                 d.set_item("normalization", s.normalization.name())?;
                 d.set_item("split", s.split.name())?;
+                if s.needs_version_3() {
+                    d.set_item("k", s.k)?;
+                    d.set_item("stage1_weight", s.stage1_weight)?;
+                    if let Some(sc) = s.scales {
+                        d.set_item("scales", sc.to_vec())?;
+                    }
+                }
                 Ok(d)
             })
             .transpose()
@@ -409,7 +435,13 @@ impl Model {
             m.config().dtw.cost.name(),
             m.config().normalization.name()
         ) + &match self.file.stage2 {
-            Some(s2) => format!(" two-stage(split={:?}, stage2={:?})", s2.split.name(), s2.normalization.name()),
+            Some(s2) => format!(
+                " two-stage(split={:?}, stage2={:?}, stage2_k={}, stage2_weight={})",
+                s2.split.name(),
+                s2.normalization.name(),
+                s2.k,
+                s2.stage1_weight
+            ),
             None => String::new(),
         }
     }

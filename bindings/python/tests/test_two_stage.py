@@ -134,3 +134,115 @@ def test_stage2_errors_are_clear():
     head["stage2"]["split"] = "heterogeneous"
     with pytest.raises(opsel.InvalidModelError, match="heterogeneous"):
         opsel.Model.from_json(json.dumps(head))
+
+
+# --- The combined k-NN stage 2 (core/src/knn/combined.rs, file version 3) ---------------------
+
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+
+
+def dtw_rows(q, R, radius):
+    """|a − b| DTW (Sakoe–Chiba `radius`) of window q against every row of R, all rows at once."""
+    n, w = R.shape
+    prev = np.full((n, w + 1), np.inf)
+    prev[:, 0] = 0.0
+    for i in range(w):
+        cur = np.full((n, w + 1), np.inf)
+        for j in range(max(0, i - radius), min(w - 1, i + radius) + 1):
+            cur[:, j + 1] = np.abs(q[i] - R[:, j]) + np.minimum(np.minimum(prev[:, j], prev[:, j + 1]), cur[:, j])
+        prev = cur
+    return prev[:, w]
+
+
+def z_sorted(X):
+    X = np.atleast_2d(X)
+    sd = X.std(axis=1, keepdims=True)
+    return np.sort(np.where(sd > 0, (X - X.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1), 0.0), axis=1)
+
+
+def combined_rule(Xq, Xr, yr, *, radius, k, weight, scales):
+    """Stage 1: the divide-min DTW 1-NN decides the side of BBR present; stage 2: among that
+    side's references the k smallest (c, index), c = L/s2 + weight·D1/s1 with L the L1 distance of
+    the z-sorted windows, a majority vote, ties to the class of the nearest voter."""
+    bbr = np.array([opsel.parse_mix(c)["bbr_present"] for c in yr])
+    R1, Z = REPS["divide-min"](Xr), z_sorted(Xr)
+    out = []
+    for q in Xq:
+        d1 = dtw_rows(q / q.min(), R1, radius)
+        side = bbr[int(np.argmin(d1))]
+        idx = np.flatnonzero(bbr == side)
+        c = np.abs(z_sorted(q) - Z[idx]).sum(axis=1) / scales[0] + weight * d1[idx] / scales[1]
+        near = idx[np.lexsort((idx, c))][:k]
+        labels, counts = np.unique(yr[near], return_counts=True)
+        top = set(labels[counts == counts.max()])
+        out.append(next(yr[i] for i in near if yr[i] in top))
+    return np.array(out)
+
+
+def test_the_version_3_fixture_answers_as_numpy_does():
+    m = opsel.load_model(os.path.join(FIXTURES, "knn_two_stage_knn.model.json"))
+    cases = json.load(open(os.path.join(FIXTURES, "knn_two_stage_knn.json")))["cases"]
+    s2 = m.stage2
+    assert (s2["normalization"], s2["k"], s2["stage1_weight"]) == ("z-sorted", 7, 0.25)
+    Xq = np.array([c["window"] for c in cases])
+    refs, labels = np.asarray(m.references), np.array(m.classes)[np.asarray(m.labels)]
+    want = combined_rule(Xq, refs, labels, radius=m.radius, k=7, weight=0.25, scales=s2["scales"])
+    assert list(want) == [c["class"] for c in cases]
+    assert [p.label for p in m.classify_batch(Xq)] == list(want)
+    assert [m.classify(q).label for q in Xq] == list(want)
+    # Vote shares: k = 7 voters.
+    proba = m.predict_proba(Xq)
+    assert np.allclose(proba.sum(axis=1), 1.0) and np.all(np.round(proba * 7) == proba * 7)
+    est = opsel.KnnDtw.load(os.path.join(FIXTURES, "knn_two_stage_knn.model.json"))
+    assert (est.stage2, est.stage2_k, est.stage2_weight) == ("z-sorted", 7, 0.25)
+    assert list(est.predict(Xq)) == list(want)
+
+
+def test_the_stage2_knn_flags_write_a_version_3_model_that_matches_numpy(corpus, tmp_path):
+    out = tmp_path / "model"
+    cli.main(["grid", str(corpus), "--mode", "passive-200ms", "--w", str(W), "--radius", str(RADIUS),
+              "--norm", "divide-min", "--min-windows", "1", "--max-refs", "8", "--stage2", "z-sorted",
+              "--stage2-k", "7", "--stage2-weight", "0.25", "--out", str(out)])
+    head = json.loads((out / "model.json").read_text())
+    assert head["version"] == 3
+    s2 = head["stage2"]
+    assert {k: s2[k] for k in ("normalization", "split", "k", "stage1_weight")} == {
+        "normalization": "z-sorted", "split": "bbr-present", "k": 7, "stage1_weight": 0.25}
+    m = opsel.load_model(str(out / "model.json"))
+    assert m.stage2 == s2
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "7-NN" in card and "--stage2 z-sorted --stage2-k 7 --stage2-weight 0.25" in card
+    refs, labels = np.asarray(m.references), np.array(m.classes)[np.asarray(m.labels)]
+    # The scales the core fitted: the medians of the pairwise distances among the references
+    # (all of them: fewer than 600).
+    n = len(refs)
+    assert n < 600
+    R1, Z = REPS["divide-min"](refs), z_sorted(refs)
+    L = np.concatenate([np.abs(Z[i] - Z[i + 1:]).sum(axis=1) for i in range(n - 1)])
+    D = np.concatenate([dtw_rows(R1[i], R1[i + 1:], RADIUS) for i in range(n - 1)])
+    assert s2["scales"] == pytest.approx([float(np.median(L)), float(np.median(D))], rel=1e-12)
+    # The written model's predictions on perturbed windows of every condition equal the rule.
+    g = grid.load_grid(str(corpus), "passive-200ms", W, 1)
+    X = np.concatenate([g[c]["X"][2::29] for c in grid.ordered(g)])
+    Xq = X * (1.0 + 0.01 * np.random.default_rng(5).standard_normal(X.shape))
+    want = combined_rule(Xq, refs, labels, radius=RADIUS, k=7, weight=0.25, scales=s2["scales"])
+    assert [p.label for p in m.classify_batch(Xq)] == list(want)
+
+
+def test_stage2_knn_errors_are_clear():
+    x = np.array([[10.0, 11, 12, 11], [20.0, 25, 22, 21], [12.0, 11, 13, 12], [21.0, 24, 20, 22]])
+    y, names = [0, 1, 0, 1], ["B0-C0", "B1-C0"]
+    with pytest.raises(opsel.InvalidInputError, match="z-sorted"):
+        opsel.Model.fit(x, y, names, radius=2, stage2="z-score", stage2_k=2)
+    with pytest.raises(opsel.InvalidInputError, match="k = 3"):
+        opsel.Model.fit(x, y, names, radius=2, stage2="z-sorted", stage2_k=3)
+    with pytest.raises(opsel.InvalidInputError, match="-1"):
+        opsel.Model.fit(x, y, names, radius=2, stage2="z-sorted", stage2_weight=-1.0)
+    with pytest.raises(opsel.InvalidInputError, match="need a two-stage model"):
+        opsel.Model.fit(x, y, names, radius=2, stage2_k=2)
+    m = opsel.Model.fit(x, y, names, radius=2, stage2="z-sorted", stage2_k=2, stage2_weight=0.5)
+    head = json.loads(m.to_json())
+    assert head["version"] == 3 and len(head["stage2"]["scales"]) == 2
+    del head["stage2"]["scales"]
+    with pytest.raises(opsel.InvalidModelError, match="scales is missing"):
+        opsel.Model.from_json(json.dumps(head))

@@ -251,7 +251,9 @@ pub fn main(a: CalibrateArgs) -> Result<()> {
             "references": if t.own_only { "the recorded path's alone" } else { "the base model's plus the recorded path's" },
         },
     });
-    // A calibrated model extends the base: a two-stage base stays two-stage.
+    // A calibrated model extends the base: a two-stage base stays two-stage,
+    // with its stage 2 as it is (k, weight and the base's fitted scales: they
+    // weigh two distances, not the references, and are never refitted).
     let file = KnnModelFile {
         model,
         meta,

@@ -30,6 +30,7 @@
 //! ```
 
 mod batch;
+mod combined;
 pub mod cv;
 pub mod metrics;
 mod per_class;
@@ -41,7 +42,10 @@ mod vote;
 pub use cv::{cross_validate, stratified_folds, CvReport};
 pub use metrics::Confusion;
 pub use per_class::{ClassSearchStats, ClassWorkspace};
-pub use two_stage::{AnyModel, Split, Stage2, TwoStage, TwoStagePrediction, TwoStageWorkspace};
+pub use two_stage::{
+    AnyModel, CombinedStats, D1Source, Split, Stage2, TwoStage, TwoStagePrediction,
+    TwoStageWorkspace, SCALE_SAMPLE,
+};
 
 use crate::dtw::{self, DtwParams};
 use crate::error::{check_finite, Error, Result};
@@ -94,6 +98,10 @@ pub struct Model {
     raw: Vec<f64>,
     /// References after normalisation; what the search compares against.
     refs: Vec<f64>,
+    /// Each normalised reference's last sample, contiguous: the bound of an
+    /// exact prepared finish reads one per reference (`prepared.rs`,
+    /// [`Model::exact_lower_bound`]) without a cache line of `refs` each.
+    refs_last: Vec<f64>,
     upper: Vec<f64>,
     lower: Vec<f64>,
     /// The same envelopes interleaved by groups of `LANES` (8) references
@@ -195,12 +203,14 @@ impl Model {
         }
         let (upper_lanes, lower_lanes) = (interleave(&upper, window), interleave(&lower, window));
         let refs_lanes = interleave(&refs, window);
+        let refs_last = refs.chunks_exact(window).map(|r| r[window - 1]).collect();
         Ok(Self {
             config,
             window,
             classes,
             raw: windows.to_vec(),
             refs,
+            refs_last,
             upper,
             lower,
             upper_lanes,

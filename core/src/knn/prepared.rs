@@ -313,6 +313,8 @@ impl Model {
     pub(super) fn prepared_guesses(&self) -> usize {
         match self.config.normalization {
             Normalization::ZScore => ZSCORE_GUESSES_SD.len(),
+            // Never prepared (`Model::prepare`).
+            Normalization::ZSorted => 1,
             Normalization::SubtractMin | Normalization::DivideMin => 1 + MIN_GUESSES_REL.len(),
             Normalization::None => 1,
         }
@@ -338,6 +340,11 @@ impl Model {
         let base = prefix.iter().copied().fold(f64::INFINITY, f64::min);
         let norm = self.config.normalization;
         if norm == Normalization::DivideMin && base <= 0.0 {
+            return false;
+        }
+        // The sort moves every sample with the last one: no row of the
+        // programme is known before it comes (the normal search runs).
+        if norm == Normalization::ZSorted {
             return false;
         }
         ws.fit_to(w, self.config.k, self.classes.len(), self.labels.len());
@@ -751,7 +758,7 @@ impl Model {
             Normalization::SubtractMin | Normalization::DivideMin => {
                 x > p.base || x.to_bits() == p.base.to_bits()
             }
-            Normalization::ZScore => false,
+            Normalization::ZScore | Normalization::ZSorted => false,
         }
     }
 
@@ -1097,6 +1104,64 @@ impl Model {
             let used = LANES.min(n - g * LANES);
             prepared.dist[g * LANES..g * LANES + used].copy_from_slice(&d[..used]);
         }
+    }
+
+    /// After a query of this model that finished its preparation exactly
+    /// (`stats.prepared` and not `stats.speculative`): true, and then
+    /// [`Model::exact_lower_bound`] and [`Model::exact_distance`] give any
+    /// reference's distance bound and distance for that query. False after
+    /// any other query.
+    pub(super) fn exact_finish_holds(&self, ws: &Workspace) -> bool {
+        let s = ws.stats;
+        s.prepared && !s.speculative && ws.prepared.model == self.id
+    }
+
+    /// Read guess 0's `M` of every reference once per cache line (warming
+    /// what [`Model::exact_lower_bound`] reads, at preparation time).
+    pub(super) fn warm_exact_bounds(&self, ws: &Workspace) -> f64 {
+        let n = self.labels.len();
+        ws.prepared.min_up[..n.min(ws.prepared.min_up.len())]
+            .iter()
+            .step_by(8)
+            .sum()
+    }
+
+    /// After an exact finish ([`Model::exact_finish_holds`]): a lower bound of
+    /// reference `j`'s accumulated distance, `fl(M + l(w − 1))` with M from
+    /// the preparation (the bound [`Model::finish_class_best`] prunes with:
+    /// every value of the last row's chain is at least M). One read of two
+    /// values per reference, no programme row.
+    #[inline(always)]
+    pub(super) fn exact_lower_bound(&self, ws: &Workspace, j: usize) -> f64 {
+        let d = ws.query[self.window - 1] - self.refs_last[j];
+        let l = match self.config.dtw.cost {
+            dtw::Cost::Abs => d.abs(),
+            dtw::Cost::Squared => d * d,
+        };
+        ws.prepared.min_up[j] + l
+    }
+
+    /// After an exact finish ([`Model::exact_finish_holds`]): reference `j`'s
+    /// accumulated distance, the corner of its programme from the prepared
+    /// row ([`Model::tail_corner`]: the operations of the full programme in
+    /// its order, so the bits of the exhaustive search).
+    #[inline(always)]
+    pub(super) fn exact_distance(&self, ws: &Workspace, j: usize) -> f64 {
+        let last = ws.query[self.window - 1];
+        match self.config.dtw.cost {
+            dtw::Cost::Abs => self.tail_corner::<false>(&ws.prepared, 0, j, last),
+            dtw::Cost::Squared => self.tail_corner::<true>(&ws.prepared, 0, j, last),
+        }
+    }
+
+    /// After a query of this model that took a bounded finish
+    /// (`stats.speculative`): `prepared.dist` (accumulated D, or a lower
+    /// bound of it) and B (finished units), so that `finish(dist) − B`
+    /// lower-bounds every reference's distance. `None` after any other query.
+    pub(super) fn bounded_distances<'a>(&self, ws: &'a Workspace) -> Option<(&'a [f64], f64)> {
+        let s = ws.stats;
+        (s.speculative && ws.prepared.model == self.id)
+            .then(|| (&ws.prepared.dist[..self.labels.len()], ws.prepared.bound))
     }
 
     /// Classify a window through a valid preparation (exact or bounded), or `None`.

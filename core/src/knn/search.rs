@@ -484,7 +484,7 @@ impl Model {
     }
 
     #[inline(always)]
-    fn envelope(&self, i: usize) -> (&[f64], &[f64]) {
+    pub(super) fn envelope(&self, i: usize) -> (&[f64], &[f64]) {
         let s = i * self.window..(i + 1) * self.window;
         (&self.upper[s.clone()], &self.lower[s])
     }

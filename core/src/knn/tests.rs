@@ -388,7 +388,7 @@ proptest! {
         let speculative = match normalization {
             Normalization::ZScore => true,
             Normalization::SubtractMin | Normalization::DivideMin => new_min,
-            Normalization::None => false,
+            Normalization::None | Normalization::ZSorted => false,
         };
         prop_assert_eq!(st.speculative, speculative);
         prop_assert_eq!(st.pruned_by_bounds + st.abandoned + st.full_dtw, m.len());

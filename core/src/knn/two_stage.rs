@@ -1,7 +1,7 @@
-//! A two-stage 1-NN DTW classifier: stage 1 decides the side of a split (BBR
+//! A two-stage DTW classifier: stage 1 decides the side of a split (BBR
 //! present or not) with the model's own normalisation, stage 2 picks the mix
-//! among the references on that side only, with a second normalisation of the
-//! same window.
+//! among the references on that side only, with a second representation of
+//! the same window.
 //!
 //! 000 §3.5 classifies with one 1-NN DTW over one representation; the second
 //! stage is our extension. Leave-one-condition-out over the 5-Hz corpus
@@ -25,8 +25,14 @@
 //!   reference indices are mapped back to the full class list and reference
 //!   set.
 //!
-//! Only k = 1 is supported: the rule measured is 1-NN in both stages, and a
-//! k-NN vote over sides would not be the side of the 6-class vote.
+//! Stage 1 is always 1-NN (a k-NN vote over sides would not be the side of
+//! the 6-class vote). Stage 2 is the side model's 1-NN by default ([`Stage2`]
+//! with k = 1 and no stage-1 weight: the version-2 file). With k > 1 or a
+//! stage-1 weight a > 0 it is the *combined k-NN* (`combined.rs`): windows
+//! z-sorted ([`Normalization::ZSorted`], compared by L1), ranked by
+//! `c = L / s2 + a · D1 / s1` with D1 stage 1's DTW distance, a majority vote
+//! over the k nearest. Nested leave-one-condition-out over the 28 conditions
+//! of the 5-Hz corpus picked z-sorted, k = 7, a = 0.25 (docs/results/generalisation.md).
 //!
 //! ```
 //! use opsel::knn::{KnnConfig, Model, Split, Stage2, TwoStage};
@@ -37,7 +43,7 @@
 //! let classes: Vec<String> = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
 //! let cfg = KnnConfig { normalization: Normalization::DivideMin, ..KnnConfig::default() };
 //! let one = Model::fit(&x, 20, &y, classes, cfg)?;
-//! let two = TwoStage::new(&one, Stage2 { normalization: Normalization::ZScore, split: Split::BbrPresent })?;
+//! let two = TwoStage::new(&one, Stage2::new(Normalization::ZScore, Split::BbrPresent))?;
 //! let mut ws = two.workspace();
 //! let (p, _other_side, margin) = two.classify_with_margin(&x[..20], &mut ws)?;
 //! assert_eq!(p.class, y[0] as usize); // a reference is its own nearest in both stages
@@ -100,13 +106,126 @@ impl Split {
 }
 
 /// The second stage of a model file (`"stage2": {"normalization": "z-score",
-/// "split": "bbr-present"}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// "split": "bbr-present"}`, version 2; with `k`, `stage1_weight` or
+/// `scales`, version 3).
+///
+/// With `k` = 1 and `stage1_weight` = 0 (the defaults, version 2) stage 2 is
+/// the 1-NN under its normalisation. Otherwise (our extension, measured by
+/// leave-one-condition-out in docs/results/generalisation.md) stage 2 is a
+/// k-NN vote under the *combined distance*
+/// `c(r) = L(r) / s2 + a · D1(r) / s1`: L the stage-2 distance (z-sorted
+/// windows, L1), D1 stage 1's DTW distance, `a` = `stage1_weight`,
+/// `(s2, s1)` = `scales` (module docs). With a = 0, c = L and the scales are
+/// unused.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Stage2 {
     /// Per-window normalisation of stage 2 (query and references alike).
+    /// [`Normalization::ZSorted`] compares windows sample by sample (L1: DTW
+    /// with band 0 and |a − b|): warping sorted windows would align values
+    /// of different ranks.
     pub normalization: Normalization,
     /// How stage 1 splits the classes.
     pub split: Split,
+    /// Neighbours that vote in stage 2 (1: the 1-NN of version 2). Above 1
+    /// needs `normalization` z-sorted.
+    pub k: usize,
+    /// `a`, the weight of stage 1's distance in the combined distance (0:
+    /// stage 2's distance alone). Above 0 needs `normalization` z-sorted
+    /// and `scales`.
+    pub stage1_weight: f64,
+    /// `(s2, s1)`: the medians of the pairwise stage-2 and stage-1 distances
+    /// among (up to [`SCALE_SAMPLE`] evenly spaced) training references
+    /// ([`TwoStage::fit`] computes them when `stage1_weight` > 0 and they
+    /// are absent; a model file stores them, a load never recomputes them).
+    pub scales: Option<[f64; 2]>,
+}
+
+impl Default for Stage2 {
+    /// z-score, bbr-present, 1-NN, no stage-1 term (the version-2 rule).
+    fn default() -> Self {
+        Self::new(Normalization::ZScore, Split::BbrPresent)
+    }
+}
+
+/// Most references whose pairwise distances set the scales
+/// ([`Stage2::scales`]): 600 give 179 700 pairs, a median stable to well
+/// under 1 %, in about a second of DTW at fit.
+pub const SCALE_SAMPLE: usize = 600;
+
+impl Stage2 {
+    /// 1-NN under `normalization` on the side `split` picks (the version-2
+    /// rule).
+    pub fn new(normalization: Normalization, split: Split) -> Self {
+        Self {
+            normalization,
+            split,
+            k: 1,
+            stage1_weight: 0.0,
+            scales: None,
+        }
+    }
+
+    /// Whether stage 2 runs the combined k-NN (k > 1 or a > 0) instead of
+    /// the side model's 1-NN.
+    pub fn is_combined(&self) -> bool {
+        self.k != 1 || self.stage1_weight != 0.0
+    }
+
+    /// Whether a model file needs version 3 for this stage 2 (any of `k`,
+    /// `stage1_weight`, `scales` away from the version-2 defaults).
+    pub fn needs_version_3(&self) -> bool {
+        self.is_combined() || self.scales.is_some()
+    }
+
+    /// The combined distance of a reference at stage-2 distance `l` and
+    /// stage-1 distance `d1`: `l / s2 + a · d1 / s1`, or `l` when a = 0.
+    /// The one expression every search and the brute force evaluate (so
+    /// their results agree bit for bit).
+    #[inline(always)]
+    pub fn combine(&self, l: f64, d1: f64) -> f64 {
+        let a = self.stage1_weight;
+        if a == 0.0 {
+            return l;
+        }
+        let [s2, s1] = self.scales.unwrap_or([1.0, 1.0]);
+        l / s2 + a * d1 / s1
+    }
+
+    /// The checks that need no references; `need_scales`: a model file
+    /// (which must carry them) rather than a fit (which computes them).
+    fn check(&self, need_scales: bool) -> Result<()> {
+        if self.k == 0 {
+            return Err(Error::invalid(
+                "stage2.k is 0; use k >= 1 (1: the 1-NN; 7 was picked by leave-one-condition-out)",
+            ));
+        }
+        let a = self.stage1_weight;
+        if !(a.is_finite() && a >= 0.0) {
+            return Err(Error::invalid(format!(
+                "stage2.stage1_weight is {a}; it must be a finite number >= 0 (0: stage 2's distance alone)"
+            )));
+        }
+        if let Some(sc) = self.scales {
+            if let Some(v) = sc.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+                return Err(Error::invalid(format!(
+                    "stage2.scales has {v}; both scales (s2, s1) must be finite and positive (medians of pairwise distances)"
+                )));
+            }
+        }
+        if self.is_combined() && self.normalization != Normalization::ZSorted {
+            return Err(Error::invalid(format!(
+                "stage2 with k = {} and stage1_weight = {a} needs normalization \"z-sorted\" (the combined k-NN is built on it), not {:?}; use z-sorted, or k = 1 and weight 0",
+                self.k,
+                self.normalization.name()
+            )));
+        }
+        if need_scales && a > 0.0 && self.scales.is_none() {
+            return Err(Error::invalid(format!(
+                "stage2.stage1_weight is {a} but stage2.scales is missing; the scales are fixed at fit (TwoStage::fit computes them) and must be stored with the weight"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// One two-stage classification.
@@ -114,11 +233,17 @@ pub struct Stage2 {
 pub struct TwoStagePrediction {
     /// The answer: stage 2's class, an index into [`TwoStage::classes`].
     pub class: usize,
-    /// Stage 2's DTW distance (under the stage-2 normalisation) to its
-    /// nearest reference on stage 1's side.
+    /// 1-NN stage 2 (k = 1, a = 0): stage 2's distance (under the stage-2
+    /// normalisation) to its nearest reference on stage 1's side. Combined
+    /// stage 2: the combined distance c of the nearest reference of the
+    /// winning class among the k voters (the one the tie-break names).
     pub distance: f64,
     /// That reference's index in the full reference set.
     pub neighbor: usize,
+    /// Votes the class received among stage 2's k nearest (1 for 1-NN).
+    pub votes: u32,
+    /// `votes / k`, in (0, 1].
+    pub vote_share: f64,
     /// Stage 1's side: whether the split's second side (BBR present) won.
     pub bbr_present: bool,
     /// Stage 1: the class of the nearest reference of all (the one-stage
@@ -130,15 +255,15 @@ pub struct TwoStagePrediction {
 }
 
 impl TwoStagePrediction {
-    /// As a one-stage [`Prediction`] (class, stage-2 distance and neighbour;
-    /// one vote of one: 1-NN).
+    /// As a one-stage [`Prediction`] (class, stage-2 distance and neighbour,
+    /// stage 2's votes and their share).
     pub fn prediction(&self) -> Prediction {
         Prediction {
             class: self.class,
             distance: self.distance,
             neighbor: self.neighbor,
-            votes: 1,
-            confidence: 1.0,
+            votes: self.votes,
+            confidence: self.vote_share,
         }
     }
 }
@@ -153,7 +278,7 @@ struct Side {
     refs: Vec<usize>,
 }
 
-/// A two-stage 1-NN DTW classifier (module docs).
+/// A two-stage DTW classifier (module docs).
 #[derive(Debug, Clone)]
 pub struct TwoStage {
     classes: Vec<String>,
@@ -162,7 +287,11 @@ pub struct TwoStage {
     class_side: Vec<usize>,
     stage1: Model,
     sides: [Side; 2],
+    /// As given, with the scales computed at fit when they were needed.
     stage2: Stage2,
+    /// Combined stage 2: per side, the block sums of every z-sorted
+    /// reference, interleaved (`combined.rs`, the bound on L).
+    pub(super) blocks: [Vec<crate::dtw::lanes::Lanes>; 2],
 }
 
 /// Scratch memory for [`TwoStage`] (and for [`AnyModel`], whose one-stage
@@ -170,8 +299,9 @@ pub struct TwoStage {
 /// or [`AnyModel::workspace`]; reuse it for every call on one thread.
 #[derive(Debug, Clone, Default)]
 pub struct TwoStageWorkspace {
-    stage1: Workspace,
+    pub(super) stage1: Workspace,
     stage2: [Workspace; 2],
+    pub(super) combined: super::combined::CombinedWorkspace,
 }
 
 impl TwoStageWorkspace {
@@ -179,17 +309,27 @@ impl TwoStageWorkspace {
     pub fn stage1(&self) -> &Workspace {
         &self.stage1
     }
-    /// Stage 2's workspace of side `side` (0 or 1).
+    /// Stage 2's workspace of side `side` (0 or 1); the 1-NN stage 2 only.
     pub fn stage2(&self, side: usize) -> &Workspace {
         &self.stage2[side.min(1)]
     }
+    /// What the combined stage 2 did in the last call (zeros after a 1-NN
+    /// stage 2).
+    pub fn combined_stats(&self) -> CombinedStats {
+        self.combined.stats
+    }
 }
+
+pub use super::combined::{CombinedStats, D1Source};
 
 impl TwoStage {
     /// Check that `model` can be split by `stage2` without fitting anything:
-    /// k = 1, every class name a mix, a reference on each side. What a model
-    /// file with a `stage2` field must pass at load.
+    /// stage 1 k = 1, every class name a mix, a reference on each side, and
+    /// stage 2's fields valid (k at most each side's references, scales
+    /// present when the weight is above 0). What a model file with a
+    /// `stage2` field must pass at load and at write.
     pub fn validate(model: &Model, stage2: Stage2) -> Result<()> {
+        stage2.check(true)?;
         Self::sides_of(model.config(), model.classes(), model.labels(), stage2).map(|_| ())
     }
 
@@ -201,7 +341,7 @@ impl TwoStage {
     ) -> Result<Vec<usize>> {
         if config.k != 1 {
             return Err(Error::invalid(format!(
-                "a two-stage model is 1-NN in both stages but k = {}; use k = 1",
+                "a two-stage model's stage 1 is 1-NN but k = {}; use k = 1 (stage 2's neighbours are stage2.k)",
                 config.k
             )));
         }
@@ -210,13 +350,20 @@ impl TwoStage {
             .map(|c| stage2.split.side_of(c))
             .collect::<Result<Vec<_>>>()?;
         for (side, name) in stage2.split.side_names().iter().enumerate() {
-            if !labels
+            let n = labels
                 .iter()
-                .any(|&l| class_side.get(l as usize) == Some(&side))
-            {
+                .filter(|&&l| class_side.get(l as usize) == Some(&side))
+                .count();
+            if n == 0 {
                 return Err(Error::invalid(format!(
                     "the two-stage split {} has no reference on the side {name}; stage 2 would have nothing to choose from there (add references of a class on that side, or drop stage2)",
                     stage2.split.name()
+                )));
+            }
+            if stage2.k > n {
+                return Err(Error::invalid(format!(
+                    "stage2.k = {} but the side {name} has {n} references; use k <= {n}",
+                    stage2.k
                 )));
             }
         }
@@ -239,7 +386,10 @@ impl TwoStage {
 
     /// Fit on raw `windows` (flat, `labels.len()` windows of `window`
     /// samples) labelled with indices into `classes`; `config` is stage 1's
-    /// (and stage 2's but for the normalisation).
+    /// (and stage 2's but for the normalisation; a z-sorted stage 2 uses
+    /// band 0 and |a − b|). With `stage2.stage1_weight` > 0 and no
+    /// `stage2.scales`, computes them ([`Stage2::scales`]; read them back
+    /// with [`TwoStage::stage2`] to store them).
     pub fn fit(
         windows: &[f64],
         window: usize,
@@ -253,6 +403,7 @@ impl TwoStage {
                 "the reference set is empty; fit needs at least one labelled window",
             ));
         }
+        stage2.check(false)?;
         // The label and class checks of `Model::fit` that the side models
         // (fitted on side labels and subsets of the classes) cannot make.
         super::check_classes_and_labels(&classes, labels)?;
@@ -263,8 +414,20 @@ impl TwoStage {
             .collect();
         let names = stage2.split.side_names().map(String::from).to_vec();
         let stage1 = Model::fit(windows, window, &side_labels, names, config)?;
+        let mut stage2 = stage2;
+        if stage2.stage1_weight > 0.0 && stage2.scales.is_none() {
+            stage2.scales = Some(super::combined::fit_scales(&stage1, stage2.normalization)?);
+        }
         let cfg2 = KnnConfig {
             normalization: stage2.normalization,
+            dtw: if stage2.normalization == Normalization::ZSorted {
+                crate::dtw::DtwParams {
+                    radius: Some(0),
+                    cost: crate::dtw::Cost::Abs,
+                }
+            } else {
+                config.dtw
+            },
             ..config
         };
         let side = |s: usize| -> Result<Side> {
@@ -293,6 +456,11 @@ impl TwoStage {
             })
         };
         let sides = [side(0)?, side(1)?];
+        let blocks = if stage2.is_combined() {
+            [0, 1].map(|s| super::combined::block_sums(&sides[s].model))
+        } else {
+            Default::default()
+        };
         Ok(Self {
             classes,
             labels: labels.to_vec(),
@@ -300,6 +468,7 @@ impl TwoStage {
             stage1,
             sides,
             stage2,
+            blocks,
         })
     }
 
@@ -311,11 +480,13 @@ impl TwoStage {
     pub fn classes(&self) -> &[String] {
         &self.classes
     }
-    /// Stage 1's settings (stage 2's differ in the normalisation only).
+    /// Stage 1's settings (stage 2's differ in the normalisation, and for
+    /// z-sorted in the band and cost).
     pub fn config(&self) -> &KnnConfig {
         self.stage1.config()
     }
-    /// The second stage's settings.
+    /// The second stage's settings, with the scales fitted (what a model
+    /// file stores).
     pub fn stage2(&self) -> Stage2 {
         self.stage2
     }
@@ -348,16 +519,27 @@ impl TwoStage {
     pub fn stage2_model(&self, side: usize) -> &Model {
         &self.sides[side.min(1)].model
     }
+    /// The full reference index of each of side `side`'s references.
+    pub fn side_references(&self, side: usize) -> &[usize] {
+        &self.sides[side.min(1)].refs
+    }
+    /// The full class index of each of side `side`'s classes.
+    pub(super) fn side_classes(&self, side: usize) -> &[usize] {
+        &self.sides[side.min(1)].classes
+    }
 
     /// A workspace sized for all three models.
     pub fn workspace(&self) -> TwoStageWorkspace {
-        TwoStageWorkspace {
+        let mut ws = TwoStageWorkspace {
             stage1: self.stage1.workspace(),
             stage2: [
                 self.sides[0].model.workspace(),
                 self.sides[1].model.workspace(),
             ],
-        }
+            combined: Default::default(),
+        };
+        self.fit_combined(&mut ws);
+        ws
     }
 
     fn finish(&self, p1: Prediction, p2: Prediction, side: usize) -> TwoStagePrediction {
@@ -366,6 +548,8 @@ impl TwoStage {
             class: s.classes[p2.class],
             distance: p2.distance,
             neighbor: s.refs[p2.neighbor],
+            votes: p2.votes,
+            vote_share: p2.confidence,
             bbr_present: side == 1,
             stage1_class: self.labels[p1.neighbor] as usize,
             stage1_distance: p1.distance,
@@ -373,19 +557,39 @@ impl TwoStage {
         }
     }
 
-    /// Classify one window of `window()` samples. Exact (both stages are the
-    /// pruned search); no allocation once `ws` came from [`TwoStage::workspace`].
+    /// Stage 2 after stage 1 chose `side` (stage 1's workspace holds its
+    /// query and, after a prepared finish, its distances or bounds).
+    fn stage2_after(
+        &self,
+        window: &[f64],
+        p1: Prediction,
+        side: usize,
+        exhaustive: bool,
+        ws: &mut TwoStageWorkspace,
+    ) -> Result<TwoStagePrediction> {
+        if self.stage2.is_combined() {
+            return self.classify_combined(window, p1, side, exhaustive, ws);
+        }
+        ws.combined.stats = CombinedStats::default();
+        let m = &self.sides[side].model;
+        let p2 = if exhaustive {
+            m.classify_exhaustive(window, &mut ws.stage2[side])?
+        } else {
+            m.classify(window, &mut ws.stage2[side])?
+        };
+        Ok(self.finish(p1, p2, side))
+    }
+
+    /// Classify one window of `window()` samples. Exact (both stages are
+    /// pruned searches that equal [`TwoStage::classify_exhaustive`]); no
+    /// allocation once `ws` came from [`TwoStage::workspace`].
     pub fn classify(
         &self,
         window: &[f64],
         ws: &mut TwoStageWorkspace,
     ) -> Result<TwoStagePrediction> {
         let p1 = self.stage1.classify(window, &mut ws.stage1)?;
-        let side = p1.class;
-        let p2 = self.sides[side]
-            .model
-            .classify(window, &mut ws.stage2[side])?;
-        Ok(self.finish(p1, p2, side))
+        self.stage2_after(window, p1, p1.class, false, ws)
     }
 
     /// Classify and measure how clearly the window is on its side: the DTW
@@ -404,43 +608,44 @@ impl TwoStage {
         ws: &mut TwoStageWorkspace,
     ) -> Result<(TwoStagePrediction, f64, f64)> {
         let (p1, other, margin) = self.stage1.classify_with_margin(window, &mut ws.stage1)?;
-        let side = p1.class;
-        let p2 = self.sides[side]
-            .model
-            .classify(window, &mut ws.stage2[side])?;
-        Ok((self.finish(p1, p2, side), other, margin))
+        let p = self.stage2_after(window, p1, p1.class, false, ws)?;
+        Ok((p, other, margin))
     }
 
-    /// [`TwoStage::classify`] with every DTW computed in full in both stages
-    /// (the reference answer of tests and benches).
+    /// [`TwoStage::classify`] with every distance computed in full in both
+    /// stages (the reference answer of tests and benches; for a combined
+    /// stage 2, c of every reference on the side, brute force).
     pub fn classify_exhaustive(
         &self,
         window: &[f64],
         ws: &mut TwoStageWorkspace,
     ) -> Result<TwoStagePrediction> {
         let p1 = self.stage1.classify_exhaustive(window, &mut ws.stage1)?;
-        let side = p1.class;
-        let p2 = self.sides[side]
-            .model
-            .classify_exhaustive(window, &mut ws.stage2[side])?;
-        Ok(self.finish(p1, p2, side))
+        self.stage2_after(window, p1, p1.class, true, ws)
     }
 
     /// Prepare the classification of a window whose first `w − 1` samples are
     /// `prefix` ([`Model::prepare`]): stage 1 and both stage-2 models (the
-    /// side is known only with the last sample). Returns whether stage 1 was
-    /// prepared. Results are unchanged; no allocation once `ws` came from
-    /// [`TwoStage::workspace`].
+    /// side is known only with the last sample; a z-sorted stage 2 is never
+    /// prepared, and the combined stage 2 takes stage 1's distances from its
+    /// preparation). Returns whether stage 1 was prepared. Results are
+    /// unchanged; no allocation once `ws` came from [`TwoStage::workspace`].
     pub fn prepare(&self, prefix: &[f64], ws: &mut TwoStageWorkspace) -> bool {
         let one = self.stage1.prepare(prefix, &mut ws.stage1);
-        for (s, w) in self.sides.iter().zip(ws.stage2.iter_mut()) {
-            s.model.prepare(prefix, w);
+        if !self.stage2.is_combined() {
+            for (s, w) in self.sides.iter().zip(ws.stage2.iter_mut()) {
+                s.model.prepare(prefix, w);
+            }
+        } else {
+            self.warm_combined(ws);
         }
         one
     }
 
     /// The two-stage model over the first `len` samples of every reference
-    /// (the prefix models of progressive probing, 000 §6).
+    /// (the prefix models of progressive probing, 000 §6). The scales are
+    /// kept: both distances are sums over the samples, so a prefix shrinks
+    /// them alike, and only their ratio orders the references.
     pub fn truncated(&self, len: usize) -> Result<TwoStage> {
         let w = self.window();
         if len == 0 || len > w {
@@ -478,6 +683,20 @@ impl TwoStage {
             |w, ws| self.classify(w, ws),
         )
     }
+
+    /// Vote shares per class of stage 2 into `out` (one slot per class)
+    /// after [`TwoStage::classify`] on `ws`.
+    fn vote_shares(&self, p: &TwoStagePrediction, ws: &TwoStageWorkspace, out: &mut [f64]) {
+        out.fill(0.0);
+        if self.stage2.is_combined() {
+            let k = self.stage2.k as f64;
+            for (o, &v) in out.iter_mut().zip(&ws.combined.votes) {
+                *o = v as f64 / k;
+            }
+        } else {
+            out[p.class] = 1.0;
+        }
+    }
 }
 
 /// The classifier a knn-dtw model file describes: one stage, or two when the
@@ -485,6 +704,9 @@ impl TwoStage {
 /// Loaders classify through this so a two-stage file is never answered by
 /// its first stage alone.
 #[derive(Debug, Clone)]
+// Built once per loaded file and never moved on a hot path: a box would
+// only add an indirection to every classification.
+#[allow(clippy::large_enum_variant)]
 pub enum AnyModel {
     One(Model),
     Two(TwoStage),
@@ -524,7 +746,7 @@ impl AnyModel {
         match self {
             AnyModel::One(m) => TwoStageWorkspace {
                 stage1: m.workspace(),
-                stage2: Default::default(),
+                ..Default::default()
             },
             AnyModel::Two(t) => t.workspace(),
         }
@@ -549,7 +771,7 @@ impl AnyModel {
         }
     }
     /// Vote shares per class ([`Model::class_probabilities`]); for a
-    /// two-stage model (1-NN) all on stage 2's class.
+    /// two-stage model stage 2's (a 1-NN stage 2: all on its class).
     pub fn class_probabilities(
         &self,
         window: &[f64],
@@ -567,8 +789,7 @@ impl AnyModel {
                     )));
                 }
                 let p = t.classify(window, ws)?;
-                out.fill(0.0);
-                out[p.class] = 1.0;
+                t.vote_shares(&p, ws, out);
                 Ok(p.prediction())
             }
         }

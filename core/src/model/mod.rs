@@ -39,8 +39,13 @@ pub const FORMAT: &str = "opsel-model";
 pub const VERSION: u64 = 1;
 /// The version of a knn-dtw file with a `stage2` field: an older reader,
 /// which knows version 1 only, refuses it instead of running stage 1 alone.
-/// Readers of this build accept 1 and 2.
+/// Readers of this build accept 1, 2 and 3.
 pub const VERSION_STAGE2: u64 = 2;
+/// The version of a knn-dtw file whose `stage2` carries `k`,
+/// `stage1_weight` or `scales` (the combined k-NN stage 2): a reader of
+/// version 2 would ignore nothing (it denies unknown fields) but refuses it
+/// by the version first, with the clearer message.
+pub const VERSION_STAGE2_KNN: u64 = 3;
 /// The `kind` of a DTW K-NN background-mix classifier.
 pub const KIND_KNN_DTW: &str = "knn-dtw";
 
@@ -141,7 +146,8 @@ pub struct KnnModelFile {
     /// The references, classes and settings (stage 1's normalisation).
     pub model: knn::Model,
     pub meta: Metadata,
-    /// The second stage, if any (`"stage2"` in the file, version 2).
+    /// The second stage, if any (`"stage2"` in the file, version 2, or 3
+    /// with its k-NN fields).
     pub stage2: Option<knn::Stage2>,
 }
 
@@ -173,6 +179,15 @@ struct WireStage2 {
     normalization: String,
     /// How stage 1 splits the classes (`bbr-present`).
     split: String,
+    /// Version 3: stage 2's neighbours (absent: 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    k: Option<usize>,
+    /// Version 3: the weight of stage 1's distance (absent: 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stage1_weight: Option<f64>,
+    /// Version 3: the scales `[s2, s1]` (required with a weight above 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scales: Option<Vec<f64>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -205,15 +220,24 @@ impl KnnModelFile {
                 "knn-dtw model does not match format version {version}: {e}"
             ))
         })?;
+        let knn_fields = w
+            .stage2
+            .as_ref()
+            .is_some_and(|s| s.k.is_some() || s.stage1_weight.is_some() || s.scales.is_some());
         match (&w.stage2, version) {
             (Some(_), VERSION) => {
                 return Err(Error::InvalidModel(format!(
                     "a knn-dtw file with \"stage2\" must have version {VERSION_STAGE2} (it has {VERSION}), so that readers that know one stage only refuse it; set \"version\": {VERSION_STAGE2}"
                 )))
             }
-            (None, VERSION_STAGE2) => {
+            (None, VERSION_STAGE2 | VERSION_STAGE2_KNN) => {
                 return Err(Error::InvalidModel(format!(
-                    "a knn-dtw file of version {VERSION_STAGE2} must have a \"stage2\" object (a one-stage model is version {VERSION}); add stage2 or set \"version\": {VERSION}"
+                    "a knn-dtw file of version {version} must have a \"stage2\" object (a one-stage model is version {VERSION}); add stage2 or set \"version\": {VERSION}"
+                )))
+            }
+            (Some(_), VERSION_STAGE2) if knn_fields => {
+                return Err(Error::InvalidModel(format!(
+                    "stage2 has k, stage1_weight or scales, which need version {VERSION_STAGE2_KNN} (the file has {VERSION_STAGE2}), so that readers that know the 1-NN stage 2 only refuse it; set \"version\": {VERSION_STAGE2_KNN}"
                 )))
             }
             _ => {}
@@ -262,6 +286,18 @@ impl KnnModelFile {
                     .map_err(|e| Error::InvalidModel(format!("stage2.normalization: {e}")))?,
                 split: knn::Split::parse(&s.split)
                     .map_err(|e| Error::InvalidModel(format!("stage2.split: {e}")))?,
+                k: s.k.unwrap_or(1),
+                stage1_weight: s.stage1_weight.unwrap_or(0.0),
+                scales: match s.scales.as_deref() {
+                    None => None,
+                    Some(&[s2, s1]) => Some([s2, s1]),
+                    Some(other) => {
+                        return Err(Error::InvalidModel(format!(
+                            "stage2.scales has {} values; it must be two, [s2, s1]",
+                            other.len()
+                        )))
+                    }
+                },
             }),
         };
         let flat: Vec<f64> = w.references.windows.concat();
@@ -289,7 +325,8 @@ impl KnnModelFile {
 
     /// Serialise to compact JSON (floats round-trip exactly). A file with a
     /// second stage is checked ([`knn::TwoStage::validate`]) and written as
-    /// version 2.
+    /// version 2, or 3 when the stage has k-NN fields
+    /// ([`knn::Stage2::needs_version_3`]).
     pub fn to_json(&self) -> Result<String> {
         let m = &self.model;
         let c = m.config();
@@ -299,10 +336,10 @@ impl KnnModelFile {
         }
         let wire = Wire {
             format: FORMAT.into(),
-            version: if self.stage2.is_some() {
-                VERSION_STAGE2
-            } else {
-                VERSION
+            version: match self.stage2 {
+                Some(s) if s.needs_version_3() => VERSION_STAGE2_KNN,
+                Some(_) => VERSION_STAGE2,
+                None => VERSION,
             },
             kind: KIND_KNN_DTW.into(),
             window: m.window(),
@@ -318,6 +355,9 @@ impl KnnModelFile {
             stage2: self.stage2.map(|s| WireStage2 {
                 normalization: s.normalization.name().into(),
                 split: s.split.name().into(),
+                k: s.needs_version_3().then_some(s.k),
+                stage1_weight: s.needs_version_3().then_some(s.stage1_weight),
+                scales: s.scales.map(|sc| sc.to_vec()),
             }),
             references: WireRefs {
                 labels: m.labels().to_vec(),
@@ -411,24 +451,24 @@ pub fn check_header(v: &serde_json::Value, kind: &str) -> Result<()> {
     }
 }
 
-/// `format`, `version` (1, or 2 with a second stage) and `kind` of a knn-dtw
-/// file; returns the version. The shared check knows version 1 only (every
-/// kind's), so version 2 is checked on a copy that carries version 1, as
-/// FastProb files do (`fastprob::model`).
+/// `format`, `version` (1, or 2 and 3 with a second stage) and `kind` of a
+/// knn-dtw file; returns the version. The shared check knows version 1 only
+/// (every kind's), so versions 2 and 3 are checked on a copy that carries
+/// version 1, as FastProb files do (`fastprob::model`).
 fn check_knn_header(v: &serde_json::Value) -> Result<u64> {
     match v.get("version").and_then(|x| x.as_u64()) {
-        Some(VERSION_STAGE2) => {
+        Some(found @ (VERSION_STAGE2 | VERSION_STAGE2_KNN)) => {
             let mut v1 = v.clone();
             v1["version"] = serde_json::json!(VERSION);
             check_header(&v1, KIND_KNN_DTW)?;
-            Ok(VERSION_STAGE2)
+            Ok(found)
         }
         Some(found) if found != VERSION => {
             // Format first, so a foreign file is named as such.
             check_format_only(v)?;
             Err(Error::UnsupportedVersion {
                 found,
-                supported: VERSION_STAGE2,
+                supported: VERSION_STAGE2_KNN,
             })
         }
         _ => check_header(v, KIND_KNN_DTW).map(|()| VERSION),

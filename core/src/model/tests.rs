@@ -37,10 +37,10 @@ fn sample() -> KnnModelFile {
 
 fn two_stage_sample() -> KnnModelFile {
     KnnModelFile {
-        stage2: Some(knn::Stage2 {
-            normalization: Normalization::ZScore,
-            split: knn::Split::BbrPresent,
-        }),
+        stage2: Some(knn::Stage2::new(
+            Normalization::ZScore,
+            knn::Split::BbrPresent,
+        )),
         ..sample()
     }
 }
@@ -76,21 +76,23 @@ fn rejects_foreign_corrupt_and_newer_files() {
         .unwrap_err()
         .to_string()
         .contains("no \"format\""));
-    let e = mutate(|v| v["version"] = 3.into());
+    let e = mutate(|v| v["version"] = 4.into());
     assert!(
         matches!(
             e,
             Error::UnsupportedVersion {
-                found: 3,
-                supported: 2
+                found: 4,
+                supported: 3
             }
         ),
         "{e}"
     );
-    // Version 2 is the two-stage file: without stage2 it is damaged.
-    let e = mutate(|v| v["version"] = 2.into());
-    assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
-    assert!(e.to_string().contains("must have a \"stage2\""), "{e}");
+    // Versions 2 and 3 are two-stage files: without stage2 they are damaged.
+    for version in [2, 3] {
+        let e = mutate(|v| v["version"] = version.into());
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
+        assert!(e.to_string().contains("must have a \"stage2\""), "{e}");
+    }
     assert!(mutate(|v| v["format"] = "onnx".into())
         .to_string()
         .contains("\"onnx\""));
@@ -172,6 +174,112 @@ fn two_stage_round_trip_and_version() {
     let one = sample().to_json().unwrap();
     assert!(one.contains(r#""version":1"#) && !one.contains("stage2"));
     assert!(sample().any_model().unwrap().two_stage().is_none());
+}
+
+/// A combined k-NN stage 2 (version 3): z-sorted, k = 3, a = 0.25, the
+/// scales fitted by `TwoStage::new` (stage 1 divide-min: positive windows).
+fn knn_sample() -> KnnModelFile {
+    let (x, y) = synth::dataset(&SIX_CLASSES, 4, 6, 2).unwrap();
+    let cfg = KnnConfig {
+        normalization: Normalization::DivideMin,
+        dtw: DtwParams {
+            radius: Some(2),
+            cost: Cost::Abs,
+        },
+        k: 1,
+    };
+    let classes = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
+    let model = knn::Model::fit(&x, 6, &y, classes, cfg).unwrap();
+    let s2 = knn::Stage2 {
+        k: 3,
+        stage1_weight: 0.25,
+        ..knn::Stage2::new(Normalization::ZSorted, knn::Split::BbrPresent)
+    };
+    let s2 = knn::TwoStage::new(&model, s2).unwrap().stage2();
+    KnnModelFile {
+        model,
+        meta: Metadata::default(),
+        stage2: Some(s2),
+    }
+}
+
+#[test]
+fn knn_stage2_round_trip_and_version_3() {
+    let m = knn_sample();
+    let [s2, s1] = m.stage2.unwrap().scales.unwrap();
+    let text = m.to_json().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["version"], 3);
+    assert_eq!(
+        v["stage2"],
+        serde_json::json!({"normalization": "z-sorted", "split": "bbr-present", "k": 3,
+                           "stage1_weight": 0.25, "scales": [s2, s1]})
+    );
+    let back = KnnModelFile::from_json(&text).unwrap();
+    assert_eq!(back.stage2, m.stage2);
+    assert_eq!(back.to_json().unwrap(), text);
+    // Loading uses the stored scales: changed in the file, changed in the model.
+    let mut v2 = v.clone();
+    v2["stage2"]["scales"] = serde_json::json!([1.5, 2.5]);
+    let other = KnnModelFile::from_json(&v2.to_string()).unwrap();
+    let t = other.any_model().unwrap();
+    assert_eq!(t.two_stage().unwrap().stage2().scales, Some([1.5, 2.5]));
+    // A z-sorted 1-NN stage 2 without the new fields stays version 2.
+    let mut one = m.clone();
+    one.stage2 = Some(knn::Stage2::new(
+        Normalization::ZSorted,
+        knn::Split::BbrPresent,
+    ));
+    let v1: serde_json::Value = serde_json::from_str(&one.to_json().unwrap()).unwrap();
+    assert_eq!(v1["version"], 2);
+    assert_eq!(
+        v1["stage2"],
+        serde_json::json!({"normalization": "z-sorted", "split": "bbr-present"})
+    );
+}
+
+#[test]
+fn knn_stage2_fields_are_checked() {
+    let bad = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&knn_sample().to_json().unwrap()).unwrap();
+        f(&mut v);
+        let e = KnnModelFile::from_json(&v.to_string()).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
+        e.to_string()
+    };
+    let e = bad(&|v| v["version"] = 2.into());
+    assert!(e.contains("need version 3"), "{e}");
+    let e = bad(&|v| v["stage2"]["k"] = 0.into());
+    assert!(e.contains("k is 0"), "{e}");
+    // 12 references on each side (24 over six classes, three per side).
+    let e = bad(&|v| v["stage2"]["k"] = 13.into());
+    assert!(e.contains("k = 13") && e.contains("12 references"), "{e}");
+    let e = bad(&|v| v["stage2"]["stage1_weight"] = serde_json::json!(-0.25));
+    assert!(e.contains("stage1_weight is -0.25"), "{e}");
+    let e = bad(&|v| v["stage2"]["scales"] = serde_json::json!([0.0, 1.0]));
+    assert!(e.contains("scales has 0"), "{e}");
+    let e = bad(&|v| v["stage2"]["scales"] = serde_json::json!([1.0, -2.0]));
+    assert!(e.contains("scales has -2"), "{e}");
+    let e = bad(&|v| v["stage2"]["scales"] = serde_json::json!([1.0]));
+    assert!(e.contains("scales has 1 values"), "{e}");
+    let e = bad(&|v| {
+        v["stage2"].as_object_mut().unwrap().remove("scales");
+    });
+    assert!(e.contains("scales is missing"), "{e}");
+    let e = bad(&|v| v["stage2"]["normalization"] = "z-score".into());
+    assert!(e.contains("z-sorted"), "{e}");
+    // The weight 0 needs no scales.
+    let mut v: serde_json::Value = serde_json::from_str(&knn_sample().to_json().unwrap()).unwrap();
+    v["stage2"]["stage1_weight"] = serde_json::json!(0.0);
+    v["stage2"].as_object_mut().unwrap().remove("scales");
+    let f = KnnModelFile::from_json(&v.to_string()).unwrap();
+    assert_eq!(f.stage2.unwrap().k, 3);
+    // Writing refuses a weight without scales.
+    let mut m = knn_sample();
+    m.stage2.as_mut().unwrap().scales = None;
+    let e = m.to_json().unwrap_err();
+    assert!(e.to_string().contains("scales is missing"), "{e}");
 }
 
 fn mutate2(f: impl FnOnce(&mut serde_json::Value)) -> Error {

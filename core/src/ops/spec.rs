@@ -768,10 +768,7 @@ mod tests {
         };
         let classes = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
         let model = Model::fit(&x, 20, &y, classes, cfg).unwrap();
-        let s2 = Stage2 {
-            normalization: Normalization::ZScore,
-            split: Split::BbrPresent,
-        };
+        let s2 = Stage2::new(Normalization::ZScore, Split::BbrPresent);
         let file = KnnModelFile {
             model: model.clone(),
             meta: Default::default(),

@@ -9,10 +9,12 @@ use crate::mix::Mix;
 
 /// A two-stage model with its workspace and its class labels parsed as mixes.
 ///
-/// Class: stage 2's. Confidence: stage 1's side margin `1 − d_nearest /
-/// d_nearest_on_the_other_side` ([`TwoStage::classify_with_margin`] says why
-/// the side and not the class). Distance: stage 2's, to the reference whose
-/// class is reported (as [`crate::knn::Prediction::distance`]).
+/// Class: stage 2's (its 1-NN, or the vote of its combined k-NN). Confidence:
+/// stage 1's side margin `1 − d_nearest / d_nearest_on_the_other_side`
+/// ([`TwoStage::classify_with_margin`] says why the side and not the class),
+/// whatever stage 2's vote share. Distance: stage 2's, to the reference whose
+/// class is reported (the combined distance of the nearest voter of the
+/// winning class for a k-NN stage 2; [`crate::knn::TwoStagePrediction::distance`]).
 ///
 /// Per-class distances (`Config::cycles` > 1) are not supported: the
 /// controller's min-sum adds one distance per class over the windows, and a
@@ -111,14 +113,7 @@ mod tests {
             },
         )
         .unwrap();
-        TwoStage::new(
-            &m,
-            Stage2 {
-                normalization: Normalization::ZScore,
-                split: Split::BbrPresent,
-            },
-        )
-        .unwrap()
+        TwoStage::new(&m, Stage2::new(Normalization::ZScore, Split::BbrPresent)).unwrap()
     }
 
     #[test]
@@ -137,6 +132,53 @@ mod tests {
             assert_eq!(r.mix.bbr_present(), p.bbr_present);
             assert_eq!(c.verdict(w).unwrap(), Verdict::from(r));
         }
+    }
+
+    /// A combined k-NN stage 2 (z-sorted, k = 7, a = 0.25): class and
+    /// distance from it, confidence still stage 1's side margin, prepared or
+    /// not; its prefix models keep the fitted scales.
+    #[test]
+    fn a_knn_stage_two_keeps_the_side_margin() {
+        let base = model();
+        let s2 = Stage2 {
+            k: 7,
+            stage1_weight: 0.25,
+            ..Stage2::new(Normalization::ZSorted, Split::BbrPresent)
+        };
+        let one = Model::fit(
+            base.raw_references(),
+            20,
+            base.labels(),
+            base.classes().to_vec(),
+            *base.config(),
+        )
+        .unwrap();
+        let t = TwoStage::new(&one, s2).unwrap();
+        let scales = t.stage2().scales;
+        assert!(scales.is_some());
+        let mut c = TwoStageClassifier::new(t.clone()).unwrap();
+        let mut ws = t.workspace();
+        let (q, _) = synth::dataset(&SIX_CLASSES, 3, 20, 78).unwrap();
+        let mut votes_below_k = 0;
+        for w in q.chunks_exact(20) {
+            let (p, _, margin) = t.classify_with_margin(w, &mut ws).unwrap();
+            // The 1-NN two-stage model over the same references has the same
+            // stage 1, hence the same side margin.
+            let (_, _, side_margin) = base.classify_with_margin(w, &mut base.workspace()).unwrap();
+            assert_eq!(margin, side_margin, "stage 1's margin, not stage 2's vote");
+            c.prepare(&w[..19]);
+            let r = c.classify(w).unwrap();
+            assert_eq!(
+                (r.class_index, r.confidence, r.distance),
+                (p.class, margin, p.distance)
+            );
+            votes_below_k += (p.votes < 7) as usize;
+        }
+        assert!(
+            votes_below_k > 0,
+            "some votes split, so the vote is exercised"
+        );
+        assert_eq!(t.truncated(10).unwrap().stage2().scales, scales);
     }
 
     #[test]

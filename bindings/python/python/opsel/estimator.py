@@ -49,7 +49,7 @@ def _reduce_model(model: _opsel.Model) -> tuple[Any, tuple[str]]:
 
 copyreg.pickle(_opsel.Model, _reduce_model)
 
-_PARAMS = ("n_neighbors", "radius", "cost", "normalization", "n_jobs", "stage2")
+_PARAMS = ("n_neighbors", "radius", "cost", "normalization", "n_jobs", "stage2", "stage2_k", "stage2_weight")
 
 
 class KnnDtw(*_BASES):  # type: ignore[misc]
@@ -63,15 +63,22 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         Sakoe–Chiba band radius, |i − j| ≤ radius (000: "max warping 10"). None: unconstrained.
     cost : {"abs", "squared"}, default "abs"
         Local cost. "squared" reports sqrt(sum of squares) like dtaidistance/tslearn.
-    normalization : {"none", "subtract-min", "divide-min", "z-score"}, default "none"
+    normalization : {"none", "subtract-min", "divide-min", "z-score", "z-sorted"}, default "none"
         Per-window normalisation; none keeps absolute RTT, which carries load (000 §3.4).
+        z-sorted is z-score with the samples sorted (the window's value distribution).
     n_jobs : int, default 0
         Threads for batch prediction (0 = all cores). The GIL is released.
-    stage2 : {"none", "subtract-min", "divide-min", "z-score"} or None, default None
+    stage2 : {"none", "subtract-min", "divide-min", "z-score", "z-sorted"} or None, default None
         A two-stage model (our extension of 000 §3.5, ``core/src/knn/two_stage.rs``): stage 1
         decides BBR present with ``normalization``, stage 2 picks the mix with a 1-NN among the
         references on that side, each window normalised with ``stage2``. Needs ``n_neighbors=1``
         and mix labels. None: one stage.
+    stage2_k : int, default 1
+        Stage 2's neighbours (a k-NN vote; above 1 needs ``stage2="z-sorted"``).
+    stage2_weight : float, default 0.0
+        Weight a of stage 1's DTW distance in stage 2's combined distance
+        L/s2 + a·D1/s1 (``core/src/knn/combined.rs``; the scales are fitted by the core).
+        Above 0 needs ``stage2="z-sorted"``.
 
     Attributes (after ``fit``)
     --------------------------
@@ -92,6 +99,8 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         normalization: str = "none",
         n_jobs: int = 0,
         stage2: Optional[str] = None,
+        stage2_k: int = 1,
+        stage2_weight: float = 0.0,
     ) -> None:
         self.n_neighbors = n_neighbors
         self.radius = radius
@@ -99,6 +108,8 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         self.normalization = normalization
         self.n_jobs = n_jobs
         self.stage2 = stage2
+        self.stage2_k = stage2_k
+        self.stage2_weight = stage2_weight
 
     # scikit-learn's get_params/set_params/score come from its base classes;
     # these keep the estimator usable when scikit-learn is absent.
@@ -147,6 +158,8 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
             training=training,
             sample_interval_ms=float(sample_interval_ms),
             stage2=self.stage2,
+            stage2_k=int(self.stage2_k),
+            stage2_weight=float(self.stage2_weight),
         )
         # Set only once the core accepted the parameters, so a failed fit
         # leaves no half-fitted estimator behind.
@@ -172,7 +185,8 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         return np.array([p.distance for p in self.model_.classify_batch(Xa, threads=int(self.n_jobs))])
 
     def save(self, path: str) -> None:
-        """Write the fitted model as an opsel model file (JSON; version 1, or 2 with ``stage2``)."""
+        """Write the fitted model as an opsel model file (JSON; version 1, 2 with ``stage2``, 3 when
+        stage 2 is a k-NN or has a stage-1 weight)."""
         self._check_fitted()
         self.model_.save(path)
 
@@ -186,6 +200,8 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
             cost=model.cost,
             normalization=model.normalization,
             stage2=None if model.stage2 is None else model.stage2["normalization"],
+            stage2_k=1 if model.stage2 is None else model.stage2.get("k", 1),
+            stage2_weight=0.0 if model.stage2 is None else model.stage2.get("stage1_weight", 0.0),
         )
         est.model_ = model
         est.classes_ = np.array(model.classes)

@@ -95,7 +95,7 @@ def pooled(grid: dict, names, cap: int | None = None) -> tuple[np.ndarray, np.nd
 
 
 def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, cap: int | None = None, log=None,
-         stage2: str | None = None) -> dict:
+         stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0) -> dict:
     """{held-out condition: evaluate() of the model trained on every other condition (at most
     ``cap`` references per class from each), tested on every window of the held-out one}.
     With ``stage2`` the model is the two-stage one the file will hold (the core's rule: ``norm``
@@ -104,7 +104,8 @@ def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, cap: int 
     out = {}
     for c in names:
         X, y = pooled(grid, [n for n in names if n != c], cap)
-        clf = knn.fit(X, y, k=k, radius=radius, normalization=norm, stage2=stage2)
+        clf = knn.fit(X, y, k=k, radius=radius, normalization=norm, stage2=stage2, stage2_k=stage2_k,
+                      stage2_weight=stage2_weight)
         out[c] = knn.evaluate(clf, grid[c]["X"], grid[c]["y"])
         if log:
             log(f"LOCO {c}: 6-class {out[c]['accuracy']:.3f}, "
@@ -128,7 +129,7 @@ def _grid_rows(grid: dict, names, cap: int | None = None) -> list[dict]:
 
 
 def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probing: str, pattern, loco_rows,
-             cap: int | None = None, stage2: str | None = None):
+             cap: int | None = None, stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0):
     names = ordered(grid)
     X, y = pooled(grid, names, cap)
     training = {
@@ -139,12 +140,19 @@ def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probi
         "windows_per_class": {c: int(np.sum(y == c)) for c in SIX_CLASSES},
         "normalization_choice": norm,
         **({"stage2_normalization": stage2} if stage2 else {}),
+        **({"stage2_k": stage2_k, "stage2_weight": stage2_weight} if _combined(stage2_k, stage2_weight) else {}),
         "loco": {c: {"six_class": r["accuracy"], "bbr_present": r["views"]["bbr_present"]["accuracy"],
                      "n": r["n"]} for c, r in loco_rows.items()},
         "trained_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return knn.fit(X, y, k=k, radius=radius, normalization=norm, probing=probing, pattern=pattern,
-                   training=training, sample_interval_ms=sample_interval_ms(grid), stage2=stage2), X, y
+                   training=training, sample_interval_ms=sample_interval_ms(grid), stage2=stage2, stage2_k=stage2_k,
+                   stage2_weight=stage2_weight), X, y
+
+
+def _combined(stage2_k: int, stage2_weight: float) -> bool:
+    """Whether stage 2 is the combined k-NN (``core/src/knn/combined.rs``) rather than a 1-NN."""
+    return stage2_k != 1 or stage2_weight != 0.0
 
 
 def sample_interval_ms(grid: dict) -> float:
@@ -161,7 +169,7 @@ def _pct(x: float) -> str:
 
 
 def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, norm, root, out, command,
-         cap: int | None = None, stage2: str | None = None) -> str:
+         cap: int | None = None, stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0) -> str:
     names = ordered(grid)
     six = [loco_rows[c]["accuracy"] for c in names]
     bbr = [loco_rows[c]["views"]["bbr_present"]["accuracy"] for c in names]
@@ -179,7 +187,15 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
         *([f"**Two stages** (our extension; 000 §3.5 uses one): the 1-NN above decides whether BBR is "
            f"present; a second 1-NN among the references on that side only, each window normalised with "
            f"**{stage2}**, picks the mix (`core/src/knn/two_stage.rs`; the file's `stage2` field, version 2). "
-           f"The accuracy below is this two-stage rule's; BBR present is stage 1's.", ""] if stage2 else []),
+           f"The accuracy below is this two-stage rule's; BBR present is stage 1's.", ""]
+          if stage2 and not _combined(stage2_k, stage2_weight) else []),
+        *([f"**Two stages** (our extension; 000 §3.5 uses one): the 1-NN above decides whether BBR is "
+           f"present; among the references on that side only, a **{stage2_k}-NN** vote picks the mix under "
+           f"the combined distance L/s2 + {stage2_weight:g}·D1/s1, L the L1 distance of the windows normalised "
+           f"with **{stage2}**, D1 the DTW distance above, s2 and s1 the medians of those distances between "
+           f"training references (`core/src/knn/combined.rs`; the file's `stage2` field, version 3). "
+           f"The accuracy below is this two-stage rule's; BBR present is stage 1's.", ""]
+          if stage2 and _combined(stage2_k, stage2_weight) else []),
         "## Training data",
         "",
         f"`{root}/<condition>/{mode}/` (recorded by `opsel lab collect`; `MANIFEST.md` there gives the runs "
@@ -227,8 +243,10 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
          "(`docs/results/generalisation.md`)." if mode == "passive" else
          f"The configuration (normalisation {norm}, w = {w}, radius {radius}, k = {k}) was given on the "
          "command line below, not chosen on these conditions' LOCO scores."),
-        *(["", f"The stage-2 normalisation ({stage2}) was given on the command line below; the table above "
-           "scores it, it was not chosen on it."] if stage2 else []),
+        *(["", f"The stage-2 settings ({stage2}"
+           + (f", k = {stage2_k}, weight {stage2_weight:g}" if _combined(stage2_k, stage2_weight) else "")
+           + ") were given on the command line below; the table above scores them, they were not chosen on "
+           "it."] if stage2 else []),
         "",
         "## Reproduce",
         "",
@@ -246,11 +264,14 @@ def cmd_grid(a, log) -> None:
         raise SystemExit(f"{len(grid)} complete conditions under {a.root}/*/{a.mode} with >= {a.min_windows} "
                          f"windows of w = {a.w} per class: need at least 3 for leave-one-condition-out")
     log(f"{len(grid)} conditions: {', '.join(ordered(grid))}")
-    loco_rows = loco(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm, cap=a.max_refs, log=log, stage2=a.stage2)
+    if a.stage2 is None and _combined(a.stage2_k, a.stage2_weight):
+        raise SystemExit("--stage2-k and --stage2-weight set stage 2 of a two-stage model; give --stage2 z-sorted")
+    s2 = {"stage2": a.stage2, "stage2_k": a.stage2_k, "stage2_weight": a.stage2_weight}
+    loco_rows = loco(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm, cap=a.max_refs, log=log, **s2)
     pattern = (next(iter(grid.values()))["conditions"]).get("pattern")
     clf, X, y = fit_grid(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm,
                          probing="active" if pattern else "passive", pattern=pattern, loco_rows=loco_rows,
-                         cap=a.max_refs, stage2=a.stage2)
+                         cap=a.max_refs, **s2)
     os.makedirs(a.out, exist_ok=True)
     tmp = os.path.join(a.out, "model.json.tmp")
     clf.save(tmp)
@@ -259,16 +280,19 @@ def cmd_grid(a, log) -> None:
                f"--norm {a.norm} --min-windows {a.min_windows} --out {a.out}"
                + (f" --max-refs {a.max_refs}" if a.max_refs is not None else "")
                + (f" --exclude {a.exclude}" if a.exclude else "")
-               + (f" --stage2 {a.stage2}" if a.stage2 else ""))
+               + (f" --stage2 {a.stage2}" if a.stage2 else "")
+               + (f" --stage2-k {a.stage2_k}" if a.stage2_k != 1 else "")
+               + (f" --stage2-weight {a.stage2_weight:g}" if a.stage2_weight != 0.0 else ""))
     with open(os.path.join(a.out, "MODEL_CARD.md"), "w") as f:
         f.write(card(a.title or f"{a.mode} probing, condition grid", a.mode, grid, loco_rows, w=a.w, k=a.k,
                      radius=a.radius, norm=a.norm, root=a.root, out=a.out, command=command, cap=a.max_refs,
-                     stage2=a.stage2))
+                     **s2))
     if a.json:
         names = ordered(grid)
         with open(a.json, "w") as f:
             json.dump({"mode": a.mode, "w": a.w, "k": a.k, "radius": a.radius, "normalization": a.norm,
-                       "stage2": a.stage2, "max_refs": a.max_refs, "conditions": _grid_rows(grid, names, a.max_refs),
+                       "stage2": a.stage2, "stage2_k": a.stage2_k, "stage2_weight": a.stage2_weight,
+                       "max_refs": a.max_refs, "conditions": _grid_rows(grid, names, a.max_refs),
                        "loco": {c: {"six_class": loco_rows[c]["accuracy"],
                                     "bbr_present": loco_rows[c]["views"]["bbr_present"]["accuracy"],
                                     "n": loco_rows[c]["n"], "confusion": loco_rows[c]["confusion"],
@@ -292,10 +316,15 @@ def add_parser(sub, log) -> None:
                    help="at most the first N windows per class of each condition as references (LOCO tests "
                         "every window of the held-out condition)")
     s.add_argument("--exclude", default="", help="comma-separated conditions to leave out")
-    s.add_argument("--stage2", default=None, choices=knn.NORMALIZATIONS, metavar="NORM",
+    s.add_argument("--stage2", default=None, choices=knn.STAGE2_NORMALIZATIONS, metavar="NORM",
                    help="a two-stage model: --norm decides BBR present, a 1-NN among that side's references "
                         "with this normalisation picks the mix (file version 2); LOCO scores the two-stage rule. "
                         "Default: one stage")
+    s.add_argument("--stage2-k", type=int, default=1, metavar="K",
+                   help="stage 2 votes among its K nearest references (needs --stage2 z-sorted; file version 3)")
+    s.add_argument("--stage2-weight", type=float, default=0.0, metavar="A",
+                   help="stage 2 ranks by L/s2 + A·D1/s1, D1 stage 1's DTW distance, the scales fitted by the core "
+                        "(needs --stage2 z-sorted; file version 3). Default 0: stage 2's distance alone")
     s.add_argument("--title", default=None)
     s.add_argument("--json", default=None, help="also write the LOCO table (with confusions) here")
     s.add_argument("--out", required=True, help="model folder (model.json, MODEL_CARD.md)")

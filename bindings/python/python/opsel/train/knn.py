@@ -16,6 +16,9 @@ import opsel
 from .data import SIX_CLASSES, Trace, dataset
 
 NORMALIZATIONS = ("none", "subtract-min", "divide-min", "z-score")
+# Stage 2 of a two-stage model may also compare value distributions (z-sorted:
+# z-score, then sorted; the combined k-NN stage 2 is built on it).
+STAGE2_NORMALIZATIONS = NORMALIZATIONS + ("z-sorted",)
 W_SWEEP = tuple(range(5, 61, 5))
 K_SWEEP = (1, 3, 5, 10)
 
@@ -130,11 +133,13 @@ def sweep(traces: list[Trace], *, ws=W_SWEEP, ks=(1,), radii=(10,), normalizatio
 
 
 def fit(X, y, *, k=1, radius=10, normalization="none", probing="passive", pattern=None, training=None,
-        sample_interval_ms=1000.0, stage2=None):
+        sample_interval_ms=1000.0, stage2=None, stage2_k=1, stage2_weight=0.0):
     """Fit a DTW K-NN model (``opsel.KnnDtw``) ready to ``save`` as an opsel model file. ``stage2``
     (a normalisation name) makes it two-stage: ``normalization`` decides BBR present, ``stage2``
-    picks the mix among that side's references (``core/src/knn/two_stage.rs``)."""
-    clf = opsel.KnnDtw(n_neighbors=k, radius=radius, normalization=normalization, stage2=stage2)
+    picks the mix among that side's references (``core/src/knn/two_stage.rs``); ``stage2_k`` and
+    ``stage2_weight`` make that a k-NN vote under the combined distance (``core/src/knn/combined.rs``)."""
+    clf = opsel.KnnDtw(n_neighbors=k, radius=radius, normalization=normalization, stage2=stage2,
+                       stage2_k=stage2_k, stage2_weight=stage2_weight)
     return clf.fit(np.ascontiguousarray(X, dtype=np.float64), np.asarray(y), probing=probing, pattern=pattern,
                    training=training, sample_interval_ms=sample_interval_ms)
 

@@ -1,0 +1,513 @@
+//! The combined k-NN of a two-stage model's second stage (our extension;
+//! 000 §3.5 classifies with one 1-NN DTW): among the references on the side
+//! stage 1 chose, the k nearest by
+//!
+//! `c(r) = L(r) / s2 + a · D1(r) / s1`
+//!
+//! where L is the L1 distance between z-sorted windows (each window z-scored,
+//! then sorted: its value distribution, [`Normalization::ZSorted`]), D1 stage
+//! 1's DTW distance (its normalisation, band and cost), `a` the stage-1
+//! weight and `(s2, s1)` the medians of the pairwise L and D1 among the
+//! training references ([`fit_scales`]). Majority vote; ties go to the class
+//! of the nearest voter (order by (c, reference index)).
+//!
+//! The search is exact: it returns the k references a brute-force evaluation
+//! of c over every side reference ranks first, bit for bit
+//! ([`TwoStage::classify_exhaustive`] is that brute force). L (summed in
+//! sample order: the bits of a band-0 DTW) is computed only where a bound
+//! does not rule the reference out: the block sums of the z-sorted windows
+//! (ten blocks, stored at fit) give `Σ_b |S_b(q) − S_b(r)| ≤ L` for every
+//! side reference, eight per SIMD operation, from a fifth of the memory a
+//! pass over the windows reads (on the 5-Hz corpus, weight 0, the median
+//! decision went from 88 to 73 µs under load). D1 comes from where it is
+//! cheapest:
+//! - a lower bound of D1, with that of L, bounds c from below: after stage 1's exact prepared
+//!   finish `fl(M + l)` from its preparation ([`Model::exact_lower_bound`]),
+//!   after a bounded finish `D − B`, without preparation LB_Keogh. The k
+//!   smallest bounds of L are seeded with their exact L and D1, and a reference gets its D1
+//!   only when its bound is not above the k-th smallest c so far (τ): after
+//!   an exact finish the last row of its prepared programme
+//!   ([`Model::exact_distance`], no DTW), otherwise a DTW abandoned once D1
+//!   exceeds `(τ − L / s2) · s1 / a`. (Reading every reference's prepared
+//!   row instead is a pass over megabytes of rows: the median decision on
+//!   the 5-Hz corpus under load went from 261 to 118 µs without it.)
+//!
+//! Every cut-off carries the relative slack of the speculative bounds
+//! ([`SPECULATIVE_SLACK`]): rounding never prunes a reference that ties the
+//! k-th, and every c that enters the ranking is computed by [`Stage2::combine`]
+//! from the same L and D1 bits as the brute force.
+
+use super::prepared::SPECULATIVE_SLACK;
+use super::search::insert;
+use super::two_stage::{Stage2, TwoStage, TwoStagePrediction, TwoStageWorkspace, SCALE_SAMPLE};
+use super::{Model, Prediction};
+use crate::dtw::{
+    self,
+    lanes::{Lanes, LANES},
+};
+use crate::error::{Error, Result};
+use crate::series::Normalization;
+
+/// Where the combined search took stage 1's distances from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum D1Source {
+    /// No combined search ran (1-NN stage 2).
+    #[default]
+    None,
+    /// `stage1_weight` = 0: c = L, no D1 needed.
+    Unused,
+    /// Stage 1 finished its preparation exactly: every D1 known.
+    Exact,
+    /// Stage 1 took a bounded finish (the last sample changed its
+    /// normalisation, e.g. a new minimum under divide-min): bounds D − B,
+    /// DTW for the references they do not rule out.
+    Bounded,
+    /// No preparation: LB_Keogh bounds, DTW for the references they do not
+    /// rule out.
+    Keogh,
+    /// The brute force ([`TwoStage::classify_exhaustive`]).
+    Exhaustive,
+}
+
+/// What the combined stage 2 did in one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CombinedStats {
+    pub source: D1Source,
+    /// References on stage 1's side (each got its L).
+    pub side_references: usize,
+    /// References whose L was computed in full (the others were ruled out
+    /// by the bound from their block sums).
+    pub l1: usize,
+    /// Stage-1 DTWs run for D1 (completed or abandoned).
+    pub stage1_dtw: usize,
+    /// Of those, abandoned above the cut-off.
+    pub abandoned: usize,
+}
+
+/// Scratch memory of the combined search ([`TwoStageWorkspace`]).
+#[derive(Debug, Clone, Default)]
+pub(super) struct CombinedWorkspace {
+    /// The query, z-sorted, and its block sums.
+    zq: Vec<f64>,
+    qs: Vec<f64>,
+    /// L of every side reference (the brute force), or its lower bound.
+    l: Vec<f64>,
+    /// Seeded references (D1 already computed).
+    done: Vec<bool>,
+    seeds: Vec<usize>,
+    /// The k nearest so far: (c, side reference index), ascending.
+    near: Vec<(f64, usize)>,
+    /// Votes per class (full class indices) of the last call.
+    pub(super) votes: Vec<u32>,
+    dtw: dtw::Workspace,
+    pub(super) stats: CombinedStats,
+}
+
+/// The scales `(s2, s1)` of [`Stage2::scales`]: the medians (the mean of the
+/// two middle values for an even count, as numpy's) of L (the L1 distance
+/// between windows under `norm2`) and of D1 (stage 1's DTW distance) over
+/// every pair of up to [`SCALE_SAMPLE`] references, evenly spaced: with n
+/// references and m = min(n, 600), references `⌊i · n / m⌋` for i in 0..m.
+/// Deterministic; about 180 000 DTWs at m = 600.
+pub(super) fn fit_scales(stage1: &Model, norm2: Normalization) -> Result<[f64; 2]> {
+    let (n, w) = (stage1.len(), stage1.window());
+    let m = n.min(SCALE_SAMPLE);
+    if m < 2 {
+        return Err(Error::invalid(format!(
+            "stage2.stage1_weight > 0 needs scales from pairs of references, but the model has {n}; add references or give stage2.scales"
+        )));
+    }
+    let idx: Vec<usize> = (0..m).map(|i| i * n / m).collect();
+    let mut z = Vec::with_capacity(m * w);
+    for &i in &idx {
+        let at = z.len();
+        z.extend_from_slice(stage1.raw_reference(i));
+        norm2.apply(&mut z[at..])?;
+    }
+    let cost = stage1.config().dtw.cost;
+    let r = stage1.config().dtw.radius_or_max();
+    let pairs = m * (m - 1) / 2;
+    let (mut ls, mut ds) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+    let mut dws = dtw::Workspace::with_capacity(w);
+    for a in 0..m {
+        for b in a + 1..m {
+            ls.push(l1(&z[a * w..(a + 1) * w], &z[b * w..(b + 1) * w]));
+            let acc = dtw::accumulated(
+                stage1.reference(idx[a]),
+                stage1.reference(idx[b]),
+                r,
+                cost,
+                f64::INFINITY,
+                None,
+                &mut dws,
+            );
+            ds.push(cost.finish(acc));
+        }
+    }
+    let scales = [median(&mut ls), median(&mut ds)];
+    for (name, v) in ["s2 (stage 2)", "s1 (stage 1)"].iter().zip(scales) {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(Error::invalid(format!(
+                "the scale {name} came out {v}: at least half the sampled reference pairs are at distance 0; the references are too alike to weigh the two distances"
+            )));
+        }
+    }
+    Ok(scales)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_unstable_by(f64::total_cmp);
+    let h = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[h]
+    } else {
+        (v[h - 1] + v[h]) / 2.0
+    }
+}
+
+/// Σ |a_i − b_i| in sample order (the bits of a band-0 DTW under |a − b|:
+/// its cell (i, i) is |a_i − b_i| plus cell (i − 1, i − 1)).
+#[inline(always)]
+fn l1(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = 0.0;
+    for (x, y) in a.iter().zip(b) {
+        acc += (x - y).abs();
+    }
+    acc
+}
+
+/// Touch stage 1's per-reference bounds of the exact finish (one read per
+/// cache line).
+fn stage1_warm(m: &Model, ws: &super::Workspace) -> f64 {
+    m.warm_exact_bounds(ws)
+}
+
+/// Blocks of a z-sorted window whose sums bound L from below.
+pub(super) fn n_blocks(w: usize) -> usize {
+    w.min(BLOCKS)
+}
+
+/// Blocks per window of the bound on L: 10 (five samples each at w = 50):
+/// 80 bytes per reference instead of the window's 400, and on the 5-Hz
+/// corpus a bound close enough to L that few references need L itself.
+const BLOCKS: usize = 10;
+
+/// Sums of the blocks `[b·w/B, (b+1)·w/B)` of `v`, each in sample order.
+#[inline(always)]
+fn sums_of(v: &[f64], out: &mut [f64]) {
+    let (w, nb) = (v.len(), out.len());
+    for (b, o) in out.iter_mut().enumerate() {
+        let mut acc = 0.0;
+        for &x in &v[b * w / nb..(b + 1) * w / nb] {
+            acc += x;
+        }
+        *o = acc;
+    }
+}
+
+/// Every reference's block sums of `m` (its normalised references),
+/// interleaved `[group][block][lane]`.
+pub(super) fn block_sums(m: &Model) -> Vec<Lanes> {
+    let (w, n) = (m.window(), m.len());
+    let nb = n_blocks(w);
+    let mut out = vec![[0.0; LANES]; n.div_ceil(LANES) * nb];
+    let mut s = vec![0.0; nb];
+    for i in 0..n {
+        sums_of(m.reference(i), &mut s);
+        for (b, &v) in s.iter().enumerate() {
+            out[(i / LANES) * nb + b][i % LANES] = v;
+        }
+    }
+    out
+}
+
+/// A lower bound of L for every reference: Σ_b |S_b(q) − S_b(r)| ≤ Σ_i |q_i −
+/// r_i| (the triangle inequality within each block), lowered by a slack far
+/// above the rounding of the sums (z-scored values are at most √w in size).
+#[inline(always)]
+fn l1_bounds(blocks: &[Lanes], qs: &[f64], n: usize, out: &mut [f64]) {
+    let nb = qs.len();
+    for (g, rows) in blocks.chunks_exact(nb).enumerate() {
+        let mut acc: Lanes = [0.0; LANES];
+        for (&qb, s) in qs.iter().zip(rows) {
+            for t in 0..LANES {
+                acc[t] += (qb - s[t]).abs();
+            }
+        }
+        let used = LANES.min(n - g * LANES);
+        for (o, &a) in out[g * LANES..g * LANES + used].iter_mut().zip(&acc) {
+            let lo = a - SPECULATIVE_SLACK * (1.0 + a);
+            *o = if lo > 0.0 { lo } else { 0.0 };
+        }
+    }
+}
+
+fn run_l1_bounds(blocks: &[Lanes], qs: &[f64], n: usize, out: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { l1_bounds_avx2(blocks, qs, n, out) };
+        }
+    }
+    l1_bounds(blocks, qs, n, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn l1_bounds_avx2(blocks: &[Lanes], qs: &[f64], n: usize, out: &mut [f64]) {
+    l1_bounds(blocks, qs, n, out)
+}
+
+impl TwoStage {
+    /// Size the combined search's buffers (allocates only when a size
+    /// changes; nothing for a 1-NN stage 2).
+    pub(super) fn fit_combined(&self, ws: &mut TwoStageWorkspace) {
+        if !self.stage2().is_combined() {
+            return;
+        }
+        let cw = &mut ws.combined;
+        let w = self.window();
+        let n = self.side_len(0).max(self.side_len(1));
+        let k = self.stage2().k;
+        if cw.zq.len() != w {
+            cw.zq.resize(w, 0.0);
+            cw.qs.resize(n_blocks(w), 0.0);
+            cw.dtw.ensure(w);
+        }
+        if cw.l.len() < n {
+            cw.l.resize(n, 0.0);
+            cw.done.resize(n, false);
+        }
+        if cw.near.capacity() < k {
+            cw.near.reserve(k);
+            cw.seeds.reserve(k);
+        }
+        if cw.votes.len() != self.classes().len() {
+            cw.votes.resize(self.classes().len(), 0);
+        }
+    }
+
+    /// Read, at preparation time, what the combined search reads of every
+    /// side reference (block sums, stage 1's last samples and bounds): the
+    /// preparation's programme rows (megabytes) have evicted them, and a
+    /// decision that finds them cold waits on a cache miss per line
+    /// (measured on the 5-Hz corpus, weight 0: median 70 → 56 µs;
+    /// `research/knn/two_stage_knn_latency.rs`).
+    pub(super) fn warm_combined(&self, ws: &TwoStageWorkspace) {
+        let mut acc = 0.0;
+        for b in &self.blocks {
+            for l in b.iter() {
+                acc += l[0];
+            }
+        }
+        let s1 = self.stage1_model();
+        for v in s1.refs_last.iter().step_by(8) {
+            acc += v;
+        }
+        acc += stage1_warm(s1, &ws.stage1);
+        std::hint::black_box(acc);
+    }
+
+    fn side_len(&self, side: usize) -> usize {
+        self.side_references(side).len()
+    }
+
+    /// The combined stage 2 after stage 1 chose `side` (module docs); the
+    /// brute force with `exhaustive`. `ws.stage1` holds stage 1's
+    /// normalised query and its preparation's state.
+    pub(super) fn classify_combined(
+        &self,
+        window: &[f64],
+        p1: Prediction,
+        side: usize,
+        exhaustive: bool,
+        ws: &mut TwoStageWorkspace,
+    ) -> Result<TwoStagePrediction> {
+        self.fit_combined(ws);
+        let st: Stage2 = self.stage2();
+        let (k, a) = (st.k, st.stage1_weight);
+        let [s2, s1] = st.scales.unwrap_or([1.0, 1.0]);
+        let w = self.window();
+        let m2 = self.stage2_model(side);
+        let refs = self.side_references(side);
+        let ns = refs.len();
+        let stage1 = self.stage1_model();
+        let cost = stage1.config().dtw.cost;
+        let r = stage1.config().dtw.radius_or_max();
+        let TwoStageWorkspace {
+            stage1: ws1,
+            combined: cw,
+            ..
+        } = ws;
+        let zq = &mut cw.zq[..w];
+        zq.copy_from_slice(window);
+        st.normalization.apply(zq)?;
+        let l = &mut cw.l[..ns];
+        let mut stats = CombinedStats {
+            side_references: ns,
+            ..CombinedStats::default()
+        };
+        let near = &mut cw.near;
+        near.clear();
+        if exhaustive {
+            // The brute force: L and D1 of every side reference.
+            stats.source = if a == 0.0 {
+                D1Source::Unused
+            } else {
+                D1Source::Exhaustive
+            };
+            let q1 = &ws1.query[..w];
+            for (i, li) in l.iter_mut().enumerate() {
+                *li = l1(zq, m2.reference(i));
+                let d1 = if a == 0.0 {
+                    0.0
+                } else {
+                    stats.stage1_dtw += 1;
+                    cost.finish(dtw::accumulated(
+                        q1,
+                        stage1.reference(refs[i]),
+                        r,
+                        cost,
+                        f64::INFINITY,
+                        None,
+                        &mut cw.dtw,
+                    ))
+                };
+                insert(near, k, st.combine(*li, d1), i);
+            }
+        } else {
+            // A lower bound of L for every side reference from its block sums.
+            let qs = &mut cw.qs[..];
+            sums_of(zq, qs);
+            run_l1_bounds(&self.blocks[side], qs, ns, l);
+            // Where D1 comes from, and a lower bound of it for any reference.
+            let exact = a > 0.0 && stage1.exact_finish_holds(ws1);
+            let bounded = if a > 0.0 && !exact {
+                stage1.bounded_distances(ws1)
+            } else {
+                None
+            };
+            stats.source = if a == 0.0 {
+                D1Source::Unused
+            } else if exact {
+                D1Source::Exact
+            } else if bounded.is_some() {
+                D1Source::Bounded
+            } else {
+                D1Source::Keogh
+            };
+            let q1 = &ws1.query[..w];
+            // D1 of reference j (accumulated), or above `acc_max`.
+            let mut d1 = |j: usize, acc_max: f64, stats: &mut CombinedStats| -> f64 {
+                if a == 0.0 {
+                    return 0.0;
+                }
+                if exact {
+                    // Cheap (one last row from the preparation): never abandoned.
+                    return stage1.exact_distance(ws1, j);
+                }
+                stats.stage1_dtw += 1;
+                dtw::accumulated(q1, stage1.reference(j), r, cost, acc_max, None, &mut cw.dtw)
+            };
+            // Seeds: the k smallest bounds of L, with their exact L and D1.
+            for (i, &li) in l.iter().enumerate() {
+                insert(near, k, li, i);
+            }
+            cw.seeds.clear();
+            cw.seeds.extend(near.iter().map(|x| x.1));
+            near.clear();
+            let done = &mut cw.done[..ns];
+            done.fill(false);
+            for &i in &cw.seeds {
+                let li = l1(zq, m2.reference(i));
+                stats.l1 += 1;
+                let acc = d1(refs[i], f64::INFINITY, &mut stats);
+                insert(near, k, st.combine(li, cost.finish(acc)), i);
+                done[i] = true;
+            }
+            let slack = |t: f64| t + SPECULATIVE_SLACK * t + f64::MIN_POSITIVE;
+            // c <= τ is needed to enter (a tie on c enters by index).
+            let mut cut = if near.len() == k {
+                slack(near[k - 1].0)
+            } else {
+                f64::INFINITY
+            };
+            for (i, &lb_l) in l.iter().enumerate() {
+                if done[i] || st.combine(lb_l, 0.0) > cut {
+                    continue;
+                }
+                let j = refs[i];
+                let lb1 = if a == 0.0 {
+                    0.0
+                } else if exact {
+                    // fl(M + l) bounds the programme's own value from below.
+                    cost.finish(stage1.exact_lower_bound(ws1, j))
+                } else if let Some((dist, b)) = bounded {
+                    let f = cost.finish(dist[j]);
+                    let lo = (f - b) - SPECULATIVE_SLACK * (f + b);
+                    if lo > 0.0 {
+                        lo
+                    } else {
+                        0.0
+                    }
+                } else {
+                    let (u, lw) = stage1.envelope(j);
+                    cost.finish(dtw::lb_keogh(q1, u, lw, cost, f64::INFINITY, None))
+                };
+                if a > 0.0 && st.combine(lb_l, lb1) > cut {
+                    continue;
+                }
+                let li = l1(zq, m2.reference(i));
+                stats.l1 += 1;
+                if st.combine(li, lb1) > cut {
+                    continue;
+                }
+                let acc = if a == 0.0 {
+                    0.0
+                } else {
+                    // D1 above (cut − L / s2) · s1 / a puts c above the cut.
+                    let room = cut - li / s2;
+                    let d_max = slack(room * s1 / a);
+                    let acc_max = slack(cost.unfinish(d_max));
+                    let acc = d1(j, acc_max, &mut stats);
+                    // At or below the cut-off the programme's value is exact.
+                    if acc > acc_max {
+                        stats.abandoned += !exact as usize;
+                        continue;
+                    }
+                    acc
+                };
+                if insert(near, k, st.combine(li, cost.finish(acc)), i) && near.len() == k {
+                    cut = slack(near[k - 1].0);
+                }
+            }
+        }
+        // Majority vote over the k; ties to the class of the nearest voter.
+        let classes = self.side_classes(side);
+        let labels = m2.labels();
+        let votes = &mut cw.votes;
+        votes.fill(0);
+        for &(_, i) in near.iter() {
+            votes[classes[labels[i] as usize]] += 1;
+        }
+        let top = votes.iter().copied().max().unwrap_or(0);
+        let (distance, nearest) = near
+            .iter()
+            .copied()
+            .find(|&(_, i)| votes[classes[labels[i] as usize]] == top)
+            .unwrap_or((f64::INFINITY, 0));
+        cw.stats = stats;
+        Ok(TwoStagePrediction {
+            class: classes[labels[nearest] as usize],
+            distance,
+            neighbor: refs[nearest],
+            votes: top,
+            vote_share: top as f64 / near.len().max(1) as f64,
+            bbr_present: side == 1,
+            stage1_class: self.labels()[p1.neighbor] as usize,
+            stage1_distance: p1.distance,
+            stage1_neighbor: p1.neighbor,
+        })
+    }
+}
