@@ -144,11 +144,12 @@ fn equals_brute_force_on_the_shipped_5hz_model() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../models/passive-200ms-two-stage/model.json");
     let file = opsel::model::load(&path).unwrap();
-    // The shipped file is two-stage (z-score stage 2); the test rebuilds the
-    // two-stage models from its stage-1 references on a subset.
+    // The shipped file is two-stage (a z-sorted k-NN stage 2, tested against
+    // its brute force in knn_two_stage_combined.rs); this test rebuilds the
+    // z-score 1-NN two-stage models from its stage-1 references on a subset.
     assert_eq!(
-        file.stage2.map(|s| s.normalization),
-        Some(Normalization::ZScore),
+        file.stage2.map(|s| (s.normalization, s.k)),
+        Some((Normalization::ZSorted, 7)),
         "the shipped model's stage 2"
     );
     let full = file.model;
