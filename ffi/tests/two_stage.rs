@@ -89,23 +89,21 @@ fn the_c_api_classifies_a_two_stage_file_with_stage_two() {
 #[test]
 fn the_c_api_classifies_the_version_3_fixture_as_numpy_does() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
-    let path = std::ffi::CString::new(
-        dir.join("knn_two_stage_knn.model.json")
-            .to_str()
-            .unwrap(),
-    )
-    .unwrap();
-    let cases: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("knn_two_stage_knn.json")).unwrap(),
-    )
-    .unwrap();
+    let path =
+        std::ffi::CString::new(dir.join("knn_two_stage_knn.model.json").to_str().unwrap()).unwrap();
+    let cases: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("knn_two_stage_knn.json")).unwrap())
+            .unwrap();
     let file = opsel::model::load(dir.join("knn_two_stage_knn.model.json")).unwrap();
     let classes = file.model.classes().to_vec();
     assert_eq!(file.stage2.map(|s| (s.k, s.stage1_weight)), Some((7, 0.25)));
     let cases = cases["cases"].as_array().unwrap();
     unsafe {
         let mut m = ptr::null_mut();
-        assert_eq!(opsel_model_load(path.as_ptr(), &mut m), opsel_status::OPSEL_OK);
+        assert_eq!(
+            opsel_model_load(path.as_ptr(), &mut m),
+            opsel_status::OPSEL_OK
+        );
         let mut ws = ptr::null_mut();
         assert_eq!(opsel_workspace_new(m, &mut ws), opsel_status::OPSEL_OK);
         let mut flat = Vec::new();
@@ -126,7 +124,14 @@ fn the_c_api_classifies_the_version_3_fixture_as_numpy_does() {
         }
         let mut out = vec![std::mem::zeroed::<opsel_prediction>(); cases.len()];
         assert_eq!(
-            opsel_model_classify_batch(m, flat.as_ptr(), flat.len(), 2, out.as_mut_ptr(), cases.len()),
+            opsel_model_classify_batch(
+                m,
+                flat.as_ptr(),
+                flat.len(),
+                2,
+                out.as_mut_ptr(),
+                cases.len()
+            ),
             opsel_status::OPSEL_OK
         );
         for (o, c) in out.iter().zip(cases) {
