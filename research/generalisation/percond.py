@@ -12,7 +12,8 @@ its physical parameters (rate, base RTT, buffer in ms = buffer × BDP × base RT
 noise) and, at every condition below a target, the confusion matrix of each stage, per-class
 window statistics (window minimum / base RTT, range / minimum, the median sample-to-sample step,
 the share of samples within 10 % of the range from the minimum) and three shape features
-(autocorrelation at lags 1-3, interquartile range / standard deviation, skewness).
+(autocorrelation at lags 1-3, interquartile range / standard deviation, skewness), and the median
+|step| / window standard deviation (the roughness the ``diff`` feature below reads).
 
 ``search`` runs the nested LOCO over a candidate set fixed here, before any scoring:
 
@@ -49,6 +50,7 @@ Usage::
     git archive 5ad2bb6 data/collect | tar -x -C SNAP
     .venv/bin/python research/generalisation/percond.py diagnose SNAP/data/collect
     .venv/bin/python research/generalisation/percond.py search SNAP/data/collect --fresh data/collect
+    .venv/bin/python research/generalisation/percond.py diagnose SNAP/data/collect --stage1 diff:0.25
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def name(c):
     (f1, b), (rep, f2, e) = c
     one = "DTW" if f1 is None else f"DTW + {b:g}·{f1}"
     two = rep if f2 is None else f"{rep} + {e:g}·{f2}"
-    return f"s1 {one} | s2 {two}"
+    return f"stage 1 {one}; stage 2 {two}"
 
 
 def corpus(root):
@@ -300,14 +302,20 @@ def diagnose(a):
     M = matrices(X, a.cache)
     sc = Scales(M, cond)
     ship = candidates()[0]
+    if a.stage1:
+        f1, b = a.stage1.split(":")
+        ship = ((f1, float(b)), ship[1])
     P = np.empty_like(y)
     P1 = np.empty_like(y)
     for i in range(len(names)):
         te = np.flatnonzero(cond == i)
         ref = cond != i
         P[te] = predict_all([ship], te, ref, y, M, sc, (i,))[ship]
-        P1[te] = y[np.argmin(np.where(ref[None, :], M["D1"][te], np.inf), axis=1)]
-    print(f"{len(names)} conditions, {len(y)} windows; the shipped two-stage configuration in plain LOCO\n")
+        C1 = M["D1"][te]
+        if ship[0][0] is not None:
+            C1 = C1 / sc.get("D1", (i,)) + ship[0][1] * M[ship[0][0]][te] / sc.get(ship[0][0], (i,))
+        P1[te] = y[np.argmin(np.where(ref[None, :], C1, np.inf), axis=1)]
+    print(f"{len(names)} conditions, {len(y)} windows; {name(ship)} in plain LOCO\n")
     print("| condition | 6-class | BBR present | rate Mbit/s | base RTT ms | buffer × BDP | buffer ms | "
           "idle step ms (median abs) |\n|---|---|---|---|---|---|---|---|")
     rows = []
@@ -333,7 +341,8 @@ def diagnose(a):
         te = cond == i
         d = par(c)[1]
         print(f"\n### `{c}`: 6-class {100 * t[1]:.1f} %, BBR present {100 * t[2]:.1f} %\n")
-        for title, pred in (("stage 1 (1-NN divide-min; its side is BBR present)", P1), ("two-stage", P)):
+        for title, pred in ((f"stage 1 ({name(ship).split(';')[0]}, 1-NN; its side is BBR present)", P1),
+                            ("two-stage", P)):
             Mx = np.zeros((6, 6), int)
             for u, v in zip(y[te], pred[te]):
                 Mx[u, v] += 1
@@ -342,9 +351,9 @@ def diagnose(a):
             for u in range(6):
                 print(f"| {SIX_CLASSES[u]} | " + " | ".join(str(v) for v in Mx[u]) + " |")
             print()
-        print("per class, medians over its windows: min / base RTT, range / min, |step| ms, share near min, "
-              "acf lag 1 / 2 / 3, IQR / sd, skewness\n\n| class | min/base | range/min | step | near min | acf 1 | "
-              "acf 2 | acf 3 | IQR/sd | skew |\n|---|---|---|---|---|---|---|---|---|---|")
+        print("per class, medians over its windows: min / base RTT, range / min, |step| ms, |step| / window sd, "
+              "share near min, acf lag 1 / 2 / 3, IQR / sd, skewness\n\n| class | min/base | range/min | step | "
+              "step/sd | near min | acf 1 | acf 2 | acf 3 | IQR/sd | skew |\n|---|---|---|---|---|---|---|---|---|---|---|")
         for k in range(6):
             m = te & (y == k)
             W = X[m]
@@ -352,7 +361,9 @@ def diagnose(a):
             rg = np.ptp(W, axis=1)
             near = ((W - mn[:, None]) < 0.1 * np.maximum(rg[:, None], 1e-9)).mean(axis=1)
             print(f"| {SIX_CLASSES[k]} | {np.median(mn) / d:.2f} | {np.median(rg / mn):.3f} | "
-                  f"{np.median(np.abs(np.diff(W, axis=1))):.2f} | {np.median(near):.2f} | "
+                  f"{np.median(np.abs(np.diff(W, axis=1))):.2f} | "
+                  f"{np.median(np.median(np.abs(np.diff(W, axis=1)), axis=1) / np.maximum(W.std(axis=1), 1e-9)):.2f} | "
+                  f"{np.median(near):.2f} | "
                   f"{np.median(acf[m, 0]):+.2f} | {np.median(acf[m, 1]):+.2f} | {np.median(acf[m, 2]):+.2f} | "
                   f"{np.median(iqr_sd[m]):.2f} | {np.median(skew[m]):+.2f} |")
 
@@ -363,6 +374,8 @@ def main(argv=None):
     ap.add_argument("root")
     ap.add_argument("--cache", default="target/loco-cache")
     ap.add_argument("--fresh", help="a grown copy of the corpus: score its windows recorded after ROOT")
+    ap.add_argument("--stage1", help="diagnose: a stage-1 feature term FEATURE:WEIGHT (e.g. diff:0.25) "
+                    "instead of the shipped stage 1")
     a = ap.parse_args(argv)
     {"diagnose": diagnose, "search": search}[a.what](a)
 
