@@ -353,7 +353,8 @@ def diagnose(a):
             print()
         print("per class, medians over its windows: min / base RTT, range / min, |step| ms, |step| / window sd, "
               "share near min, acf lag 1 / 2 / 3, IQR / sd, skewness\n\n| class | min/base | range/min | step | "
-              "step/sd | near min | acf 1 | acf 2 | acf 3 | IQR/sd | skew |\n|---|---|---|---|---|---|---|---|---|---|---|")
+              "step/sd | near min | acf 1 | acf 2 | acf 3 | IQR/sd | skew |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|")
         for k in range(6):
             m = te & (y == k)
             W = X[m]
