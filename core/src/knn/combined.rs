@@ -37,13 +37,13 @@
 //! k-th, and every c that enters the ranking is computed by [`Stage2::combine`]
 //! from the same L and D1 bits as the brute force.
 
-use super::prepared::SPECULATIVE_SLACK;
+use super::prepared::{MIN_GUESSES_REL, SPECULATIVE_SLACK, ZSCORE_GUESSES_SD};
 use super::search::insert;
 use super::two_stage::{Stage2, TwoStage, TwoStagePrediction, TwoStageWorkspace, SCALE_SAMPLE};
 use super::{Model, Prediction};
 use crate::dtw::{
     self,
-    lanes::{Lanes, LANES},
+    lanes::{LaneWorkspace, Lanes, LANES},
 };
 use crate::error::{Error, Result};
 use crate::series::Normalization;
@@ -101,6 +101,49 @@ pub(super) struct CombinedWorkspace {
     pub(super) votes: Vec<u32>,
     dtw: dtw::Workspace,
     pub(super) stats: CombinedStats,
+    /// The preparation one sample ahead ([`TwoStage::prepare_combined`]).
+    prep: Prep,
+    /// Bounded finish: (lower bound of c, side reference index), selected
+    /// and sorted in growing chunks; the lockstep DTW's operands.
+    cand: Vec<(f64, u32)>,
+    lanes_ref: Vec<Lanes>,
+    lanes_zero: Vec<Lanes>,
+    lanes_ws: LaneWorkspace,
+}
+
+/// Guessed last samples of stage 2's preparation: the z-score guesses
+/// around the previous sample, then new minimums below the prefix's.
+const GUESSES: usize = ZSCORE_GUESSES_SD.len() + MIN_GUESSES_REL.len();
+
+/// Stage 2's preparation one sample ahead (module docs, "Prepared"): for
+/// guessed last samples x_g, the guessed window z-sorted (h_g), L(h_g, r) of
+/// every reference of both sides, and per side and guess the references in
+/// ascending order of a lower bound of c on h_g.
+#[derive(Debug, Clone, Default)]
+struct Prep {
+    /// Stage 1's model id, 0 when nothing is prepared.
+    model: u64,
+    /// The raw prefix (w − 1 samples) it was prepared for.
+    prefix: Vec<f64>,
+    guesses: usize,
+    /// `[guess][sample]`: the guessed windows, z-sorted.
+    h: Vec<f64>,
+    /// Stage 1's normalised last value of an exact finish on each guess
+    /// (NaN: a new minimum, or no exact finish): the D1 bound's last term.
+    last1: [f64; GUESSES],
+    /// `[side][guess][side reference]` (side 0 first): L(h_g, r).
+    lg: Vec<f64>,
+    /// Same layout, each (side, guess) in ascending order of `cb`: the
+    /// side reference indices and `cb = combine(L(h_g, r), finish(M + λ))`
+    /// (M stage 1's prepared bound, λ the last local cost at `last1`, 0
+    /// when unknown or squared).
+    ord_cb: Vec<f64>,
+    ord_i: Vec<u32>,
+    /// Whether `ord_*` hold (weight 0, or stage 1 prepared with an exact
+    /// finish possible).
+    ordered: bool,
+    /// Scratch for the sort.
+    pairs: Vec<(f64, u32)>,
 }
 
 /// The scales `(s2, s1)` of [`Stage2::scales`]: the medians (the mean of the
@@ -176,10 +219,23 @@ fn l1(a: &[f64], b: &[f64]) -> f64 {
     acc
 }
 
-/// Touch stage 1's per-reference bounds of the exact finish (one read per
-/// cache line).
-fn stage1_warm(m: &Model, ws: &super::Workspace) -> f64 {
-    m.warm_exact_bounds(ws)
+/// Σ |a_i − b_i| in any order (a bound's operand: the slack covers the
+/// rounding), four partial sums.
+#[inline(always)]
+fn l1_bound_operand(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = [0.0; 4];
+    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for t in 0..4 {
+            acc[t] += (x[t] - y[t]).abs();
+        }
+    }
+    let mut tail = 0.0;
+    for (x, y) in ra.iter().zip(rb) {
+        tail += (x - y).abs();
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 /// Blocks of a z-sorted window whose sums bound L from below.
@@ -286,27 +342,138 @@ impl TwoStage {
         if cw.votes.len() != self.classes().len() {
             cw.votes.resize(self.classes().len(), 0);
         }
+        let both = self.side_len(0) + self.side_len(1);
+        let pr = &mut cw.prep;
+        if pr.prefix.len() != w - 1 || pr.h.len() != GUESSES * w || pr.lg.len() != GUESSES * both {
+            pr.model = 0;
+            pr.prefix.resize(w - 1, 0.0);
+            pr.h.resize(GUESSES * w, 0.0);
+            pr.lg.resize(GUESSES * both, 0.0);
+            pr.ord_cb.resize(GUESSES * both, 0.0);
+            pr.ord_i.resize(GUESSES * both, 0);
+        }
+        if pr.pairs.capacity() < n {
+            pr.pairs.reserve(n);
+        }
+        if cw.cand.capacity() < n {
+            cw.cand.reserve(n);
+        }
+        if cw.lanes_ref.len() != w {
+            cw.lanes_ref.resize(w, [0.0; LANES]);
+            cw.lanes_zero.resize(w + 1, [0.0; LANES]);
+            cw.lanes_ws.ensure(w);
+        }
     }
 
-    /// Read, at preparation time, what the combined search reads of every
-    /// side reference (block sums, stage 1's last samples and bounds): the
-    /// preparation's programme rows (megabytes) have evicted them, and a
-    /// decision that finds them cold waits on a cache miss per line
-    /// (measured on the 5-Hz corpus, weight 0: median 70 → 56 µs;
-    /// `research/knn/two_stage_knn_latency.rs`).
-    pub(super) fn warm_combined(&self, ws: &TwoStageWorkspace) {
-        let mut acc = 0.0;
-        for b in &self.blocks {
-            for l in b.iter() {
-                acc += l[0];
+    /// Offset of side `side`'s block in `Prep::lg` and `Prep::ord_*`.
+    fn prep_offset(&self, side: usize) -> usize {
+        if side == 0 {
+            0
+        } else {
+            GUESSES * self.side_len(0)
+        }
+    }
+
+    /// Stage 2's preparation for a window whose first w − 1 samples are
+    /// `prefix`, after stage 1's ([`TwoStage::prepare`]; module docs,
+    /// "Prepared"). Off the decision's path. No allocation once `ws` came
+    /// from [`TwoStage::workspace`].
+    pub(super) fn prepare_combined(&self, prefix: &[f64], ws: &mut TwoStageWorkspace) {
+        self.fit_combined(ws);
+        let w = self.window();
+        let st = self.stage2();
+        let a = st.stage1_weight;
+        let stage1 = self.stage1_model();
+        let cost = stage1.config().dtw.cost;
+        let TwoStageWorkspace {
+            stage1: ws1,
+            combined: cw,
+            ..
+        } = ws;
+        let pr = &mut cw.prep;
+        pr.model = 0;
+        if w < 2 || prefix.len() != w - 1 || prefix.iter().any(|v| !v.is_finite()) {
+            return;
+        }
+        let plan = stage1.exact_finish_plan(ws1);
+        let n = (w - 1) as f64;
+        let mean = prefix.iter().sum::<f64>() / n;
+        let sd = (prefix.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n).sqrt();
+        let prev = prefix[w - 2];
+        let base = prefix.iter().copied().fold(f64::INFINITY, f64::min);
+        let xs = ZSCORE_GUESSES_SD
+            .iter()
+            .map(|o| prev + o * sd)
+            .chain(MIN_GUESSES_REL.iter().map(|f| base - f * base.abs()));
+        pr.guesses = 0;
+        for x in xs {
+            let g = pr.guesses;
+            let h = &mut pr.h[g * w..(g + 1) * w];
+            h[..w - 1].copy_from_slice(prefix);
+            h[w - 1] = x;
+            if !x.is_finite() || st.normalization.apply(h).is_err() {
+                continue;
+            }
+            pr.last1[g] = plan.and_then(|(_, e)| e.of(x)).unwrap_or(f64::NAN);
+            pr.guesses += 1;
+        }
+        pr.ordered = a == 0.0 || plan.is_some();
+        for side in 0..2 {
+            let m2 = self.stage2_model(side);
+            let refs = self.side_references(side);
+            let ns = refs.len();
+            let off = self.prep_offset(side);
+            for g in 0..pr.guesses {
+                let h = &pr.h[g * w..(g + 1) * w];
+                let lg = &mut pr.lg[off + g * ns..off + (g + 1) * ns];
+                for (i, o) in lg.iter_mut().enumerate() {
+                    *o = l1_bound_operand(h, m2.reference(i));
+                }
+                if !pr.ordered {
+                    continue;
+                }
+                let pairs = &mut pr.pairs;
+                pairs.clear();
+                let lam = pr.last1[g];
+                for (i, &l) in lg.iter().enumerate() {
+                    let cb = match plan {
+                        Some((mins, _)) if a > 0.0 => {
+                            let j = refs[i];
+                            let local = if lam.is_finite() && cost == dtw::Cost::Abs {
+                                (lam - stage1.refs_last[j]).abs()
+                            } else {
+                                0.0
+                            };
+                            st.combine(l, cost.finish(mins[j] + local))
+                        }
+                        _ => st.combine(l, 0.0),
+                    };
+                    pairs.push((cb, i as u32));
+                }
+                pairs.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+                for (t, &(cb, i)) in pairs.iter().enumerate() {
+                    pr.ord_cb[off + g * ns + t] = cb;
+                    pr.ord_i[off + g * ns + t] = i;
+                }
             }
         }
-        let s1 = self.stage1_model();
-        for v in s1.refs_last.iter().step_by(8) {
-            acc += v;
-        }
-        acc += stage1_warm(s1, &ws.stage1);
-        std::hint::black_box(acc);
+        pr.prefix.copy_from_slice(prefix);
+        pr.model = stage1.id;
+    }
+
+    /// Whether the preparation in `cw` was made for `window`'s prefix, bit
+    /// for bit, by this model.
+    fn prepared_for(&self, window: &[f64], cw: &CombinedWorkspace) -> bool {
+        let pr = &cw.prep;
+        pr.model != 0
+            && pr.model == self.stage1_model().id
+            && pr.guesses > 0
+            && pr.prefix.len() + 1 == window.len()
+            && pr
+                .prefix
+                .iter()
+                .zip(window)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
     }
 
     fn side_len(&self, side: usize) -> usize {
@@ -340,6 +507,7 @@ impl TwoStage {
             combined: cw,
             ..
         } = ws;
+        let prepared = !exhaustive && self.prepared_for(window, cw);
         let zq = &mut cw.zq[..w];
         zq.copy_from_slice(window);
         st.normalization.apply(zq)?;
@@ -375,6 +543,170 @@ impl TwoStage {
                     ))
                 };
                 insert(near, k, st.combine(*li, d1), i);
+            }
+        } else if prepared && (a == 0.0 || stage1.exact_finish_holds(ws1)) && cw.prep.ordered {
+            // Exact D1 (or none): walk the prepared order (module docs).
+            stats.source = if a == 0.0 {
+                D1Source::Unused
+            } else {
+                D1Source::Exact
+            };
+            let pr = &cw.prep;
+            let last1 = ws1.query[w - 1];
+            // The guess whose bound moves least: c(r) >= cb_g(r) − Δ_g.
+            let (mut delta, mut g) = (f64::INFINITY, 0);
+            for t in 0..pr.guesses {
+                let d = l1_bound_operand(zq, &pr.h[t * w..(t + 1) * w]);
+                let dd = if a == 0.0 {
+                    d
+                } else {
+                    let lam = pr.last1[t];
+                    let adj = if lam.is_finite() && cost == dtw::Cost::Abs {
+                        (last1 - lam).abs()
+                    } else {
+                        0.0
+                    };
+                    d / s2 + a * adj / s1
+                };
+                if dd < delta {
+                    (delta, g) = (dd, t);
+                }
+            }
+            let at = self.prep_offset(side) + g * ns;
+            let slack = |t: f64| t + SPECULATIVE_SLACK * t + f64::MIN_POSITIVE;
+            let mut cut = f64::INFINITY;
+            for (&cb, &i) in pr.ord_cb[at..at + ns].iter().zip(&pr.ord_i[at..at + ns]) {
+                if cb - delta - SPECULATIVE_SLACK * (cb + delta + 1.0) > cut {
+                    break;
+                }
+                let i = i as usize;
+                let li = l1(zq, m2.reference(i));
+                stats.l1 += 1;
+                let d1 = if a == 0.0 {
+                    0.0
+                } else {
+                    let j = refs[i];
+                    if st.combine(li, cost.finish(stage1.exact_lower_bound(ws1, j))) > cut {
+                        continue;
+                    }
+                    cost.finish(stage1.exact_distance(ws1, j))
+                };
+                if insert(near, k, st.combine(li, d1), i) && near.len() == k {
+                    cut = slack(near[k - 1].0);
+                }
+            }
+        } else if let (true, Some((dist, b))) = (prepared && a > 0.0, stage1.bounded_distances(ws1))
+        {
+            // Stage 1 took a bounded finish: D − B bounds D1, the prepared
+            // L(h_g, r) − δ bounds L; exact DTWs eight at a time, nearest
+            // bound first (module docs).
+            stats.source = D1Source::Bounded;
+            let pr = &cw.prep;
+            let (mut delta, mut g) = (f64::INFINITY, 0);
+            for t in 0..pr.guesses {
+                let d = l1_bound_operand(zq, &pr.h[t * w..(t + 1) * w]);
+                if d < delta {
+                    (delta, g) = (d, t);
+                }
+            }
+            let at = self.prep_offset(side) + g * ns;
+            let lg = &pr.lg[at..at + ns];
+            let lb1_of = |j: usize| {
+                let f = cost.finish(dist[j]);
+                let lo = (f - b) - SPECULATIVE_SLACK * (f + b);
+                if lo > 0.0 {
+                    lo
+                } else {
+                    0.0
+                }
+            };
+            let cand = &mut cw.cand;
+            cand.clear();
+            for (i, &lgi) in lg.iter().enumerate() {
+                let lo = lgi - delta - SPECULATIVE_SLACK * (lgi + delta + 1.0);
+                let lb_l = if lo > 0.0 { lo } else { 0.0 };
+                cand.push((st.combine(lb_l, lb1_of(refs[i])), i as u32));
+            }
+            let by = |x: &(f64, u32), y: &(f64, u32)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
+            let slack = |t: f64| t + SPECULATIVE_SLACK * t + f64::MIN_POSITIVE;
+            let mut cut = f64::INFINITY;
+            // cand[..end] is sorted; every later entry is at least cand[end − 1].
+            let (mut pos, mut end, mut chunk) = (0usize, 0usize, 2 * LANES);
+            let q1 = &ws1.query[..w];
+            let mut batch = [(0usize, 0.0f64, 0.0f64); LANES];
+            let mut stop = false;
+            while !stop {
+                let mut used = 0;
+                while used < LANES {
+                    if pos == end {
+                        if end == ns {
+                            stop = true;
+                            break;
+                        }
+                        let m = (ns - end).min(chunk);
+                        let rest = &mut cand[end..];
+                        if m < rest.len() {
+                            rest.select_nth_unstable_by(m - 1, by);
+                        }
+                        rest[..m].sort_unstable_by(by);
+                        end += m;
+                        chunk *= 2;
+                    }
+                    let (lb, i) = cand[pos];
+                    if lb > cut {
+                        stop = true;
+                        break;
+                    }
+                    pos += 1;
+                    let i = i as usize;
+                    let li = l1(zq, m2.reference(i));
+                    stats.l1 += 1;
+                    if st.combine(li, lb1_of(refs[i])) > cut {
+                        continue;
+                    }
+                    // D1 above (cut − L / s2) · s1 / a puts c above the cut.
+                    let d_max = slack((cut - li / s2) * s1 / a);
+                    batch[used] = (i, li, slack(cost.unfinish(d_max)));
+                    used += 1;
+                }
+                if used == 0 {
+                    break;
+                }
+                // Lanes past `used` repeat the first candidate (ignored).
+                let mut top = 0.0f64;
+                for (t, &(i, _, acc_max)) in batch[..used].iter().enumerate() {
+                    let s = stage1.reference(refs[i]);
+                    for (v, &x) in cw.lanes_ref.iter_mut().zip(s) {
+                        v[t] = x;
+                    }
+                    top = if acc_max > top { acc_max } else { top };
+                }
+                for t in used..LANES {
+                    for v in cw.lanes_ref.iter_mut() {
+                        v[t] = v[0];
+                    }
+                }
+                let accs = dtw::lanes::accumulated_lanes(
+                    q1,
+                    &cw.lanes_ref,
+                    r,
+                    cost,
+                    top,
+                    &cw.lanes_zero,
+                    &mut cw.lanes_ws,
+                );
+                stats.stage1_dtw += used;
+                for (&(i, li, acc_max), &acc) in batch[..used].iter().zip(&accs) {
+                    // At or below the cut-off the lane's value is the scalar
+                    // programme's, bit for bit.
+                    if acc > acc_max {
+                        stats.abandoned += 1;
+                        continue;
+                    }
+                    if insert(near, k, st.combine(li, cost.finish(acc)), i) && near.len() == k {
+                        cut = slack(near[k - 1].0);
+                    }
+                }
             }
         } else {
             // A lower bound of L for every side reference from its block sums.

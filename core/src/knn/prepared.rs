@@ -1116,14 +1116,27 @@ impl Model {
         s.prepared && !s.speculative && ws.prepared.model == self.id
     }
 
-    /// Read guess 0's `M` of every reference once per cache line (warming
-    /// what [`Model::exact_lower_bound`] reads, at preparation time).
-    pub(super) fn warm_exact_bounds(&self, ws: &Workspace) -> f64 {
-        let n = self.labels.len();
-        ws.prepared.min_up[..n.min(ws.prepared.min_up.len())]
-            .iter()
-            .step_by(8)
-            .sum()
+    /// After [`Model::prepare`] of this model on `ws`: guess 0's `M` of every
+    /// reference (the bound [`Model::exact_lower_bound`] adds the last local
+    /// cost to) and the normalised last value an exact finish would give the
+    /// raw last sample `x`, as a function: `None` when `x` would take the
+    /// bounded finish (a new minimum) or the model has no exact finish
+    /// (z-score). `None` when nothing is prepared.
+    pub(super) fn exact_finish_plan<'a>(
+        &self,
+        ws: &'a Workspace,
+    ) -> Option<(&'a [f64], ExactLast)> {
+        let p = &ws.prepared;
+        if p.model != self.id || p.guesses == 0 {
+            return None;
+        }
+        let last = match self.config.normalization {
+            Normalization::None => ExactLast::Raw,
+            Normalization::SubtractMin => ExactLast::Minus(p.base),
+            Normalization::DivideMin => ExactLast::Over(p.base),
+            Normalization::ZScore | Normalization::ZSorted => return None,
+        };
+        Some((&p.min_up[..self.labels.len()], last))
     }
 
     /// After an exact finish ([`Model::exact_finish_holds`]): a lower bound of
@@ -1177,6 +1190,32 @@ impl Model {
                 self.search_bounded(ws, None);
                 Some(self.vote(ws))
             }
+        }
+    }
+}
+
+/// How an exact finish normalises the raw last sample x
+/// ([`Model::exact_finish_plan`]): the arithmetic of
+/// [`Model::finish_prepared`], and whether x keeps the prefix's minimum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum ExactLast {
+    /// `none`: x itself.
+    Raw,
+    /// `subtract-min` with the prefix's minimum: x − base, for x >= base.
+    Minus(f64),
+    /// `divide-min` with the prefix's minimum: x / base, for x >= base.
+    Over(f64),
+}
+
+impl ExactLast {
+    /// The normalised last value of an exact finish on raw last sample `x`,
+    /// or `None` when `x` is a new minimum (the bounded finish).
+    pub(super) fn of(self, x: f64) -> Option<f64> {
+        let keeps = |base: f64| x > base || x.to_bits() == base.to_bits();
+        match self {
+            ExactLast::Raw => Some(x),
+            ExactLast::Minus(b) => keeps(b).then_some(x - b),
+            ExactLast::Over(b) => keeps(b).then_some(x / b),
         }
     }
 }

@@ -637,7 +637,7 @@ impl TwoStage {
                 s.model.prepare(prefix, w);
             }
         } else {
-            self.warm_combined(ws);
+            self.prepare_combined(prefix, ws);
         }
         one
     }
