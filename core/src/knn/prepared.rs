@@ -1139,6 +1139,57 @@ impl Model {
         Some((&p.min_up[..self.labels.len()], last))
     }
 
+    /// After [`Model::prepare`] on `ws`: reference `j`'s operands of an exact
+    /// finish (`[up; c][s; c]`, c = [`Model::last_row_cells`], guess 0) into
+    /// `out`, for [`Model::exact_distance_of`] (callers copy them at prepare
+    /// time into a layout of their own).
+    pub(super) fn exact_operands(&self, ws: &Workspace, j: usize, out: &mut [f64]) {
+        let w = self.window;
+        let lo = (w - 1).saturating_sub(self.config.dtw.radius_or_max());
+        let c = w - lo;
+        let (grp, lane) = (j / LANES, j % LANES);
+        let at = grp * (w + 1);
+        let s = &self.reference(j)[lo..w];
+        for t in 0..c {
+            out[t] = ws.prepared.rows[at + lo + t][lane];
+            out[c + t] = s[t];
+        }
+    }
+
+    /// After an exact finish: the accumulated distance of the reference whose
+    /// [`Model::exact_operands`] are `cells` ([`corner`]: the operations of
+    /// [`Model::exact_distance`] in its order, so the same bits).
+    #[inline(always)]
+    pub(super) fn exact_distance_of(&self, ws: &Workspace, cells: &[f64]) -> f64 {
+        let last = ws.query[self.window - 1];
+        match self.config.dtw.cost {
+            dtw::Cost::Abs => corner::<false>(last, cells),
+            dtw::Cost::Squared => corner::<true>(last, cells),
+        }
+    }
+
+    /// Read what an exact finish reads first (guess 0's ordered head: its
+    /// bounds, labels and operands), once per cache line, after other
+    /// preparation work has evicted it. Returns a sum to keep the reads.
+    pub(super) fn warm_exact_finish(&self, ws: &Workspace) -> f64 {
+        let p = &ws.prepared;
+        if p.model != self.id {
+            return 0.0;
+        }
+        let c = self.last_row_cells();
+        let head = p.head;
+        let mut acc = 0.0;
+        acc += p.ord_min[..head].iter().step_by(8).sum::<f64>();
+        acc += p.ord_last[..head].iter().step_by(8).sum::<f64>();
+        acc += p.ord_label[..head]
+            .iter()
+            .step_by(16)
+            .map(|&l| l as f64)
+            .sum::<f64>();
+        acc += p.ord_cells[..head * 2 * c].iter().step_by(8).sum::<f64>();
+        acc
+    }
+
     /// After an exact finish ([`Model::exact_finish_holds`]): a lower bound of
     /// reference `j`'s accumulated distance, `fl(M + l(w − 1))` with M from
     /// the preparation (the bound [`Model::finish_class_best`] prunes with:
