@@ -107,7 +107,12 @@ pub(super) struct CombinedWorkspace {
     /// and sorted in growing chunks; the lockstep DTW's operands.
     cand: Vec<(f64, u32)>,
     lanes_ref: Vec<Lanes>,
-    lanes_zero: Vec<Lanes>,
+    /// Per lane, LB_Keogh of rows i.. (`[i][lane]`, i up to w): the
+    /// lockstep DTW drops a lane once its row minimum plus this exceeds the
+    /// cut-off (the UCR Suite's cumulative bound).
+    lanes_cb: Vec<Lanes>,
+    /// One candidate's LB_Keogh terms per row.
+    gaps: Vec<f64>,
     lanes_ws: LaneWorkspace,
 }
 
@@ -377,7 +382,8 @@ impl TwoStage {
         }
         if cw.lanes_ref.len() != w {
             cw.lanes_ref.resize(w, [0.0; LANES]);
-            cw.lanes_zero.resize(w + 1, [0.0; LANES]);
+            cw.lanes_cb.resize(w + 1, [0.0; LANES]);
+            cw.gaps.resize(w, 0.0);
             cw.lanes_ws.ensure(w);
         }
     }
@@ -717,8 +723,24 @@ impl TwoStage {
                     let i = i as usize;
                     let li = l1(zq, m2.reference(i));
                     stats.l1 += 1;
-                    if st.combine(li, lb1_of(refs[i])) > cut {
+                    let j = refs[i];
+                    if st.combine(li, lb1_of(j)) > cut {
                         continue;
+                    }
+                    // LB_Keogh of the true query: its terms per row, summed
+                    // from the last row up into the lane's column.
+                    let (u, lw) = stage1.envelope(j);
+                    let mut acc = 0.0;
+                    for t in (0..w).rev() {
+                        acc += dtw::gap(q1[t], u[t], lw[t], cost);
+                        cw.gaps[t] = acc;
+                    }
+                    let lo = acc - SPECULATIVE_SLACK * acc;
+                    if st.combine(li, cost.finish(lo)) > cut {
+                        continue;
+                    }
+                    for (c, &g) in cw.lanes_cb.iter_mut().zip(&cw.gaps) {
+                        c[used] = g;
                     }
                     // D1 above (cut − L / s2) · s1 / a puts c above the cut.
                     let d_max = slack((cut - li / s2) * s1 / a);
@@ -741,14 +763,19 @@ impl TwoStage {
                     for v in cw.lanes_ref.iter_mut() {
                         v[t] = v[0];
                     }
+                    for c in cw.lanes_cb[..w].iter_mut() {
+                        c[t] = c[0];
+                    }
                 }
+                // Lane bounds are suffix sums of non-negative terms: slack
+                // keeps rounding from dropping a lane at the cut-off.
                 let accs = dtw::lanes::accumulated_lanes(
                     q1,
                     &cw.lanes_ref,
                     r,
                     cost,
-                    top,
-                    &cw.lanes_zero,
+                    slack(top),
+                    &cw.lanes_cb,
                     &mut cw.lanes_ws,
                 );
                 stats.stage1_dtw += used;
