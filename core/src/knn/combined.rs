@@ -13,29 +13,64 @@
 //!
 //! The search is exact: it returns the k references a brute-force evaluation
 //! of c over every side reference ranks first, bit for bit
-//! ([`TwoStage::classify_exhaustive`] is that brute force). L (summed in
-//! sample order: the bits of a band-0 DTW) is computed only where a bound
-//! does not rule the reference out: the block sums of the z-sorted windows
-//! (ten blocks, stored at fit) give `Σ_b |S_b(q) − S_b(r)| ≤ L` for every
-//! side reference, eight per SIMD operation, from a fifth of the memory a
-//! pass over the windows reads (on the 5-Hz corpus, weight 0, the median
-//! decision went from 88 to 73 µs under load). D1 comes from where it is
-//! cheapest:
-//! - a lower bound of D1, with that of L, bounds c from below: after stage 1's exact prepared
-//!   finish `fl(M + l)` from its preparation ([`Model::exact_lower_bound`]),
-//!   after a bounded finish `D − B`, without preparation LB_Keogh. The k
-//!   smallest bounds of L are seeded with their exact L and D1, and a reference gets its D1
-//!   only when its bound is not above the k-th smallest c so far (τ): after
-//!   an exact finish the last row of its prepared programme
-//!   ([`Model::exact_distance`], no DTW), otherwise a DTW abandoned once D1
-//!   exceeds `(τ − L / s2) · s1 / a`. (Reading every reference's prepared
-//!   row instead is a pass over megabytes of rows: the median decision on
-//!   the 5-Hz corpus under load went from 261 to 118 µs without it.)
+//! ([`TwoStage::classify_exhaustive`] is that brute force). Every c that
+//! enters the ranking is computed by [`Stage2::combine`] from the same L
+//! (summed in sample order: the bits of a band-0 DTW) and D1 bits as the
+//! brute force; bounds only decide which references get them, and every
+//! cut-off carries the relative slack of the speculative bounds
+//! ([`SPECULATIVE_SLACK`]), so rounding never prunes a reference that ties
+//! the k-th.
 //!
-//! Every cut-off carries the relative slack of the speculative bounds
-//! ([`SPECULATIVE_SLACK`]): rounding never prunes a reference that ties the
-//! k-th, and every c that enters the ranking is computed by [`Stage2::combine`]
-//! from the same L and D1 bits as the brute force.
+//! **Prepared** ([`TwoStage::prepare`], one sample ahead, off the
+//! decision's path). Stage 2's query moves with the last sample (its
+//! z-score and its sort), so, as stage 1 does for z-score, the preparation
+//! guesses it: x_g = the previous sample ± multiples of the prefix's
+//! deviation ([`ZSCORE_GUESSES_SD`]) and new minimums below the prefix's
+//! ([`MIN_GUESSES_REL`]). For each guess it z-sorts the guessed window h_g
+//! and computes L(h_g, r) for every reference of both sides. L is a metric
+//! (L1 between sorted windows), so at the decision `L(q, r) ≥ L(h_g, r) − δ`
+//! with `δ = L(q, h_g)`, one L1 per guess. With stage 1 prepared under a
+//! min normalisation (or a = 0), it also orders each side's references per
+//! guess by `cb_g = combine(L(h_g, r), finish(M + λ_g))`: M stage 1's
+//! prepared bound of the exact finish ([`Model::exact_lower_bound`]), λ_g
+//! the last local cost at the guess's normalised last value (absolute cost;
+//! 0 otherwise). At the decision after stage 1's exact finish,
+//! `c(r) ≥ cb_g(r) − Δ_g` with `Δ_g = δ_g / s2 + a·|last − last_g| / s1`
+//! for every reference, so the search walks the order of the guess with the
+//! smallest Δ and stops at the first reference whose bound is above the
+//! k-th smallest c so far (τ); in between, L in full, then D1 from the last
+//! row of stage 1's prepared programme ([`Model::exact_distance`], no DTW)
+//! unless `fl(M + l)` already puts c above τ. The first [`WALK_HEAD`]
+//! references of each order have their operands (z-sorted window, stage 1's
+//! last-row operands, M and last value) copied into one record at prepare
+//! time: the walk reads a few contiguous lines instead of four places per
+//! reference, which is what the decision waits on when the preparation has
+//! left everything cold. On the 5-Hz corpus (4909 references) the walk gives
+//! a median of 10 references L in full (p90 23), against a pass over every
+//! side reference's bound before (the median decision under load went from
+//! 72 to 17–20 µs, `docs/results/ops-latency.md`). The preparation costs
+//! L for 17 guesses of 4909 references and the sorts: the two-stage
+//! preparation went from about 17–37 ms to 26–29 ms median under load.
+//!
+//! After stage 1's bounded finish (the last sample is a new minimum under
+//! divide-min: the whole stage-1 query moves), D1 is bounded by the
+//! larger of stage 1's `D − B` and LB_Keogh of the true query, L by the
+//! guess's `L(h_g, r) − δ`. One pass computes that bound of c for every side
+//! reference; they are taken in ascending order (selected and sorted in
+//! growing chunks), and the ones not ruled out get their stage-1 DTW eight
+//! at a time in lockstep ([`dtw::lanes`], bit-identical to the scalar
+//! programme), each lane dropped once its row minimum plus its remaining
+//! LB_Keogh exceeds the cut-off.
+//!
+//! **Unprepared** (or a preparation for another prefix): the block sums of
+//! the z-sorted windows (ten blocks, stored at fit) give
+//! `Σ_b |S_b(q) − S_b(r)| ≤ L` for every side reference, eight per SIMD
+//! operation. D1's lower bound: after stage 1's exact prepared finish
+//! `fl(M + l)`, after a bounded finish `D − B`, without preparation
+//! LB_Keogh. The k smallest bounds of L are seeded with their exact L and
+//! D1, and a reference gets its D1 only when its bound is not above τ:
+//! after an exact finish the last row of its prepared programme, otherwise a
+//! DTW abandoned once D1 exceeds `(τ − L / s2) · s1 / a`.
 
 use super::prepared::{MIN_GUESSES_REL, SPECULATIVE_SLACK, ZSCORE_GUESSES_SD};
 use super::search::insert;
