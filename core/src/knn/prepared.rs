@@ -942,8 +942,37 @@ impl Model {
         // smallest class values.
         let (mut limit, mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
         let base = g * n;
+        // Every reference's lower bound first, in index order (sequential,
+        // no branch: the same `fl(M + l)` as below, from the same operands:
+        // `ord_min`/`ord_last` are copies of `min_up`/`refs_last`); the loop
+        // below overwrites the ones it computes. A skip in that loop then
+        // writes nothing, and once `M` alone puts a head position above every
+        // threshold (ascending `M`: so are the rest of the head and the tail,
+        // whose `M` are at least the head's last), the loop stops: what it
+        // would have skipped already holds its bound. The thresholds only
+        // decrease, so a reference skipped later would be skipped now.
+        for ((d, &m), &s) in p.dist[..n]
+            .iter_mut()
+            .zip(&p.min_up[base..base + n])
+            .zip(&self.refs_last[..n])
+        {
+            *d = m + local(s);
+        }
+        p.exact[..n].fill(false);
+        let head = p.head;
+        let floor = if head < n {
+            cost.finish(p.ord_min[base + head - 1])
+        } else {
+            f64::INFINITY
+        };
         for pos in 0..n {
             let at = base + pos;
+            // Above lo2 (k = 1: lo1 <= lo2 and own or lo2 <= lo2) or the
+            // limit, any later position is skipped too.
+            let stop = if k == 1 { lo2 } else { limit };
+            if (pos < head && cost.finish(p.ord_min[at]) > stop) || (pos >= head && floor > stop) {
+                break;
+            }
             let i = p.order[at] as usize;
             let lb = p.ord_min[at] + local(p.ord_last[at]);
             let f = cost.finish(lb);
@@ -955,8 +984,6 @@ impl Model {
                 f > limit
             };
             if skip {
-                p.dist[i] = lb;
-                p.exact[i] = false;
                 continue;
             }
             let d = if pos < p.head {

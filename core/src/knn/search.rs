@@ -244,7 +244,9 @@ impl Model {
             }
             let f = cost.finish(d);
             let lo = (f - bound) - SPECULATIVE_SLACK * (f + bound);
-            ws.lb[i] = if lo > 0.0 { cost.unfinish(lo) } else { 0.0 };
+            // `max` (no branch: about half these signs are unpredictable);
+            // unfinish(0) = 0.
+            ws.lb[i] = cost.unfinish(lo.max(0.0));
             // Seeds by D itself: with B large many lower bounds are 0, D still
             // ranks. Only references whose D was computed (the pruned finish
             // leaves a lower bound of D for the others): the cut-off needs D.
