@@ -48,9 +48,10 @@
 //! left everything cold. On the 5-Hz corpus (4909 references) the walk gives
 //! a median of 10 references L in full (p90 23), against a pass over every
 //! side reference's bound before (the median decision under load went from
-//! 72 to 17–20 µs, `docs/results/ops-latency.md`). The preparation costs
-//! L for 17 guesses of 4909 references and the sorts: the two-stage
-//! preparation went from about 17–37 ms to 26–29 ms median under load.
+//! 58.6 to 14.1 µs in one state, `docs/results/ops-latency.md`). The
+//! preparation costs L for 17 guesses of 4909 references and the sorts:
+//! the two-stage preparation took 21–29 ms median under load (17–37 ms
+//! before).
 //!
 //! After stage 1's bounded finish (the last sample is a new minimum under
 //! divide-min: the whole stage-1 query moves), D1 is bounded by the
