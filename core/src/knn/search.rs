@@ -392,9 +392,27 @@ impl Model {
         // `slot`; `run_batch` turns the terms into suffix sums for all lanes at
         // once (one vector chain per batch instead of a serial chain per candidate).
         let slot = batch.len;
+        let mut lb = 0.0;
         for j in 0..w {
             ws.b_lanes[j][slot] = s[j];
-            ws.cb_lanes[j][slot] = dtw::gap(q[j], u[j], l[j], cost);
+            let g = dtw::gap(q[j], u[j], l[j], cost);
+            ws.cb_lanes[j][slot] = g;
+            lb += g;
+        }
+        // Their sum, LB_Keogh, prunes like the bound that let the reference
+        // in (`b > cutoff`): the reference's distance exceeds the cut-off, so
+        // it is neither an answer nor, per class, its class's nearest below
+        // it. After a bounded finish, whose bound D − B is loose, this saves
+        // lockstep DTWs; the slack keeps rounding from pruning a tie.
+        let lb = lb - SPECULATIVE_SLACK * lb;
+        let own = if batch.per_class {
+            ws.class_best[self.labels[i] as usize].0 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE
+        } else {
+            f64::INFINITY
+        };
+        if lb > *cutoff || lb > own {
+            stats.pruned_by_bounds += 1;
+            return;
         }
         batch.ids[slot] = i;
         batch.len += 1;
