@@ -222,6 +222,62 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// The prepared paths (stage 2's walk of its prepared order after an
+    /// exact finish or with weight 0; the bounded finish's lockstep DTWs)
+    /// against the brute force, with the last sample forced everywhere
+    /// around the prefix: a new minimum by any factor (on and between
+    /// stage 1's and stage 2's guesses), the minimum itself, the previous
+    /// sample, far above. k up to the side's size makes the bounded search
+    /// sort past its first chunk. A window whose prefix differs from the
+    /// prepared one must not use the preparation.
+    #[test]
+    fn prepared_paths_equal_brute_force_for_any_last_sample(
+        seed in 1u64..u64::MAX,
+        k in prop::sample::select(vec![1usize, 7, 13]),
+        a in prop::sample::select(vec![0.0f64, 0.25, 2.0]),
+        shape in 0usize..3,
+        drop in prop::sample::select(vec![0.0005f64, 0.001, 0.006, 0.04, 0.2, 0.5]),
+    ) {
+        let (w, radius, cost) = [(12, Some(4), dtw::Cost::Abs), (9, None, dtw::Cost::Squared), (15, Some(7), dtw::Cost::Abs)][shape];
+        let (m, queries) = random_model(seed, 48, w, radius, cost);
+        let t = TwoStage::new(&m, combined(k, a)).unwrap();
+        let mut ws = t.workspace();
+        let q0 = &queries[1];
+        let min = q0[..w - 1].iter().copied().fold(f64::INFINITY, f64::min);
+        let lasts = [min * (1.0 - drop), min, q0[w - 2], min + 40.0 * drop, min * 3.0];
+        let mut sources = std::collections::HashSet::new();
+        for (j, &x) in lasts.iter().enumerate() {
+            let mut q = q0.clone();
+            q[w - 1] = x;
+            let b = brute(&m, &q, t.stage2());
+            let what = format!("seed {seed} k {k} a {a} shape {shape} drop {drop} last {j}");
+            t.prepare(&q[..w - 1], &mut ws);
+            let (p, _, _) = t.classify_with_margin(&q, &mut ws).unwrap();
+            check(&p, &b, &what);
+            let st = ws.combined_stats();
+            sources.insert(st.source);
+            prop_assert!(st.l1 <= st.side_references, "{what}");
+            // Prepared for another prefix: the preparation is not used.
+            let mut other = q.clone();
+            other[0] += 1.5;
+            let b = brute(&m, &other, t.stage2());
+            let p = t.classify(&other, &mut ws).unwrap();
+            check(&p, &b, &format!("{what} other prefix"));
+        }
+        if a == 0.0 {
+            // k = 1 with no weight is the 1-NN stage 2, no combined search.
+            let want = if k == 1 { D1Source::None } else { D1Source::Unused };
+            prop_assert_eq!(sources.len(), 1);
+            prop_assert!(sources.contains(&want), "{sources:?}");
+        } else {
+            // The new minimum takes the bounded finish, the others the exact.
+            prop_assert!(sources.contains(&D1Source::Bounded) && sources.contains(&D1Source::Exact), "{sources:?}");
+        }
+    }
+}
+
 /// Given scales (as a file stores them) are used as given, and the stats say
 /// which source of D1 each path took.
 #[test]
@@ -296,9 +352,19 @@ fn combined_equals_brute_force_on_the_shipped_5hz_references() {
     for a in [0.25, 0.0] {
         let t = TwoStage::new(&m, combined(7, a)).unwrap();
         let (mut pruned, mut searched) = (0usize, 0usize);
+        let (mut walked, mut few) = (0usize, 0usize);
         let mut ws = t.workspace();
         for (j, q) in queries.iter().enumerate() {
             all_paths(&m, &t, q, &format!("a {a} query {j}"));
+            // Prepared: the walk of the prepared order (exact finish or
+            // weight 0) gives few references their L in full.
+            t.prepare(&q[..w - 1], &mut ws);
+            t.classify(q, &mut ws).unwrap();
+            let st = ws.combined_stats();
+            if matches!(st.source, D1Source::Exact | D1Source::Unused) {
+                walked += 1;
+                few += (st.l1 * 4 < st.side_references) as usize;
+            }
             if a > 0.0 {
                 t.classify(q, &mut ws).unwrap();
                 let st = ws.combined_stats();
@@ -309,6 +375,10 @@ fn combined_equals_brute_force_on_the_shipped_5hz_references() {
         assert!(
             pruned * 2 >= searched,
             "the bounds pruned in {pruned} of {searched}"
+        );
+        assert!(
+            walked > 0 && few * 4 >= walked * 3,
+            "the prepared walk computed L for under a quarter of the side in {few} of {walked}"
         );
         let flat = queries.concat();
         let any = AnyModel::new(m.clone(), Some(t.stage2())).unwrap();

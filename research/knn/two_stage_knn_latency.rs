@@ -6,7 +6,13 @@
 //! Prints the median / p90 / p99 and where the combined stage 2 took stage
 //! 1's distances from (`knn::D1Source`: exact prepared finish, or bounded
 //! when the last sample is a new minimum under divide-min), stage 1 alone on
-//! the same window, and how many side references needed L in full.
+//! the same window, how many side references needed L in full, how many
+//! stage-1 DTWs the bounded finish ran, and the preparation's time (off the
+//! decision's path: between two samples).
+//!
+//! A second part times every reference whose last sample is a new minimum
+//! of its window (under a min normalisation, stage 1's bounded finish), the
+//! same way: the case that sets the tail.
 //!
 //! Run: `cargo run --release -p opsel --example two_stage_knn_latency -- MODEL.json`
 
@@ -25,11 +31,14 @@ fn main() {
     let mut by_source: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut all = Vec::new();
     let (mut stage1, mut l_full) = (Vec::new(), Vec::new());
+    let (mut prep, mut dtws) = (Vec::new(), Vec::new());
     for i in (0..m.len()).step_by(23) {
         let q = m.raw_reference(i).to_vec();
         let t = TwoStage::new(&m.without_reference(i).unwrap(), s2).unwrap();
         let mut ws = t.workspace();
+        let s = Instant::now();
         t.prepare(&q[..w - 1], &mut ws);
+        prep.push(s.elapsed().as_secs_f64() * 1e3);
         let s = Instant::now();
         std::hint::black_box(t.classify_with_margin(&q, &mut ws).unwrap());
         let us = s.elapsed().as_secs_f64() * 1e6;
@@ -43,6 +52,9 @@ fn main() {
         std::hint::black_box(s1.classify_with_margin(&q, &mut w1).unwrap());
         stage1.push(s.elapsed().as_secs_f64() * 1e6);
         l_full.push(st.l1 as f64);
+        if src == D1Source::Bounded {
+            dtws.push(st.stage1_dtw as f64);
+        }
         let key = if src == D1Source::None {
             "1-NN stage 2".to_string()
         } else {
@@ -69,4 +81,37 @@ fn main() {
     }
     row("stage 1 alone", &mut stage1, " µs");
     row("references given L in full", &mut l_full, "");
+    if !dtws.is_empty() {
+        row("bounded: stage-1 DTWs", &mut dtws, "");
+    }
+    row("preparation (off the path)", &mut prep, " ms");
+
+    // Part 2: every reference whose last sample undercuts its prefix.
+    let (mut two, mut one, mut dt) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..m.len() {
+        let q = m.raw_reference(i);
+        let min = q[..w - 1].iter().copied().fold(f64::INFINITY, f64::min);
+        if q[w - 1] >= min {
+            continue;
+        }
+        let t = TwoStage::new(&m.without_reference(i).unwrap(), s2).unwrap();
+        let mut ws = t.workspace();
+        t.prepare(&q[..w - 1], &mut ws);
+        let s = Instant::now();
+        std::hint::black_box(t.classify_with_margin(q, &mut ws).unwrap());
+        two.push(s.elapsed().as_secs_f64() * 1e6);
+        dt.push(ws.combined_stats().stage1_dtw as f64);
+        let s1 = t.stage1_model();
+        let mut w1 = s1.workspace();
+        s1.prepare(&q[..w - 1], &mut w1);
+        let s = Instant::now();
+        std::hint::black_box(s1.classify_with_margin(q, &mut w1).unwrap());
+        one.push(s.elapsed().as_secs_f64() * 1e6);
+    }
+    if !two.is_empty() {
+        println!("every reference whose last sample is a new minimum:");
+        row("two-stage", &mut two, " µs");
+        row("stage 1 alone", &mut one, " µs");
+        row("stage-1 DTWs of stage 2", &mut dt, "");
+    }
 }

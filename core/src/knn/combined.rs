@@ -13,37 +13,73 @@
 //!
 //! The search is exact: it returns the k references a brute-force evaluation
 //! of c over every side reference ranks first, bit for bit
-//! ([`TwoStage::classify_exhaustive`] is that brute force). L (summed in
-//! sample order: the bits of a band-0 DTW) is computed only where a bound
-//! does not rule the reference out: the block sums of the z-sorted windows
-//! (ten blocks, stored at fit) give `Σ_b |S_b(q) − S_b(r)| ≤ L` for every
-//! side reference, eight per SIMD operation, from a fifth of the memory a
-//! pass over the windows reads (on the 5-Hz corpus, weight 0, the median
-//! decision went from 88 to 73 µs under load). D1 comes from where it is
-//! cheapest:
-//! - a lower bound of D1, with that of L, bounds c from below: after stage 1's exact prepared
-//!   finish `fl(M + l)` from its preparation ([`Model::exact_lower_bound`]),
-//!   after a bounded finish `D − B`, without preparation LB_Keogh. The k
-//!   smallest bounds of L are seeded with their exact L and D1, and a reference gets its D1
-//!   only when its bound is not above the k-th smallest c so far (τ): after
-//!   an exact finish the last row of its prepared programme
-//!   ([`Model::exact_distance`], no DTW), otherwise a DTW abandoned once D1
-//!   exceeds `(τ − L / s2) · s1 / a`. (Reading every reference's prepared
-//!   row instead is a pass over megabytes of rows: the median decision on
-//!   the 5-Hz corpus under load went from 261 to 118 µs without it.)
+//! ([`TwoStage::classify_exhaustive`] is that brute force). Every c that
+//! enters the ranking is computed by [`Stage2::combine`] from the same L
+//! (summed in sample order: the bits of a band-0 DTW) and D1 bits as the
+//! brute force; bounds only decide which references get them, and every
+//! cut-off carries the relative slack of the speculative bounds
+//! ([`SPECULATIVE_SLACK`]), so rounding never prunes a reference that ties
+//! the k-th.
 //!
-//! Every cut-off carries the relative slack of the speculative bounds
-//! ([`SPECULATIVE_SLACK`]): rounding never prunes a reference that ties the
-//! k-th, and every c that enters the ranking is computed by [`Stage2::combine`]
-//! from the same L and D1 bits as the brute force.
+//! **Prepared** ([`TwoStage::prepare`], one sample ahead, off the
+//! decision's path). Stage 2's query moves with the last sample (its
+//! z-score and its sort), so, as stage 1 does for z-score, the preparation
+//! guesses it: x_g = the previous sample ± multiples of the prefix's
+//! deviation ([`ZSCORE_GUESSES_SD`]) and new minimums below the prefix's
+//! ([`MIN_GUESSES_REL`]). For each guess it z-sorts the guessed window h_g
+//! and computes L(h_g, r) for every reference of both sides. L is a metric
+//! (L1 between sorted windows), so at the decision `L(q, r) ≥ L(h_g, r) − δ`
+//! with `δ = L(q, h_g)`, one L1 per guess. With stage 1 prepared under a
+//! min normalisation (or a = 0), it also orders each side's references per
+//! guess by `cb_g = combine(L(h_g, r), finish(M + λ_g))`: M stage 1's
+//! prepared bound of the exact finish ([`Model::exact_lower_bound`]), λ_g
+//! the last local cost at the guess's normalised last value (absolute cost;
+//! 0 otherwise). At the decision after stage 1's exact finish,
+//! `c(r) ≥ cb_g(r) − Δ_g` with `Δ_g = δ_g / s2 + a·|last − last_g| / s1`
+//! for every reference, so the search walks the order of the guess with the
+//! smallest Δ and stops at the first reference whose bound is above the
+//! k-th smallest c so far (τ); in between, L in full, then D1 from the last
+//! row of stage 1's prepared programme ([`Model::exact_distance`], no DTW)
+//! unless `fl(M + l)` already puts c above τ. The first [`WALK_HEAD`]
+//! references of each order have their operands (z-sorted window, stage 1's
+//! last-row operands, M and last value) copied into one record at prepare
+//! time: the walk reads a few contiguous lines instead of four places per
+//! reference, which is what the decision waits on when the preparation has
+//! left everything cold. On the 5-Hz corpus (4909 references) the walk gives
+//! a median of 10 references L in full (p90 23), against a pass over every
+//! side reference's bound before (the median decision under load went from
+//! 58.6 to 14.1 µs in one state, `docs/results/ops-latency.md`). The
+//! preparation costs L for 17 guesses of 4909 references and the sorts:
+//! the two-stage preparation took 21–29 ms median under load (17–37 ms
+//! before).
+//!
+//! After stage 1's bounded finish (the last sample is a new minimum under
+//! divide-min: the whole stage-1 query moves), D1 is bounded by the
+//! larger of stage 1's `D − B` and LB_Keogh of the true query, L by the
+//! guess's `L(h_g, r) − δ`. One pass computes that bound of c for every side
+//! reference; they are taken in ascending order (selected and sorted in
+//! growing chunks), and the ones not ruled out get their stage-1 DTW eight
+//! at a time in lockstep ([`dtw::lanes`], bit-identical to the scalar
+//! programme), each lane dropped once its row minimum plus its remaining
+//! LB_Keogh exceeds the cut-off.
+//!
+//! **Unprepared** (or a preparation for another prefix): the block sums of
+//! the z-sorted windows (ten blocks, stored at fit) give
+//! `Σ_b |S_b(q) − S_b(r)| ≤ L` for every side reference, eight per SIMD
+//! operation. D1's lower bound: after stage 1's exact prepared finish
+//! `fl(M + l)`, after a bounded finish `D − B`, without preparation
+//! LB_Keogh. The k smallest bounds of L are seeded with their exact L and
+//! D1, and a reference gets its D1 only when its bound is not above τ:
+//! after an exact finish the last row of its prepared programme, otherwise a
+//! DTW abandoned once D1 exceeds `(τ − L / s2) · s1 / a`.
 
-use super::prepared::SPECULATIVE_SLACK;
+use super::prepared::{MIN_GUESSES_REL, SPECULATIVE_SLACK, ZSCORE_GUESSES_SD};
 use super::search::insert;
 use super::two_stage::{Stage2, TwoStage, TwoStagePrediction, TwoStageWorkspace, SCALE_SAMPLE};
 use super::{Model, Prediction};
 use crate::dtw::{
     self,
-    lanes::{Lanes, LANES},
+    lanes::{LaneWorkspace, Lanes, LANES},
 };
 use crate::error::{Error, Result};
 use crate::series::Normalization;
@@ -101,6 +137,65 @@ pub(super) struct CombinedWorkspace {
     pub(super) votes: Vec<u32>,
     dtw: dtw::Workspace,
     pub(super) stats: CombinedStats,
+    /// The preparation one sample ahead ([`TwoStage::prepare_combined`]).
+    prep: Prep,
+    /// Bounded finish: (lower bound of c, side reference index), selected
+    /// and sorted in growing chunks; the lockstep DTW's operands.
+    cand: Vec<(f64, u32)>,
+    lanes_ref: Vec<Lanes>,
+    /// Per lane, LB_Keogh of rows i.. (`[i][lane]`, i up to w): the
+    /// lockstep DTW drops a lane once its row minimum plus this exceeds the
+    /// cut-off (the UCR Suite's cumulative bound).
+    lanes_cb: Vec<Lanes>,
+    /// One candidate's LB_Keogh terms per row.
+    gaps: Vec<f64>,
+    lanes_ws: LaneWorkspace,
+}
+
+/// References per side and guess whose operands the preparation copies
+/// next to each other (`Prep::rec`): on the 5-Hz corpus the walk reaches a
+/// median of 10 references (p90 23).
+const WALK_HEAD: usize = 16;
+
+/// Guessed last samples of stage 2's preparation: the z-score guesses
+/// around the previous sample, then new minimums below the prefix's.
+const GUESSES: usize = ZSCORE_GUESSES_SD.len() + MIN_GUESSES_REL.len();
+
+/// Stage 2's preparation one sample ahead (module docs, "Prepared"): for
+/// guessed last samples x_g, the guessed window z-sorted (h_g), L(h_g, r) of
+/// every reference of both sides, and per side and guess the references in
+/// ascending order of a lower bound of c on h_g.
+#[derive(Debug, Clone, Default)]
+struct Prep {
+    /// Stage 1's model id, 0 when nothing is prepared.
+    model: u64,
+    /// The raw prefix (w − 1 samples) it was prepared for.
+    prefix: Vec<f64>,
+    guesses: usize,
+    /// `[guess][sample]`: the guessed windows, z-sorted.
+    h: Vec<f64>,
+    /// Stage 1's normalised last value of an exact finish on each guess
+    /// (NaN: a new minimum, or no exact finish): the D1 bound's last term.
+    last1: [f64; GUESSES],
+    /// `[side][guess][side reference]` (side 0 first): L(h_g, r).
+    lg: Vec<f64>,
+    /// Same layout, each (side, guess) in ascending order of `cb`: the
+    /// side reference indices and `cb = combine(L(h_g, r), finish(M + λ))`
+    /// (M stage 1's prepared bound, λ the last local cost at `last1`, 0
+    /// when unknown or squared).
+    ord_cb: Vec<f64>,
+    ord_i: Vec<u32>,
+    /// Whether `ord_*` hold (weight 0, or stage 1 prepared with an exact
+    /// finish possible).
+    ordered: bool,
+    /// Per side and guess, the first [`WALK_HEAD`] references of the order,
+    /// each `[z-sorted window; w][stage 1's exact-finish operands; 2c][M,
+    /// last value]` (c = the last row's band): what the walk reads of a
+    /// reference, contiguous instead of in four places (`[side][guess][pos]`).
+    rec: Vec<f64>,
+    rec_len: usize,
+    /// Scratch for the sort.
+    pairs: Vec<(f64, u32)>,
 }
 
 /// The scales `(s2, s1)` of [`Stage2::scales`]: the medians (the mean of the
@@ -176,10 +271,23 @@ fn l1(a: &[f64], b: &[f64]) -> f64 {
     acc
 }
 
-/// Touch stage 1's per-reference bounds of the exact finish (one read per
-/// cache line).
-fn stage1_warm(m: &Model, ws: &super::Workspace) -> f64 {
-    m.warm_exact_bounds(ws)
+/// Σ |a_i − b_i| in any order (a bound's operand: the slack covers the
+/// rounding), four partial sums.
+#[inline(always)]
+fn l1_bound_operand(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = [0.0; 4];
+    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for t in 0..4 {
+            acc[t] += (x[t] - y[t]).abs();
+        }
+    }
+    let mut tail = 0.0;
+    for (x, y) in ra.iter().zip(rb) {
+        tail += (x - y).abs();
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 /// Blocks of a z-sorted window whose sums bound L from below.
@@ -286,27 +394,160 @@ impl TwoStage {
         if cw.votes.len() != self.classes().len() {
             cw.votes.resize(self.classes().len(), 0);
         }
+        let both = self.side_len(0) + self.side_len(1);
+        let pr = &mut cw.prep;
+        if pr.prefix.len() != w - 1 || pr.h.len() != GUESSES * w || pr.lg.len() != GUESSES * both {
+            pr.model = 0;
+            pr.prefix.resize(w - 1, 0.0);
+            pr.h.resize(GUESSES * w, 0.0);
+            pr.lg.resize(GUESSES * both, 0.0);
+            pr.ord_cb.resize(GUESSES * both, 0.0);
+            pr.ord_i.resize(GUESSES * both, 0);
+        }
+        if pr.pairs.capacity() < n {
+            pr.pairs.reserve(n);
+        }
+        let rec_len = w + 2 * self.stage1_model().last_row_cells() + 2;
+        if pr.rec_len != rec_len || pr.rec.len() != 2 * GUESSES * WALK_HEAD * rec_len {
+            pr.model = 0;
+            pr.rec_len = rec_len;
+            pr.rec.resize(2 * GUESSES * WALK_HEAD * rec_len, 0.0);
+        }
+        if cw.cand.capacity() < n {
+            cw.cand.reserve(n);
+        }
+        if cw.lanes_ref.len() != w {
+            cw.lanes_ref.resize(w, [0.0; LANES]);
+            cw.lanes_cb.resize(w + 1, [0.0; LANES]);
+            cw.gaps.resize(w, 0.0);
+            cw.lanes_ws.ensure(w);
+        }
     }
 
-    /// Read, at preparation time, what the combined search reads of every
-    /// side reference (block sums, stage 1's last samples and bounds): the
-    /// preparation's programme rows (megabytes) have evicted them, and a
-    /// decision that finds them cold waits on a cache miss per line
-    /// (measured on the 5-Hz corpus, weight 0: median 70 → 56 µs;
-    /// `research/knn/two_stage_knn_latency.rs`).
-    pub(super) fn warm_combined(&self, ws: &TwoStageWorkspace) {
-        let mut acc = 0.0;
-        for b in &self.blocks {
-            for l in b.iter() {
-                acc += l[0];
+    /// Offset of side `side`'s block in `Prep::lg` and `Prep::ord_*`.
+    fn prep_offset(&self, side: usize) -> usize {
+        if side == 0 {
+            0
+        } else {
+            GUESSES * self.side_len(0)
+        }
+    }
+
+    /// Stage 2's preparation for a window whose first w − 1 samples are
+    /// `prefix`, after stage 1's ([`TwoStage::prepare`]; module docs,
+    /// "Prepared"). Off the decision's path. No allocation once `ws` came
+    /// from [`TwoStage::workspace`].
+    pub(super) fn prepare_combined(&self, prefix: &[f64], ws: &mut TwoStageWorkspace) {
+        self.fit_combined(ws);
+        let w = self.window();
+        let st = self.stage2();
+        let a = st.stage1_weight;
+        let stage1 = self.stage1_model();
+        let cost = stage1.config().dtw.cost;
+        let TwoStageWorkspace {
+            stage1: ws1,
+            combined: cw,
+            ..
+        } = ws;
+        let pr = &mut cw.prep;
+        pr.model = 0;
+        if w < 2 || prefix.len() != w - 1 || prefix.iter().any(|v| !v.is_finite()) {
+            return;
+        }
+        let plan = stage1.exact_finish_plan(ws1);
+        let n = (w - 1) as f64;
+        let mean = prefix.iter().sum::<f64>() / n;
+        let sd = (prefix.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n).sqrt();
+        let prev = prefix[w - 2];
+        let base = prefix.iter().copied().fold(f64::INFINITY, f64::min);
+        let xs = ZSCORE_GUESSES_SD
+            .iter()
+            .map(|o| prev + o * sd)
+            .chain(MIN_GUESSES_REL.iter().map(|f| base - f * base.abs()));
+        pr.guesses = 0;
+        for x in xs {
+            let g = pr.guesses;
+            let h = &mut pr.h[g * w..(g + 1) * w];
+            h[..w - 1].copy_from_slice(prefix);
+            h[w - 1] = x;
+            if !x.is_finite() || st.normalization.apply(h).is_err() {
+                continue;
+            }
+            pr.last1[g] = plan.and_then(|(_, e)| e.of(x)).unwrap_or(f64::NAN);
+            pr.guesses += 1;
+        }
+        pr.ordered = a == 0.0 || plan.is_some();
+        for side in 0..2 {
+            let m2 = self.stage2_model(side);
+            let refs = self.side_references(side);
+            let ns = refs.len();
+            let off = self.prep_offset(side);
+            for g in 0..pr.guesses {
+                let h = &pr.h[g * w..(g + 1) * w];
+                let lg = &mut pr.lg[off + g * ns..off + (g + 1) * ns];
+                for (i, o) in lg.iter_mut().enumerate() {
+                    *o = l1_bound_operand(h, m2.reference(i));
+                }
+                if !pr.ordered {
+                    continue;
+                }
+                let pairs = &mut pr.pairs;
+                pairs.clear();
+                let lam = pr.last1[g];
+                for (i, &l) in lg.iter().enumerate() {
+                    let cb = match plan {
+                        Some((mins, _)) if a > 0.0 => {
+                            let j = refs[i];
+                            let local = if lam.is_finite() && cost == dtw::Cost::Abs {
+                                (lam - stage1.refs_last[j]).abs()
+                            } else {
+                                0.0
+                            };
+                            st.combine(l, cost.finish(mins[j] + local))
+                        }
+                        _ => st.combine(l, 0.0),
+                    };
+                    pairs.push((cb, i as u32));
+                }
+                pairs.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+                for (t, &(cb, i)) in pairs.iter().enumerate() {
+                    pr.ord_cb[off + g * ns + t] = cb;
+                    pr.ord_i[off + g * ns + t] = i;
+                }
+                let rl = pr.rec_len;
+                for (t, &(_, i)) in pairs.iter().take(WALK_HEAD).enumerate() {
+                    let (i, at) = (i as usize, ((side * GUESSES + g) * WALK_HEAD + t) * rl);
+                    let rec = &mut pr.rec[at..at + rl];
+                    rec[..w].copy_from_slice(m2.reference(i));
+                    if let (Some((mins, _)), true) = (plan, a > 0.0) {
+                        let j = refs[i];
+                        stage1.exact_operands(ws1, j, &mut rec[w..rl - 2]);
+                        rec[rl - 2] = mins[j];
+                        rec[rl - 1] = stage1.refs_last[j];
+                    }
+                }
             }
         }
-        let s1 = self.stage1_model();
-        for v in s1.refs_last.iter().step_by(8) {
-            acc += v;
-        }
-        acc += stage1_warm(s1, &ws.stage1);
-        std::hint::black_box(acc);
+        pr.prefix.copy_from_slice(prefix);
+        pr.model = stage1.id;
+        // Stage 1's exact finish comes first at the decision: read its data
+        // back in after the passes above evicted it.
+        std::hint::black_box(stage1.warm_exact_finish(ws1));
+    }
+
+    /// Whether the preparation in `cw` was made for `window`'s prefix, bit
+    /// for bit, by this model.
+    fn prepared_for(&self, window: &[f64], cw: &CombinedWorkspace) -> bool {
+        let pr = &cw.prep;
+        pr.model != 0
+            && pr.model == self.stage1_model().id
+            && pr.guesses > 0
+            && pr.prefix.len() + 1 == window.len()
+            && pr
+                .prefix
+                .iter()
+                .zip(window)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
     }
 
     fn side_len(&self, side: usize) -> usize {
@@ -340,6 +581,7 @@ impl TwoStage {
             combined: cw,
             ..
         } = ws;
+        let prepared = !exhaustive && self.prepared_for(window, cw);
         let zq = &mut cw.zq[..w];
         zq.copy_from_slice(window);
         st.normalization.apply(zq)?;
@@ -375,6 +617,214 @@ impl TwoStage {
                     ))
                 };
                 insert(near, k, st.combine(*li, d1), i);
+            }
+        } else if prepared && (a == 0.0 || stage1.exact_finish_holds(ws1)) && cw.prep.ordered {
+            // Exact D1 (or none): walk the prepared order (module docs).
+            stats.source = if a == 0.0 {
+                D1Source::Unused
+            } else {
+                D1Source::Exact
+            };
+            let pr = &cw.prep;
+            let last1 = ws1.query[w - 1];
+            // The guess whose bound moves least: c(r) >= cb_g(r) − Δ_g.
+            let (mut delta, mut g) = (f64::INFINITY, 0);
+            for t in 0..pr.guesses {
+                let d = l1_bound_operand(zq, &pr.h[t * w..(t + 1) * w]);
+                let dd = if a == 0.0 {
+                    d
+                } else {
+                    let lam = pr.last1[t];
+                    let adj = if lam.is_finite() && cost == dtw::Cost::Abs {
+                        (last1 - lam).abs()
+                    } else {
+                        0.0
+                    };
+                    d / s2 + a * adj / s1
+                };
+                if dd < delta {
+                    (delta, g) = (dd, t);
+                }
+            }
+            let at = self.prep_offset(side) + g * ns;
+            let slack = |t: f64| t + SPECULATIVE_SLACK * t + f64::MIN_POSITIVE;
+            let mut cut = f64::INFINITY;
+            let rl = pr.rec_len;
+            let recs = &pr.rec[(side * GUESSES + g) * WALK_HEAD * rl..];
+            for (t, (&cb, &i)) in pr.ord_cb[at..at + ns]
+                .iter()
+                .zip(&pr.ord_i[at..at + ns])
+                .enumerate()
+            {
+                if cb - delta - SPECULATIVE_SLACK * (cb + delta + 1.0) > cut {
+                    break;
+                }
+                let i = i as usize;
+                // The head's operands are in one record; the same values
+                // (so the same bits) as where they live.
+                let rec = (t < WALK_HEAD).then(|| &recs[t * rl..(t + 1) * rl]);
+                let li = l1(zq, rec.map_or(m2.reference(i), |r| &r[..w]));
+                stats.l1 += 1;
+                let d1 = if a == 0.0 {
+                    0.0
+                } else {
+                    let j = refs[i];
+                    let lb = match rec {
+                        Some(r) => {
+                            let d = last1 - r[rl - 1];
+                            r[rl - 2]
+                                + if cost == dtw::Cost::Abs {
+                                    d.abs()
+                                } else {
+                                    d * d
+                                }
+                        }
+                        None => stage1.exact_lower_bound(ws1, j),
+                    };
+                    if st.combine(li, cost.finish(lb)) > cut {
+                        continue;
+                    }
+                    cost.finish(match rec {
+                        Some(r) => stage1.exact_distance_of(ws1, &r[w..rl - 2]),
+                        None => stage1.exact_distance(ws1, j),
+                    })
+                };
+                if insert(near, k, st.combine(li, d1), i) && near.len() == k {
+                    cut = slack(near[k - 1].0);
+                }
+            }
+        } else if let (true, Some((dist, b))) = (prepared && a > 0.0, stage1.bounded_distances(ws1))
+        {
+            // Stage 1 took a bounded finish: D − B bounds D1, the prepared
+            // L(h_g, r) − δ bounds L; exact DTWs eight at a time, nearest
+            // bound first (module docs).
+            stats.source = D1Source::Bounded;
+            let pr = &cw.prep;
+            let (mut delta, mut g) = (f64::INFINITY, 0);
+            for t in 0..pr.guesses {
+                let d = l1_bound_operand(zq, &pr.h[t * w..(t + 1) * w]);
+                if d < delta {
+                    (delta, g) = (d, t);
+                }
+            }
+            let at = self.prep_offset(side) + g * ns;
+            let lg = &pr.lg[at..at + ns];
+            let lb1_of = |j: usize| {
+                let f = cost.finish(dist[j]);
+                ((f - b) - SPECULATIVE_SLACK * (f + b)).max(0.0)
+            };
+            let cand = &mut cw.cand;
+            cand.clear();
+            // Products instead of `combine`'s two divisions per reference
+            // (they were most of this pass): a bound, lowered by the slack.
+            let (inv_s2, a_s1) = (1.0 / s2, a / s1);
+            for (i, &lgi) in lg.iter().enumerate() {
+                let lo = lgi - delta - SPECULATIVE_SLACK * (lgi + delta + 1.0);
+                let lb_l = lo.max(0.0);
+                let c = lb_l * inv_s2 + lb1_of(refs[i]) * a_s1;
+                cand.push((c - SPECULATIVE_SLACK * c, i as u32));
+            }
+            let by = |x: &(f64, u32), y: &(f64, u32)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
+            let slack = |t: f64| t + SPECULATIVE_SLACK * t + f64::MIN_POSITIVE;
+            let mut cut = f64::INFINITY;
+            // cand[..end] is sorted; every later entry is at least cand[end − 1].
+            let (mut pos, mut end, mut chunk) = (0usize, 0usize, 2 * LANES);
+            let q1 = &ws1.query[..w];
+            let mut batch = [(0usize, 0.0f64, 0.0f64); LANES];
+            let mut stop = false;
+            while !stop {
+                let mut used = 0;
+                while used < LANES {
+                    if pos == end {
+                        if end == ns {
+                            stop = true;
+                            break;
+                        }
+                        let m = (ns - end).min(chunk);
+                        let rest = &mut cand[end..];
+                        if m < rest.len() {
+                            rest.select_nth_unstable_by(m - 1, by);
+                        }
+                        rest[..m].sort_unstable_by(by);
+                        end += m;
+                        chunk *= 2;
+                    }
+                    let (lb, i) = cand[pos];
+                    if lb > cut {
+                        stop = true;
+                        break;
+                    }
+                    pos += 1;
+                    let i = i as usize;
+                    let li = l1(zq, m2.reference(i));
+                    stats.l1 += 1;
+                    let j = refs[i];
+                    if st.combine(li, lb1_of(j)) > cut {
+                        continue;
+                    }
+                    // LB_Keogh of the true query: its terms per row, summed
+                    // from the last row up into the lane's column.
+                    let (u, lw) = stage1.envelope(j);
+                    let mut acc = 0.0;
+                    for t in (0..w).rev() {
+                        acc += dtw::gap(q1[t], u[t], lw[t], cost);
+                        cw.gaps[t] = acc;
+                    }
+                    let lo = acc - SPECULATIVE_SLACK * acc;
+                    if st.combine(li, cost.finish(lo)) > cut {
+                        continue;
+                    }
+                    for (c, &g) in cw.lanes_cb.iter_mut().zip(&cw.gaps) {
+                        c[used] = g;
+                    }
+                    // D1 above (cut − L / s2) · s1 / a puts c above the cut.
+                    let d_max = slack((cut - li / s2) * s1 / a);
+                    batch[used] = (i, li, slack(cost.unfinish(d_max)));
+                    used += 1;
+                }
+                if used == 0 {
+                    break;
+                }
+                // Lanes past `used` repeat the first candidate (ignored).
+                let mut top = 0.0f64;
+                for (t, &(i, _, acc_max)) in batch[..used].iter().enumerate() {
+                    let s = stage1.reference(refs[i]);
+                    for (v, &x) in cw.lanes_ref.iter_mut().zip(s) {
+                        v[t] = x;
+                    }
+                    top = if acc_max > top { acc_max } else { top };
+                }
+                for t in used..LANES {
+                    for v in cw.lanes_ref.iter_mut() {
+                        v[t] = v[0];
+                    }
+                    for c in cw.lanes_cb[..w].iter_mut() {
+                        c[t] = c[0];
+                    }
+                }
+                // Lane bounds are suffix sums of non-negative terms: slack
+                // keeps rounding from dropping a lane at the cut-off.
+                let accs = dtw::lanes::accumulated_lanes(
+                    q1,
+                    &cw.lanes_ref,
+                    r,
+                    cost,
+                    slack(top),
+                    &cw.lanes_cb,
+                    &mut cw.lanes_ws,
+                );
+                stats.stage1_dtw += used;
+                for (&(i, li, acc_max), &acc) in batch[..used].iter().zip(&accs) {
+                    // At or below the cut-off the lane's value is the scalar
+                    // programme's, bit for bit.
+                    if acc > acc_max {
+                        stats.abandoned += 1;
+                        continue;
+                    }
+                    if insert(near, k, st.combine(li, cost.finish(acc)), i) && near.len() == k {
+                        cut = slack(near[k - 1].0);
+                    }
+                }
             }
         } else {
             // A lower bound of L for every side reference from its block sums.

@@ -942,8 +942,37 @@ impl Model {
         // smallest class values.
         let (mut limit, mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
         let base = g * n;
+        // Every reference's lower bound first, in index order (sequential,
+        // no branch: the same `fl(M + l)` as below, from the same operands:
+        // `ord_min`/`ord_last` are copies of `min_up`/`refs_last`); the loop
+        // below overwrites the ones it computes. A skip in that loop then
+        // writes nothing, and once `M` alone puts a head position above every
+        // threshold (ascending `M`: so are the rest of the head and the tail,
+        // whose `M` are at least the head's last), the loop stops: what it
+        // would have skipped already holds its bound. The thresholds only
+        // decrease, so a reference skipped later would be skipped now.
+        for ((d, &m), &s) in p.dist[..n]
+            .iter_mut()
+            .zip(&p.min_up[base..base + n])
+            .zip(&self.refs_last[..n])
+        {
+            *d = m + local(s);
+        }
+        p.exact[..n].fill(false);
+        let head = p.head;
+        let floor = if head < n {
+            cost.finish(p.ord_min[base + head - 1])
+        } else {
+            f64::INFINITY
+        };
         for pos in 0..n {
             let at = base + pos;
+            // Above lo2 (k = 1: lo1 <= lo2 and own or lo2 <= lo2) or the
+            // limit, any later position is skipped too.
+            let stop = if k == 1 { lo2 } else { limit };
+            if (pos < head && cost.finish(p.ord_min[at]) > stop) || (pos >= head && floor > stop) {
+                break;
+            }
             let i = p.order[at] as usize;
             let lb = p.ord_min[at] + local(p.ord_last[at]);
             let f = cost.finish(lb);
@@ -955,8 +984,6 @@ impl Model {
                 f > limit
             };
             if skip {
-                p.dist[i] = lb;
-                p.exact[i] = false;
                 continue;
             }
             let d = if pos < p.head {
@@ -1116,14 +1143,78 @@ impl Model {
         s.prepared && !s.speculative && ws.prepared.model == self.id
     }
 
-    /// Read guess 0's `M` of every reference once per cache line (warming
-    /// what [`Model::exact_lower_bound`] reads, at preparation time).
-    pub(super) fn warm_exact_bounds(&self, ws: &Workspace) -> f64 {
-        let n = self.labels.len();
-        ws.prepared.min_up[..n.min(ws.prepared.min_up.len())]
+    /// After [`Model::prepare`] of this model on `ws`: guess 0's `M` of every
+    /// reference (the bound [`Model::exact_lower_bound`] adds the last local
+    /// cost to) and the normalised last value an exact finish would give the
+    /// raw last sample `x`, as a function: `None` when `x` would take the
+    /// bounded finish (a new minimum) or the model has no exact finish
+    /// (z-score). `None` when nothing is prepared.
+    pub(super) fn exact_finish_plan<'a>(
+        &self,
+        ws: &'a Workspace,
+    ) -> Option<(&'a [f64], ExactLast)> {
+        let p = &ws.prepared;
+        if p.model != self.id || p.guesses == 0 {
+            return None;
+        }
+        let last = match self.config.normalization {
+            Normalization::None => ExactLast::Raw,
+            Normalization::SubtractMin => ExactLast::Minus(p.base),
+            Normalization::DivideMin => ExactLast::Over(p.base),
+            Normalization::ZScore | Normalization::ZSorted => return None,
+        };
+        Some((&p.min_up[..self.labels.len()], last))
+    }
+
+    /// After [`Model::prepare`] on `ws`: reference `j`'s operands of an exact
+    /// finish (`[up; c][s; c]`, c = [`Model::last_row_cells`], guess 0) into
+    /// `out`, for [`Model::exact_distance_of`] (callers copy them at prepare
+    /// time into a layout of their own).
+    pub(super) fn exact_operands(&self, ws: &Workspace, j: usize, out: &mut [f64]) {
+        let w = self.window;
+        let lo = (w - 1).saturating_sub(self.config.dtw.radius_or_max());
+        let c = w - lo;
+        let (grp, lane) = (j / LANES, j % LANES);
+        let at = grp * (w + 1);
+        let s = &self.reference(j)[lo..w];
+        for t in 0..c {
+            out[t] = ws.prepared.rows[at + lo + t][lane];
+            out[c + t] = s[t];
+        }
+    }
+
+    /// After an exact finish: the accumulated distance of the reference whose
+    /// [`Model::exact_operands`] are `cells` ([`corner`]: the operations of
+    /// [`Model::exact_distance`] in its order, so the same bits).
+    #[inline(always)]
+    pub(super) fn exact_distance_of(&self, ws: &Workspace, cells: &[f64]) -> f64 {
+        let last = ws.query[self.window - 1];
+        match self.config.dtw.cost {
+            dtw::Cost::Abs => corner::<false>(last, cells),
+            dtw::Cost::Squared => corner::<true>(last, cells),
+        }
+    }
+
+    /// Read what an exact finish reads first (guess 0's ordered head: its
+    /// bounds, labels and operands), once per cache line, after other
+    /// preparation work has evicted it. Returns a sum to keep the reads.
+    pub(super) fn warm_exact_finish(&self, ws: &Workspace) -> f64 {
+        let p = &ws.prepared;
+        if p.model != self.id {
+            return 0.0;
+        }
+        let c = self.last_row_cells();
+        let head = p.head;
+        let mut acc = 0.0;
+        acc += p.ord_min[..head].iter().step_by(8).sum::<f64>();
+        acc += p.ord_last[..head].iter().step_by(8).sum::<f64>();
+        acc += p.ord_label[..head]
             .iter()
-            .step_by(8)
-            .sum()
+            .step_by(16)
+            .map(|&l| l as f64)
+            .sum::<f64>();
+        acc += p.ord_cells[..head * 2 * c].iter().step_by(8).sum::<f64>();
+        acc
     }
 
     /// After an exact finish ([`Model::exact_finish_holds`]): a lower bound of
@@ -1177,6 +1268,32 @@ impl Model {
                 self.search_bounded(ws, None);
                 Some(self.vote(ws))
             }
+        }
+    }
+}
+
+/// How an exact finish normalises the raw last sample x
+/// ([`Model::exact_finish_plan`]): the arithmetic of
+/// [`Model::finish_prepared`], and whether x keeps the prefix's minimum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum ExactLast {
+    /// `none`: x itself.
+    Raw,
+    /// `subtract-min` with the prefix's minimum: x − base, for x >= base.
+    Minus(f64),
+    /// `divide-min` with the prefix's minimum: x / base, for x >= base.
+    Over(f64),
+}
+
+impl ExactLast {
+    /// The normalised last value of an exact finish on raw last sample `x`,
+    /// or `None` when `x` is a new minimum (the bounded finish).
+    pub(super) fn of(self, x: f64) -> Option<f64> {
+        let keeps = |base: f64| x > base || x.to_bits() == base.to_bits();
+        match self {
+            ExactLast::Raw => Some(x),
+            ExactLast::Minus(b) => keeps(b).then_some(x - b),
+            ExactLast::Over(b) => keeps(b).then_some(x / b),
         }
     }
 }

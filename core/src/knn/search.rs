@@ -244,7 +244,9 @@ impl Model {
             }
             let f = cost.finish(d);
             let lo = (f - bound) - SPECULATIVE_SLACK * (f + bound);
-            ws.lb[i] = if lo > 0.0 { cost.unfinish(lo) } else { 0.0 };
+            // `max` (no branch: about half these signs are unpredictable);
+            // unfinish(0) = 0.
+            ws.lb[i] = cost.unfinish(lo.max(0.0));
             // Seeds by D itself: with B large many lower bounds are 0, D still
             // ranks. Only references whose D was computed (the pruned finish
             // leaves a lower bound of D for the others): the cut-off needs D.
@@ -390,9 +392,27 @@ impl Model {
         // `slot`; `run_batch` turns the terms into suffix sums for all lanes at
         // once (one vector chain per batch instead of a serial chain per candidate).
         let slot = batch.len;
+        let mut lb = 0.0;
         for j in 0..w {
             ws.b_lanes[j][slot] = s[j];
-            ws.cb_lanes[j][slot] = dtw::gap(q[j], u[j], l[j], cost);
+            let g = dtw::gap(q[j], u[j], l[j], cost);
+            ws.cb_lanes[j][slot] = g;
+            lb += g;
+        }
+        // Their sum, LB_Keogh, prunes like the bound that let the reference
+        // in (`b > cutoff`): the reference's distance exceeds the cut-off, so
+        // it is neither an answer nor, per class, its class's nearest below
+        // it. After a bounded finish, whose bound D − B is loose, this saves
+        // lockstep DTWs; the slack keeps rounding from pruning a tie.
+        let lb = lb - SPECULATIVE_SLACK * lb;
+        let own = if batch.per_class {
+            ws.class_best[self.labels[i] as usize].0 * (1.0 + CUTOFF_SLACK) + f64::MIN_POSITIVE
+        } else {
+            f64::INFINITY
+        };
+        if lb > *cutoff || lb > own {
+            stats.pruned_by_bounds += 1;
+            return;
         }
         batch.ids[slot] = i;
         batch.len += 1;

@@ -626,10 +626,12 @@ impl TwoStage {
 
     /// Prepare the classification of a window whose first `w − 1` samples are
     /// `prefix` ([`Model::prepare`]): stage 1 and both stage-2 models (the
-    /// side is known only with the last sample; a z-sorted stage 2 is never
-    /// prepared, and the combined stage 2 takes stage 1's distances from its
-    /// preparation). Returns whether stage 1 was prepared. Results are
-    /// unchanged; no allocation once `ws` came from [`TwoStage::workspace`].
+    /// side is known only with the last sample; the combined stage 2
+    /// prepares its own bounds on guessed last samples and orders the
+    /// references by them, after stage 1, whose prepared bounds it uses:
+    /// `combined.rs`, "Prepared"). Returns whether stage 1 was prepared.
+    /// Results are unchanged; no allocation once `ws` came from
+    /// [`TwoStage::workspace`].
     pub fn prepare(&self, prefix: &[f64], ws: &mut TwoStageWorkspace) -> bool {
         let one = self.stage1.prepare(prefix, &mut ws.stage1);
         if !self.stage2.is_combined() {
@@ -637,7 +639,7 @@ impl TwoStage {
                 s.model.prepare(prefix, w);
             }
         } else {
-            self.warm_combined(ws);
+            self.prepare_combined(prefix, ws);
         }
         one
     }
