@@ -1,0 +1,504 @@
+//! The stage-1 feature term: the 1-NN of record (000 §3.5: 1-NN with DTW)
+//! ranked by `C1 = D1 / s1 + b · F / sF` instead of D1 alone.
+//!
+//! Our extension, not 000's. D1 is the model's DTW distance (its
+//! normalisation, band and cost, in [`crate::dtw::Cost::finish`] form); F
+//! the L1 distance between the windows' *sorted steps*: `sort(diff(x) /
+//! max(sd(x), 1e-9))` of the raw window (population standard deviation,
+//! w − 1 values), the distribution of sample-to-sample steps (a CUBIC
+//! sawtooth's slow rises and sharp drops) that DTW's warping does not keep;
+//! `b` the weight and `(s1, sF)` the medians of the pairwise D1 and F among
+//! up to [`SCALE_SAMPLE`] evenly spaced references, fitted once
+//! ([`Model::with_stage1_term`]) and stored in the model file. Nested
+//! leave-one-condition-out over the 28 conditions of the 5-Hz corpus
+//! (`research/generalisation/percond.py`, docs/results/generalisation.md)
+//! picked b = 0.25 in every fold: 24 of 28 held-out conditions at ≥ 97 %
+//! BBR present against 18 with D1 alone.
+//!
+//! The search is exact: the reference it returns is the argmin of C1 over
+//! every reference, ties to the lower index, bit for bit what the brute force
+//! ([`Model::classify_exhaustive`]) returns, because every C1 it compares is
+//! computed by the one expression [`Stage1Term::combine`] from the DTW value
+//! every search computes alike and from F computed by one function. Pruning
+//! uses that F ≥ 0: any lower bound of D1 the model already has (an exact
+//! preparation's `fl(M + l)`, a bounded one's D − B, LB_Enhanced otherwise)
+//! divided by s1 lower-bounds C1; F (w − 1 subtractions) is then added
+//! before any DTW, and the DTW is abandoned once D1 exceeds
+//! `(best − b · F / sF) · s1`. No allocation per query.
+
+use super::prepared::{lowest, Finished, SPECULATIVE_SLACK};
+use super::search::two_smallest;
+use super::{Model, Prediction, SearchStats, Workspace, SCALE_SAMPLE};
+use crate::dtw;
+use crate::error::{Error, Result};
+
+/// Which window feature the term compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TermKind {
+    /// The sorted steps divided by the window's standard deviation
+    /// (`"sorted-steps"`, module docs).
+    #[default]
+    SortedSteps,
+}
+
+impl TermKind {
+    /// Name as used in model files.
+    pub fn name(self) -> &'static str {
+        match self {
+            TermKind::SortedSteps => "sorted-steps",
+        }
+    }
+
+    /// Parse a name (`sorted-steps`).
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "sorted-steps" => Ok(TermKind::SortedSteps),
+            other => Err(Error::invalid(format!(
+                "unknown stage-1 term kind {other:?}; use \"sorted-steps\""
+            ))),
+        }
+    }
+}
+
+/// The stage-1 term of a model (`"stage1_term": {"kind": "sorted-steps",
+/// "weight": 0.25, "scales": [s1, sF]}` in a model file, version 4).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stage1Term {
+    pub kind: TermKind,
+    /// `b`, the weight of F / sF (0: no term; the model is D1's 1-NN).
+    pub weight: f64,
+    /// `(s1, sF)`: the medians of the pairwise D1 and F among up to
+    /// [`SCALE_SAMPLE`] evenly spaced references (computed by
+    /// [`Model::with_stage1_term`] when absent; a model file stores them and
+    /// a load never recomputes them).
+    pub scales: Option<[f64; 2]>,
+}
+
+impl Stage1Term {
+    /// The sorted-steps term of weight `weight`, scales to be fitted.
+    pub fn sorted_steps(weight: f64) -> Self {
+        Self {
+            kind: TermKind::SortedSteps,
+            weight,
+            scales: None,
+        }
+    }
+
+    /// C1 of a reference at DTW distance `d1` (finished) and feature
+    /// distance `f`: `d1 / s1 + b · f / sF`. The one expression every search
+    /// and the brute force evaluate, so their results agree bit for bit.
+    #[inline(always)]
+    pub fn combine(&self, d1: f64, f: f64) -> f64 {
+        let [s1, sf] = self.scales.unwrap_or([1.0, 1.0]);
+        d1 / s1 + self.weight * f / sf
+    }
+
+    /// The checks that need no references; `need_scales`: a model file
+    /// (which must carry them) rather than a fit (which computes them).
+    pub fn check(&self, need_scales: bool) -> Result<()> {
+        let b = self.weight;
+        if !(b.is_finite() && b >= 0.0) {
+            return Err(Error::invalid(format!(
+                "stage1_term.weight is {b}; it must be a finite number >= 0 (0: no term; 0.25 was picked by leave-one-condition-out)"
+            )));
+        }
+        if let Some(sc) = self.scales {
+            if let Some(v) = sc.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+                return Err(Error::invalid(format!(
+                    "stage1_term.scales has {v}; both scales (s1, sF) must be finite and positive (medians of pairwise distances)"
+                )));
+            }
+        }
+        if need_scales && self.scales.is_none() {
+            return Err(Error::invalid(format!(
+                "stage1_term.weight is {b} but stage1_term.scales is missing; the scales are fixed at fit and must be stored with the weight"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The sorted steps of `x` into `out` (`x.len() − 1` values): `sort(diff(x)
+/// / max(sd(x), 1e-9))`, sd the population standard deviation (numpy's
+/// default). No allocation.
+pub fn sorted_steps(x: &[f64], out: &mut [f64]) {
+    let n = x.len();
+    debug_assert_eq!(out.len(), n.saturating_sub(1));
+    if n < 2 {
+        return;
+    }
+    let mean = x.iter().sum::<f64>() / n as f64;
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+    let sd = var.sqrt().max(1e-9);
+    for (o, p) in out.iter_mut().zip(x.windows(2)) {
+        *o = (p[1] - p[0]) / sd;
+    }
+    out.sort_unstable_by(f64::total_cmp);
+}
+
+/// F: the L1 distance of two sorted-step rows, summed in index order (the
+/// one function every search and the brute force call).
+#[inline(always)]
+fn l1(a: &[f64], b: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for (x, y) in a.iter().zip(b) {
+        s += (x - y).abs();
+    }
+    s
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_unstable_by(f64::total_cmp);
+    let h = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[h]
+    } else {
+        (v[h - 1] + v[h]) / 2.0
+    }
+}
+
+/// Where a term search takes D1 and its lower bounds from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// Every C1 in full, nothing pruned (the brute force).
+    Exhaustive,
+    /// An exact prepared finish: `fl(M + l)` bounds, last rows for D1.
+    Exact,
+    /// A bounded finish: D − B bounds, early-abandoned DTW for D1.
+    Bounded,
+    /// No preparation: LB_Enhanced bounds (`ws.lb`), early-abandoned DTW.
+    Enhanced,
+}
+
+/// Most seeds (references evaluated first to set the threshold).
+const MAX_SEEDS: usize = 16;
+
+impl Model {
+    /// This model with the stage-1 term `term` (module docs): its scales are
+    /// fitted from the references when absent, and each reference's sorted
+    /// steps are stored. `None` or weight 0 removes the term (the model is
+    /// then exactly D1's 1-NN). Needs k = 1 (the term ranks the 1-NN).
+    pub fn with_stage1_term(mut self, term: Option<Stage1Term>) -> Result<Self> {
+        let Some(mut t) = term.filter(|t| t.weight != 0.0) else {
+            self.term = None;
+            self.steps = Vec::new();
+            return Ok(self);
+        };
+        t.check(false)?;
+        if self.config.k != 1 {
+            return Err(Error::invalid(format!(
+                "a stage-1 term ranks the 1-NN but k = {}; use k = 1",
+                self.config.k
+            )));
+        }
+        let (n, w) = (self.labels.len(), self.window);
+        let f = w - 1;
+        let mut steps = vec![0.0; n * f];
+        if f > 0 {
+            for (i, row) in steps.chunks_exact_mut(f).enumerate() {
+                sorted_steps(self.raw_reference(i), row);
+            }
+        }
+        self.steps = steps;
+        if t.scales.is_none() {
+            t.scales = Some(self.fit_term_scales()?);
+        }
+        self.term = Some(t);
+        Ok(self)
+    }
+
+    /// The stage-1 term, with its scales, if the model has one.
+    pub fn stage1_term(&self) -> Option<Stage1Term> {
+        self.term
+    }
+
+    /// Reference `i`'s sorted steps.
+    #[inline(always)]
+    fn steps_row(&self, i: usize) -> &[f64] {
+        let f = self.window - 1;
+        &self.steps[i * f..(i + 1) * f]
+    }
+
+    /// `(s1, sF)` ([`Stage1Term::scales`]): with n references and m =
+    /// min(n, [`SCALE_SAMPLE`]), references `⌊i · n / m⌋` for i in 0..m (as
+    /// the combined stage 2's scales), the median over every pair of D1 and
+    /// of F. About 180 000 DTWs at m = 600.
+    fn fit_term_scales(&self) -> Result<[f64; 2]> {
+        let n = self.labels.len();
+        let m = n.min(SCALE_SAMPLE);
+        if m < 2 {
+            return Err(Error::invalid(format!(
+                "a stage-1 term needs scales from pairs of references, but the model has {n}; add references or give stage1_term.scales"
+            )));
+        }
+        let idx: Vec<usize> = (0..m).map(|i| i * n / m).collect();
+        let cost = self.config.dtw.cost;
+        let r = self.config.dtw.radius_or_max();
+        let pairs = m * (m - 1) / 2;
+        let (mut ds, mut fs) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+        let mut dws = dtw::Workspace::with_capacity(self.window);
+        for a in 0..m {
+            for b in a + 1..m {
+                let (i, j) = (idx[a], idx[b]);
+                let acc = dtw::accumulated(
+                    self.reference(i),
+                    self.reference(j),
+                    r,
+                    cost,
+                    f64::INFINITY,
+                    None,
+                    &mut dws,
+                );
+                ds.push(cost.finish(acc));
+                fs.push(l1(self.steps_row(i), self.steps_row(j)));
+            }
+        }
+        let scales = [median(&mut ds), median(&mut fs)];
+        for (name, v) in ["s1 (DTW)", "sF (sorted steps)"].iter().zip(scales) {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::invalid(format!(
+                    "the stage-1 scale {name} came out {v}: at least half the sampled reference pairs are at distance 0; the references are too alike to weigh the two distances"
+                )));
+            }
+        }
+        Ok(scales)
+    }
+
+    /// The query's sorted steps into the workspace (raw window).
+    pub(super) fn term_query(&self, window: &[f64], ws: &mut Workspace) {
+        if self.term.is_some() {
+            let f = self.window - 1;
+            sorted_steps(window, &mut ws.steps_q[..f]);
+        }
+    }
+
+    /// Classify with the term (`self.term` is set): the argmin of C1, and
+    /// with `margin` the nearest C1 of any other class and the margin
+    /// `1 − C1_nearest / C1_other` ([`Model::classify_with_margin`]'s, on
+    /// C1). The prediction's distance is C1. `ws.query` and the term's
+    /// query are filled (`prepare_query`).
+    pub(super) fn classify_term(
+        &self,
+        window: &[f64],
+        ws: &mut Workspace,
+        margin: bool,
+        exhaustive: bool,
+    ) -> (Prediction, f64, f64) {
+        let source = if exhaustive {
+            Source::Exhaustive
+        } else {
+            match self.finish_prepared(window, ws, false) {
+                Finished::Exact => Source::Exact,
+                Finished::Bounded => Source::Bounded,
+                Finished::No => {
+                    self.enhanced_bounds(ws, None);
+                    Source::Enhanced
+                }
+            }
+        };
+        self.term_search(ws, source, margin);
+        let best = std::mem::take(&mut ws.term_best);
+        ws.neighbors.clear();
+        let nearest = lowest(best.iter().copied());
+        if let Some(b) = nearest {
+            ws.neighbors.push(b);
+        }
+        let p = self.vote(ws);
+        let single = self.classes.len() < 2 || self.labels.iter().all(|&l| l as usize == p.class);
+        let (other, m) = if !margin || single {
+            (f64::INFINITY, 1.0)
+        } else {
+            let other = lowest(
+                best.iter()
+                    .enumerate()
+                    .filter(|&(c, _)| c != p.class)
+                    .map(|(_, &b)| b),
+            )
+            .map_or(f64::INFINITY, |b| b.0);
+            let m = if other > 0.0 && other.is_finite() {
+                (1.0 - p.distance / other).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            (other, m)
+        };
+        ws.term_best = best;
+        (p, other, m)
+    }
+
+    /// The argmin of C1 per class into `ws.term_best` (C1, index; ties to the
+    /// lower index). Without `per_class` only the nearest of all is exact
+    /// (every class entry is at least it); with it also the nearest of every
+    /// other class that can be the margin's (the two classes first under
+    /// [`lowest`]), as [`Model::search_bounded_margin`] argues: a reference
+    /// is skipped when its lower bound exceeds T, the second smallest class
+    /// best (it can be neither answer), or its own class's best.
+    fn term_search(&self, ws: &mut Workspace, source: Source, per_class: bool) {
+        let t = self.term.expect("classify_term needs a term");
+        let n = self.labels.len();
+        let w = self.window;
+        let cost = self.config.dtw.cost;
+        let r = self.config.dtw.radius_or_max();
+        let [s1, sf] = t.scales.unwrap_or([1.0, 1.0]);
+        let prune = source != Source::Exhaustive;
+        let mut stats = SearchStats {
+            references: n,
+            speculative: source == Source::Bounded,
+            prepared: matches!(source, Source::Exact | Source::Bounded),
+            ..SearchStats::default()
+        };
+        // Seeds: a few references likely near, computed first so the
+        // threshold is tight early; sorted by index so the scan skips them.
+        let mut seeds = [usize::MAX; MAX_SEEDS];
+        let mut n_seeds = 0;
+        match source {
+            Source::Exhaustive => {}
+            Source::Exact => {
+                // The finish left each leading class's DTW-nearest.
+                for b in ws.class_best.iter().filter(|b| b.1 != usize::MAX) {
+                    if n_seeds < MAX_SEEDS {
+                        seeds[n_seeds] = b.1;
+                        n_seeds += 1;
+                    }
+                }
+            }
+            Source::Bounded => {
+                // Each class's smallest computed D to the guessed query.
+                let p = &ws.prepared;
+                ws.class_best.fill((f64::INFINITY, usize::MAX));
+                for i in 0..n {
+                    if p.exact[i] {
+                        let b = &mut ws.class_best[self.labels[i] as usize];
+                        if p.dist[i] < b.0 {
+                            *b = (p.dist[i], i);
+                        }
+                    }
+                }
+                for b in ws.class_best.iter().filter(|b| b.1 != usize::MAX) {
+                    if n_seeds < MAX_SEEDS {
+                        seeds[n_seeds] = b.1;
+                        n_seeds += 1;
+                    }
+                }
+            }
+            Source::Enhanced => {
+                for s in ws.seeds.iter().take(MAX_SEEDS) {
+                    seeds[n_seeds] = s.1;
+                    n_seeds += 1;
+                }
+            }
+        }
+        let seeds = &mut seeds[..n_seeds];
+        seeds.sort_unstable();
+        let mut best = std::mem::take(&mut ws.term_best);
+        best.fill((f64::INFINITY, usize::MAX));
+        let (mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY);
+        let slack = |v: f64| v + SPECULATIVE_SLACK * v + f64::MIN_POSITIVE;
+        // One reference: bound, F, DTW (abandoned above the threshold), merge.
+        let visit = |j: usize,
+                         ws: &mut Workspace,
+                         best: &mut [(f64, usize)],
+                         lo1: &mut f64,
+                         lo2: &mut f64,
+                         stats: &mut SearchStats| {
+            let label = self.labels[j] as usize;
+            let limit = if per_class {
+                let own = best[label].0;
+                if own < *lo2 {
+                    own
+                } else {
+                    *lo2
+                }
+            } else {
+                *lo1
+            };
+            let limit = slack(limit);
+            let lbd = if prune {
+                self.term_lower(ws, source, j)
+            } else {
+                0.0
+            };
+            if prune && t.combine(lbd, 0.0) > limit {
+                stats.pruned_by_bounds += 1;
+                return;
+            }
+            let f = l1(&ws.steps_q[..w - 1], self.steps_row(j));
+            if prune && t.combine(lbd, f) > limit {
+                stats.pruned_by_bounds += 1;
+                return;
+            }
+            let acc_max = if prune && limit.is_finite() {
+                // C1 <= limit needs D1 <= (limit − b·F/sF)·s1; the slack
+                // is relative to the limit, so rounding in C1's sum never
+                // abandons a reference that ties.
+                let room = limit - t.weight * f / sf + SPECULATIVE_SLACK * limit;
+                slack(cost.unfinish(slack(room * s1)))
+            } else {
+                f64::INFINITY
+            };
+            let acc = if source == Source::Exact {
+                self.exact_distance(ws, j)
+            } else {
+                let Workspace { query, dtw: dws, .. } = ws;
+                dtw::accumulated(&query[..w], self.reference(j), r, cost, acc_max, None, dws)
+            };
+            if acc > acc_max {
+                stats.abandoned += 1;
+                return;
+            }
+            stats.full_dtw += 1;
+            let c = t.combine(cost.finish(acc), f);
+            let b = &mut best[label];
+            if c < b.0 || (c == b.0 && j < b.1) {
+                *b = (c, j);
+                (*lo1, *lo2) = two_smallest(best);
+            }
+        };
+        for &j in seeds.iter() {
+            visit(j, ws, &mut best, &mut lo1, &mut lo2, &mut stats);
+        }
+        let mut next = 0;
+        for j in 0..n {
+            if next < seeds.len() && seeds[next] == j {
+                next += 1;
+                continue;
+            }
+            visit(j, ws, &mut best, &mut lo1, &mut lo2, &mut stats);
+        }
+        ws.term_best = best;
+        ws.stats = stats;
+    }
+
+    /// A lower bound of reference `j`'s D1 (finished units) from `source`.
+    #[inline(always)]
+    fn term_lower(&self, ws: &Workspace, source: Source, j: usize) -> f64 {
+        let cost = self.config.dtw.cost;
+        match source {
+            Source::Exhaustive => 0.0,
+            // fl(M + l) bounds the programme's own value from below.
+            Source::Exact => cost.finish(self.exact_lower_bound(ws, j)),
+            Source::Bounded => {
+                let (f, b) = (cost.finish(ws.prepared.dist[j]), ws.prepared.bound);
+                let lo = (f - b) - SPECULATIVE_SLACK * (f + b);
+                if lo > 0.0 {
+                    lo
+                } else {
+                    0.0
+                }
+            }
+            Source::Enhanced => {
+                let lb = cost.finish(ws.lb[j]);
+                let lo = lb - SPECULATIVE_SLACK * lb;
+                if lo > 0.0 {
+                    lo
+                } else {
+                    0.0
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "steps_tests.rs"]
+mod tests;
