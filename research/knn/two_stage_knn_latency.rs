@@ -25,6 +25,7 @@ fn main() {
     let mut by_source: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut all = Vec::new();
     let (mut stage1, mut l_full) = (Vec::new(), Vec::new());
+    let mut s1_full = Vec::new();
     for i in (0..m.len()).step_by(23) {
         let q = m.raw_reference(i).to_vec();
         let t = TwoStage::new(&m.without_reference(i).unwrap(), s2).unwrap();
@@ -42,6 +43,7 @@ fn main() {
         let s = Instant::now();
         std::hint::black_box(s1.classify_with_margin(&q, &mut w1).unwrap());
         stage1.push(s.elapsed().as_secs_f64() * 1e6);
+        s1_full.push(w1.stats().full_dtw as f64);
         l_full.push(st.l1 as f64);
         let key = if src == D1Source::None {
             "1-NN stage 2".to_string()
@@ -69,4 +71,5 @@ fn main() {
     }
     row("stage 1 alone", &mut stage1, " µs");
     row("references given L in full", &mut l_full, "");
+    row("stage 1 references in full", &mut s1_full, "");
 }

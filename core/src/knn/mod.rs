@@ -119,6 +119,9 @@ pub struct Model {
     term: Option<Stage1Term>,
     /// With the term: each reference's sorted steps (`n × (w − 1)`, flat).
     steps: Vec<f64>,
+    /// With the term: the block sums of each reference's sorted steps,
+    /// interleaved `[group][block][lane]` (`steps.rs`, the bound on F).
+    steps_blocks: Vec<dtw::lanes::Lanes>,
     /// Unique per fit (clones share it: a model never changes after fit), so
     /// a workspace's preparation ([`Model::prepare`]) is used only with the
     /// model that made it.
@@ -226,6 +229,7 @@ impl Model {
             labels: labels.to_vec(),
             term: None,
             steps: Vec::new(),
+            steps_blocks: Vec::new(),
             id: NEXT_MODEL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
@@ -523,6 +527,13 @@ pub struct Workspace {
     /// smallest C1 (`steps.rs`).
     steps_q: Vec<f64>,
     term_best: Vec<(f64, usize)>,
+    /// Stage-1 term: the block sums of `steps_q`, and a lower bound of every
+    /// reference's C1 (`steps.rs`).
+    steps_qb: Vec<f64>,
+    term_lb: Vec<f64>,
+    /// Stage-1 term after an exact finish: the references whose bound of C1
+    /// is within the seeds' threshold (bound, index).
+    term_cand: Vec<(f64, u32)>,
     /// Counters for the last query: (references, pruned by a bound, DTW abandoned).
     stats: SearchStats,
     /// The speculative work of [`Model::prepare`].
@@ -555,10 +566,14 @@ impl Workspace {
     fn fit_to(&mut self, window: usize, k: usize, n_classes: usize, n_refs: usize) {
         if self.lb.len() != n_refs {
             self.lb.resize(n_refs, 0.0);
+            self.term_lb.resize(n_refs, 0.0);
+            self.term_cand = Vec::with_capacity(n_refs);
         }
         if self.query.len() != window {
             self.query.resize(window, 0.0);
             self.steps_q.resize(window.saturating_sub(1), 0.0);
+            self.steps_qb
+                .resize(steps::n_blocks(window.saturating_sub(1)), 0.0);
             self.q_upper.resize(window, 0.0);
             self.q_lower.resize(window, 0.0);
             self.cb.resize(window + 1, 0.0);

@@ -414,6 +414,7 @@ impl Model {
         }
         self.run_prepare(ws);
         self.prepare_order(ws);
+        self.warm_term(ws);
         ws.prepared.model = self.id;
         true
     }

@@ -30,6 +30,7 @@ use super::prepared::{lowest, Finished, SPECULATIVE_SLACK};
 use super::search::two_smallest;
 use super::{Model, Prediction, SearchStats, Workspace, SCALE_SAMPLE};
 use crate::dtw;
+use crate::dtw::lanes::{Lanes, LANES};
 use crate::error::{Error, Result};
 
 /// Which window feature the term compares.
@@ -147,6 +148,43 @@ fn l1(a: &[f64], b: &[f64]) -> f64 {
     s
 }
 
+/// Blocks of the sorted steps whose sums bound F from below: ten (five
+/// steps each at w = 50, the split of the combined stage 2's bound on L).
+const BLOCKS: usize = 10;
+
+/// Blocks of `f` sorted steps.
+pub(super) fn n_blocks(f: usize) -> usize {
+    f.min(BLOCKS)
+}
+
+/// Sums of the blocks `[b·f/B, (b+1)·f/B)` of `v`, each in index order.
+#[inline(always)]
+fn block_sums(v: &[f64], out: &mut [f64]) {
+    let (f, nb) = (v.len(), out.len());
+    for (b, o) in out.iter_mut().enumerate() {
+        let mut acc = 0.0;
+        for &x in &v[b * f / nb..(b + 1) * f / nb] {
+            acc += x;
+        }
+        *o = acc;
+    }
+}
+
+/// Rounding allowance of the bound on F, absolute: a sorted step is at most
+/// √(2w) in size (no two samples differ by more than √(2w) standard
+/// deviations), so the rounding of F's sum and of the block sums is below
+/// `2 · f² · √(2f) · ε` each (f = w − 1 steps); four times that covers both.
+fn f_rounding(f: usize) -> f64 {
+    let f = f as f64;
+    8.0 * f * f * (2.0 * (f + 1.0)).sqrt() * f64::EPSILON
+}
+
+/// A lower bound of the computed C1 from lower bounds of D1 and F is
+/// multiplied by this (and lowered by the smallest normal number): it is
+/// computed with reciprocals of the scales instead of [`Stage1Term::combine`]'s
+/// divisions, a few roundings (each relative 2⁻⁵³) from it.
+const C1_BOUND_DOWN: f64 = 1.0 - 1e-12;
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_unstable_by(f64::total_cmp);
     let h = v.len() / 2;
@@ -154,6 +192,43 @@ fn median(v: &mut [f64]) -> f64 {
         v[h]
     } else {
         (v[h - 1] + v[h]) / 2.0
+    }
+}
+
+/// Lower bounds of the computed C1 from lower bounds of D1 and of the block
+/// distance `Σ_b |S_b(q) − S_b(r)|` ([`Model::term_bounds`]).
+#[derive(Clone, Copy)]
+struct C1Lower {
+    /// 1 / s1, b / sF.
+    a1: f64,
+    af: f64,
+    /// [`f_rounding`] of the window.
+    round: f64,
+}
+
+impl C1Lower {
+    fn new(t: &Stage1Term, f: usize) -> Self {
+        let [s1, sf] = t.scales.unwrap_or([1.0, 1.0]);
+        Self {
+            a1: 1.0 / s1,
+            af: t.weight / sf,
+            round: f_rounding(f),
+        }
+    }
+
+    /// At most the C1 computed from any D1 ≥ `d` and F ≥ the block distance
+    /// `a` (module docs): F's bound lowered by its rounding allowance, the
+    /// sum lowered by [`C1_BOUND_DOWN`] and the smallest normal number.
+    #[inline(always)]
+    fn lower(&self, d: f64, a: f64) -> f64 {
+        let lf = a - SPECULATIVE_SLACK * (1.0 + a) - self.round;
+        let lf = if lf > 0.0 { lf } else { 0.0 };
+        let c = (d * self.a1 + self.af * lf) * C1_BOUND_DOWN - f64::MIN_POSITIVE;
+        if c > 0.0 {
+            c
+        } else {
+            0.0
+        }
     }
 }
 
@@ -171,7 +246,13 @@ enum Source {
 }
 
 /// Most seeds (references evaluated first to set the threshold).
-const MAX_SEEDS: usize = 16;
+const MAX_SEEDS: usize = 32;
+
+/// Candidates visited per selection after an exact finish.
+const CHUNK: usize = 16;
+
+/// Seeds taken by the smallest bound of C1 regardless of class.
+const TOP_SEEDS: usize = 8;
 
 impl Model {
     /// This model with the stage-1 term `term` (module docs): its scales are
@@ -182,6 +263,7 @@ impl Model {
         let Some(mut t) = term.filter(|t| t.weight != 0.0) else {
             self.term = None;
             self.steps = Vec::new();
+            self.steps_blocks = Vec::new();
             return Ok(self);
         };
         t.check(false)?;
@@ -199,7 +281,20 @@ impl Model {
                 sorted_steps(self.raw_reference(i), row);
             }
         }
+        // Block sums per reference, interleaved for the bound pass.
+        let nb = n_blocks(f);
+        let mut blocks = vec![[0.0; LANES]; n.div_ceil(LANES) * nb];
+        let mut s = [0.0; BLOCKS];
+        if nb > 0 {
+            for (i, row) in steps.chunks_exact(f).enumerate() {
+                block_sums(row, &mut s[..nb]);
+                for (b, &v) in s[..nb].iter().enumerate() {
+                    blocks[(i / LANES) * nb + b][i % LANES] = v;
+                }
+            }
+        }
         self.steps = steps;
+        self.steps_blocks = blocks;
         if t.scales.is_none() {
             t.scales = Some(self.fit_term_scales()?);
         }
@@ -264,11 +359,32 @@ impl Model {
         Ok(scales)
     }
 
+    /// Read, at preparation time, what the decision's bound pass reads of
+    /// every reference (the block sums; `M` and the last samples through
+    /// [`Model::warm_exact_bounds`]): the preparation's programme rows
+    /// (megabytes) have evicted them, as for the combined stage 2's
+    /// `warm_combined`.
+    pub(super) fn warm_term(&self, ws: &Workspace) {
+        if self.term.is_none() {
+            return;
+        }
+        let mut acc = self.warm_exact_bounds(ws);
+        for b in &self.steps_blocks {
+            acc += b[0];
+        }
+        for v in self.refs_last.iter().step_by(8) {
+            acc += v;
+        }
+        std::hint::black_box(acc);
+    }
+
     /// The query's sorted steps into the workspace (raw window).
     pub(super) fn term_query(&self, window: &[f64], ws: &mut Workspace) {
         if self.term.is_some() {
             let f = self.window - 1;
             sorted_steps(window, &mut ws.steps_q[..f]);
+            let nb = n_blocks(f);
+            block_sums(&ws.steps_q[..f], &mut ws.steps_qb[..nb]);
         }
     }
 
@@ -333,6 +449,12 @@ impl Model {
     /// [`lowest`]), as [`Model::search_bounded_margin`] argues: a reference
     /// is skipped when its lower bound exceeds T, the second smallest class
     /// best (it can be neither answer), or its own class's best.
+    ///
+    /// Pruned searches first bound every reference's C1 from below
+    /// ([`Model::term_bounds`]), then compute C1 in full for seeds (each
+    /// class's smallest bound, the [`TOP_SEEDS`] smallest of all, and after
+    /// an exact finish each class's DTW-nearest), so the thresholds are close
+    /// to final before the scan, which skips a reference on one comparison.
     fn term_search(&self, ws: &mut Workspace, source: Source, per_class: bool) {
         let t = self.term.expect("classify_term needs a term");
         let n = self.labels.len();
@@ -347,55 +469,59 @@ impl Model {
             prepared: matches!(source, Source::Exact | Source::Bounded),
             ..SearchStats::default()
         };
-        // Seeds: a few references likely near, computed first so the
-        // threshold is tight early; sorted by index so the scan skips them.
+        let mut best = std::mem::take(&mut ws.term_best);
+        // Seeds, sorted by index so the scan skips them.
         let mut seeds = [usize::MAX; MAX_SEEDS];
         let mut n_seeds = 0;
-        match source {
-            Source::Exhaustive => {}
-            Source::Exact => {
-                // The finish left each leading class's DTW-nearest.
-                for b in ws.class_best.iter().filter(|b| b.1 != usize::MAX) {
-                    if n_seeds < MAX_SEEDS {
-                        seeds[n_seeds] = b.1;
-                        n_seeds += 1;
+        if prune && source != Source::Exact {
+            self.run_term_bounds(ws, source);
+            let mut push = |j: usize| {
+                if j != usize::MAX && n_seeds < MAX_SEEDS && !seeds[..n_seeds].contains(&j) {
+                    seeds[n_seeds] = j;
+                    n_seeds += 1;
+                }
+            };
+            // Each class's smallest bound (in `best`, reset below) and the
+            // smallest of all, in one pass.
+            best.fill((f64::INFINITY, usize::MAX));
+            let mut top = [(f64::INFINITY, usize::MAX); TOP_SEEDS];
+            for (j, (&b, &l)) in ws.term_lb[..n].iter().zip(&self.labels).enumerate() {
+                let c = &mut best[l as usize];
+                if b < c.0 {
+                    *c = (b, j);
+                }
+                if b < top[TOP_SEEDS - 1].0 {
+                    let mut k = TOP_SEEDS - 1;
+                    while k > 0 && b < top[k - 1].0 {
+                        top[k] = top[k - 1];
+                        k -= 1;
                     }
+                    top[k] = (b, j);
                 }
             }
-            Source::Bounded => {
-                // Each class's smallest computed D to the guessed query.
-                let p = &ws.prepared;
-                ws.class_best.fill((f64::INFINITY, usize::MAX));
-                for i in 0..n {
-                    if p.exact[i] {
-                        let b = &mut ws.class_best[self.labels[i] as usize];
-                        if p.dist[i] < b.0 {
-                            *b = (p.dist[i], i);
-                        }
-                    }
-                }
-                for b in ws.class_best.iter().filter(|b| b.1 != usize::MAX) {
-                    if n_seeds < MAX_SEEDS {
-                        seeds[n_seeds] = b.1;
-                        n_seeds += 1;
-                    }
-                }
+            for c in best.iter() {
+                push(c.1);
             }
-            Source::Enhanced => {
-                for s in ws.seeds.iter().take(MAX_SEEDS) {
-                    seeds[n_seeds] = s.1;
+            for c in top.iter() {
+                push(c.1);
+            }
+        } else if source == Source::Exact {
+            // The finish left each leading class's DTW-nearest.
+            for c in ws.class_best.iter() {
+                if c.1 != usize::MAX && n_seeds < MAX_SEEDS {
+                    seeds[n_seeds] = c.1;
                     n_seeds += 1;
                 }
             }
         }
         let seeds = &mut seeds[..n_seeds];
         seeds.sort_unstable();
-        let mut best = std::mem::take(&mut ws.term_best);
         best.fill((f64::INFINITY, usize::MAX));
         let (mut lo1, mut lo2) = (f64::INFINITY, f64::INFINITY);
         let slack = |v: f64| v + SPECULATIVE_SLACK * v + f64::MIN_POSITIVE;
-        // One reference: bound, F, DTW (abandoned above the threshold), merge.
+        // One reference: bounds, F, DTW (abandoned above the threshold), merge.
         let visit = |j: usize,
+                         lbc: f64,
                          ws: &mut Workspace,
                          best: &mut [(f64, usize)],
                          lo1: &mut f64,
@@ -413,17 +539,12 @@ impl Model {
                 *lo1
             };
             let limit = slack(limit);
-            let lbd = if prune {
-                self.term_lower(ws, source, j)
-            } else {
-                0.0
-            };
-            if prune && t.combine(lbd, 0.0) > limit {
+            if prune && lbc > limit {
                 stats.pruned_by_bounds += 1;
                 return;
             }
             let f = l1(&ws.steps_q[..w - 1], self.steps_row(j));
-            if prune && t.combine(lbd, f) > limit {
+            if prune && t.combine(self.term_lower(ws, source, j), f) > limit {
                 stats.pruned_by_bounds += 1;
                 return;
             }
@@ -454,8 +575,70 @@ impl Model {
                 (*lo1, *lo2) = two_smallest(best);
             }
         };
+        if source == Source::Exact {
+            // The seeds' C1 (their D1 is a last row from the preparation).
+            for &j in seeds.iter() {
+                visit(j, 0.0, ws, &mut best, &mut lo1, &mut lo2, &mut stats);
+            }
+            // One pass bounds every reference's C1 and keeps those within
+            // the seeds' largest limit (T, or the nearest); the CHUNK
+            // smallest bounds are visited in ascending order, then the rest
+            // within the tightened limit (sorted: few), until a bound
+            // passes the limit.
+            let hi = slack(if per_class { lo2 } else { lo1 });
+            let mut cand = std::mem::take(&mut ws.term_cand);
+            cand.clear();
+            self.run_term_candidates(ws, hi, &mut cand);
+            let by_bound = |a: &(f64, u32), b: &(f64, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+            let below = |a: &(f64, u32), b: &(f64, u32)| by_bound(a, b).is_lt();
+            // The CHUNK smallest, by one scan (most fail one comparison).
+            let mut top = [(f64::INFINITY, u32::MAX); CHUNK];
+            for c in cand.iter() {
+                if below(c, &top[CHUNK - 1]) {
+                    let mut k = CHUNK - 1;
+                    while k > 0 && below(c, &top[k - 1]) {
+                        top[k] = top[k - 1];
+                        k -= 1;
+                    }
+                    top[k] = *c;
+                }
+            }
+            let last = top[CHUNK - 1];
+            let mut done = false;
+            for &(lbc, j) in top.iter().take_while(|c| c.1 != u32::MAX) {
+                // Every later candidate's bound is at least this one's.
+                if lbc > slack(if per_class { lo2 } else { lo1 }) {
+                    done = true;
+                    break;
+                }
+                let j = j as usize;
+                if !seeds.contains(&j) {
+                    visit(j, lbc, ws, &mut best, &mut lo1, &mut lo2, &mut stats);
+                }
+            }
+            if !done && last.1 != u32::MAX {
+                // The rest (each after `last`) within the tightened limit.
+                let hi = slack(if per_class { lo2 } else { lo1 });
+                cand.retain(|c| c.0 <= hi && below(&last, c));
+                cand.sort_unstable_by(by_bound);
+                for &(lbc, j) in cand.iter() {
+                    if lbc > slack(if per_class { lo2 } else { lo1 }) {
+                        break;
+                    }
+                    let j = j as usize;
+                    if !seeds.contains(&j) {
+                        visit(j, lbc, ws, &mut best, &mut lo1, &mut lo2, &mut stats);
+                    }
+                }
+            }
+            stats.pruned_by_bounds = n - stats.full_dtw - stats.abandoned;
+            ws.term_cand = cand;
+            ws.term_best = best;
+            ws.stats = stats;
+            return;
+        }
         for &j in seeds.iter() {
-            visit(j, ws, &mut best, &mut lo1, &mut lo2, &mut stats);
+            visit(j, ws.term_lb[j], ws, &mut best, &mut lo1, &mut lo2, &mut stats);
         }
         let mut next = 0;
         for j in 0..n {
@@ -463,10 +646,158 @@ impl Model {
                 next += 1;
                 continue;
             }
-            visit(j, ws, &mut best, &mut lo1, &mut lo2, &mut stats);
+            // Every reference's limit is at most T (per class) or the
+            // nearest so far: most are skipped here without their label.
+            if prune && ws.term_lb[j] > slack(if per_class { lo2 } else { lo1 }) {
+                stats.pruned_by_bounds += 1;
+                continue;
+            }
+            let lbc = if prune { ws.term_lb[j] } else { 0.0 };
+            visit(j, lbc, ws, &mut best, &mut lo1, &mut lo2, &mut stats);
         }
         ws.term_best = best;
         ws.stats = stats;
+    }
+
+    fn run_term_candidates(&self, ws: &Workspace, hi: f64, cand: &mut Vec<(f64, u32)>) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                return unsafe { self.term_candidates_avx2(ws, hi, cand) };
+            }
+        }
+        self.term_candidates(ws, hi, cand)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn term_candidates_avx2(&self, ws: &Workspace, hi: f64, cand: &mut Vec<(f64, u32)>) {
+        self.term_candidates(ws, hi, cand)
+    }
+
+    /// After an exact finish: [`Model::term_bounds`]'s bound of C1 for every
+    /// reference (D1's from the preparation, `fl(M + l)`), the references
+    /// whose bound is at most `hi` pushed to `cand` (capacity n: no
+    /// allocation).
+    #[inline(always)]
+    fn term_candidates(&self, ws: &Workspace, hi: f64, cand: &mut Vec<(f64, u32)>) {
+        let t = self.term.expect("term_candidates needs a term");
+        let n = self.labels.len();
+        let f = self.window - 1;
+        let bound = C1Lower::new(&t, f);
+        let nb = n_blocks(f);
+        let qb = &ws.steps_qb[..nb];
+        if nb == 0 {
+            for j in 0..n {
+                let c = bound.lower(self.term_lower(ws, Source::Exact, j), 0.0);
+                if c <= hi {
+                    cand.push((c, j as u32));
+                }
+            }
+            return;
+        }
+        for (g, rows) in self.steps_blocks.chunks_exact(nb).enumerate() {
+            // D1's bounds first: a group none of whose references can enter
+            // on D1 alone is skipped without reading its block sums (the
+            // pass's memory traffic; neighbouring references are alike).
+            let used = LANES.min(n - g * LANES);
+            let mut d: Lanes = [f64::INFINITY; LANES];
+            for (l, o) in d[..used].iter_mut().enumerate() {
+                *o = self.term_lower(ws, Source::Exact, g * LANES + l);
+            }
+            let lo = d.iter().fold(f64::INFINITY, |a, &b| if b < a { b } else { a });
+            if bound.lower(lo, 0.0) > hi {
+                continue;
+            }
+            let mut acc: Lanes = [0.0; LANES];
+            for (&q, s) in qb.iter().zip(rows) {
+                for l in 0..LANES {
+                    acc[l] += (q - s[l]).abs();
+                }
+            }
+            for l in 0..used {
+                let c = bound.lower(d[l], acc[l]);
+                if c <= hi {
+                    cand.push((c, (g * LANES + l) as u32));
+                }
+            }
+        }
+    }
+
+    fn run_term_bounds(&self, ws: &mut Workspace, source: Source) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                return unsafe { self.term_bounds_avx2(ws, source) };
+            }
+        }
+        self.term_bounds(ws, source)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn term_bounds_avx2(&self, ws: &mut Workspace, source: Source) {
+        self.term_bounds(ws, source)
+    }
+
+    /// A lower bound of every reference's C1 into `ws.term_lb`: D1's lower
+    /// bound from `source` ([`Model::term_lower`]) and F's from the block
+    /// sums of the sorted steps, `Σ_b |S_b(q) − S_b(r)| ≤ F` (the triangle
+    /// inequality within each block), lowered by [`f_rounding`]; combined with
+    /// the scales' reciprocals and [`C1_BOUND_DOWN`], so the bound never
+    /// exceeds the C1 the search computes. One pass, eight references per
+    /// group (the blocks are interleaved by lanes).
+    #[inline(always)]
+    fn term_bounds(&self, ws: &mut Workspace, source: Source) {
+        let t = self.term.expect("term_bounds needs a term");
+        let n = self.labels.len();
+        let f = self.window - 1;
+        let mut lb = std::mem::take(&mut ws.term_lb);
+        let lb_n = &mut lb[..n];
+        // The source is a constant in each loop, so its match folds away.
+        match source {
+            Source::Exhaustive => lb_n.fill(0.0),
+            Source::Exact => {
+                for (j, o) in lb_n.iter_mut().enumerate() {
+                    *o = self.term_lower(ws, Source::Exact, j);
+                }
+            }
+            Source::Bounded => {
+                for (j, o) in lb_n.iter_mut().enumerate() {
+                    *o = self.term_lower(ws, Source::Bounded, j);
+                }
+            }
+            Source::Enhanced => {
+                for (j, o) in lb_n.iter_mut().enumerate() {
+                    *o = self.term_lower(ws, Source::Enhanced, j);
+                }
+            }
+        }
+        let bound = C1Lower::new(&t, f);
+        let lower = |d: f64, a: f64| bound.lower(d, a);
+        let nb = n_blocks(f);
+        let qb = &ws.steps_qb[..nb];
+        if nb == 0 {
+            for o in lb_n.iter_mut() {
+                *o = lower(*o, 0.0);
+            }
+        } else {
+            for (g, rows) in self.steps_blocks.chunks_exact(nb).enumerate() {
+                let mut acc: Lanes = [0.0; LANES];
+                for (&q, s) in qb.iter().zip(rows) {
+                    for l in 0..LANES {
+                        acc[l] += (q - s[l]).abs();
+                    }
+                }
+                let used = LANES.min(n - g * LANES);
+                for (o, &a) in lb_n[g * LANES..g * LANES + used].iter_mut().zip(&acc) {
+                    *o = lower(*o, a);
+                }
+            }
+        }
+        ws.term_lb = lb;
     }
 
     /// A lower bound of reference `j`'s D1 (finished units) from `source`.
