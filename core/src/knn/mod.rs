@@ -119,9 +119,11 @@ pub struct Model {
     term: Option<Stage1Term>,
     /// With the term: each reference's sorted steps (`n × (w − 1)`, flat).
     steps: Vec<f64>,
-    /// With the term: the block sums of each reference's sorted steps,
-    /// interleaved `[group][block][lane]` (`steps.rs`, the bound on F).
-    steps_blocks: Vec<dtw::lanes::Lanes>,
+    /// With the term: the block sums of each reference's sorted steps in
+    /// single precision, interleaved `[group][block][lane]` (`steps.rs`, the
+    /// bound on F), and the largest over references of `Σ_b |S_b − f32(S_b)|`.
+    steps_blocks: Vec<[f32; dtw::lanes::LANES]>,
+    steps_blocks_err: f64,
     /// Unique per fit (clones share it: a model never changes after fit), so
     /// a workspace's preparation ([`Model::prepare`]) is used only with the
     /// model that made it.
@@ -230,6 +232,7 @@ impl Model {
             term: None,
             steps: Vec::new(),
             steps_blocks: Vec::new(),
+            steps_blocks_err: 0.0,
             id: NEXT_MODEL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }

@@ -1142,6 +1142,12 @@ impl Model {
         ws.prepared.min_up[j] + l
     }
 
+    /// Every reference's `M` (guess 0), [`Model::exact_lower_bound`]'s
+    /// operand, for a pass over all references (stage-1 term, `steps.rs`).
+    pub(super) fn exact_min_up<'a>(&self, ws: &'a Workspace) -> &'a [f64] {
+        &ws.prepared.min_up[..self.labels.len()]
+    }
+
     /// After an exact finish ([`Model::exact_finish_holds`]): reference `j`'s
     /// accumulated distance, the corner of its programme from the prepared
     /// row ([`Model::tail_corner`]: the operations of the full programme in

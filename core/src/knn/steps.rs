@@ -202,17 +202,19 @@ struct C1Lower {
     /// 1 / s1, b / sF.
     a1: f64,
     af: f64,
-    /// [`f_rounding`] of the window.
+    /// [`f_rounding`] of the window plus the single-precision rounding of
+    /// the references' block sums (`Σ_b |S_b − f32(S_b)|`, the largest):
+    /// `Σ_b |q_b − r_b| ≥ Σ_b |q_b − f32(r_b)| − Σ_b |r_b − f32(r_b)|`.
     round: f64,
 }
 
 impl C1Lower {
-    fn new(t: &Stage1Term, f: usize) -> Self {
+    fn new(t: &Stage1Term, f: usize, err: f64) -> Self {
         let [s1, sf] = t.scales.unwrap_or([1.0, 1.0]);
         Self {
             a1: 1.0 / s1,
             af: t.weight / sf,
-            round: f_rounding(f),
+            round: f_rounding(f) + err,
         }
     }
 
@@ -264,6 +266,7 @@ impl Model {
             self.term = None;
             self.steps = Vec::new();
             self.steps_blocks = Vec::new();
+            self.steps_blocks_err = 0.0;
             return Ok(self);
         };
         t.check(false)?;
@@ -283,18 +286,26 @@ impl Model {
         }
         // Block sums per reference, interleaved for the bound pass.
         let nb = n_blocks(f);
-        let mut blocks = vec![[0.0; LANES]; n.div_ceil(LANES) * nb];
+        // Single precision halves the pass's memory traffic; the rounding
+        // (each `v − f32(v)` exact in double) is allowed for in the bound.
+        let mut blocks = vec![[0.0f32; LANES]; n.div_ceil(LANES) * nb];
         let mut s = [0.0; BLOCKS];
+        let mut err = 0.0f64;
         if nb > 0 {
             for (i, row) in steps.chunks_exact(f).enumerate() {
                 block_sums(row, &mut s[..nb]);
+                let mut e = 0.0;
                 for (b, &v) in s[..nb].iter().enumerate() {
-                    blocks[(i / LANES) * nb + b][i % LANES] = v;
+                    let v32 = v as f32;
+                    blocks[(i / LANES) * nb + b][i % LANES] = v32;
+                    e += (v - v32 as f64).abs();
                 }
+                err = err.max(e);
             }
         }
         self.steps = steps;
         self.steps_blocks = blocks;
+        self.steps_blocks_err = err * (1.0 + 1e-6);
         if t.scales.is_none() {
             t.scales = Some(self.fit_term_scales()?);
         }
@@ -369,8 +380,8 @@ impl Model {
             return;
         }
         let mut acc = self.warm_exact_bounds(ws);
-        for b in &self.steps_blocks {
-            acc += b[0];
+        for b in self.steps_blocks.iter().step_by(2) {
+            acc += b[0] as f64;
         }
         for v in self.refs_last.iter().step_by(8) {
             acc += v;
@@ -685,10 +696,8 @@ impl Model {
         let t = self.term.expect("term_candidates needs a term");
         let n = self.labels.len();
         let f = self.window - 1;
-        let bound = C1Lower::new(&t, f);
-        let nb = n_blocks(f);
-        let qb = &ws.steps_qb[..nb];
-        if nb == 0 {
+        let bound = C1Lower::new(&t, f, self.steps_blocks_err);
+        if n_blocks(f) == 0 {
             for j in 0..n {
                 let c = bound.lower(self.term_lower(ws, Source::Exact, j), 0.0);
                 if c <= hi {
@@ -697,29 +706,67 @@ impl Model {
             }
             return;
         }
+        match self.config.dtw.cost {
+            dtw::Cost::Abs => self.term_candidate_groups::<false>(ws, hi, &bound, cand),
+            dtw::Cost::Squared => self.term_candidate_groups::<true>(ws, hi, &bound, cand),
+        }
+    }
+
+    /// [`Model::term_candidates`]' pass, `fl(M + l)` computed as
+    /// [`Model::exact_lower_bound`] does, eight references at a time.
+    #[inline(always)]
+    fn term_candidate_groups<const SQ: bool>(
+        &self,
+        ws: &Workspace,
+        hi: f64,
+        bound: &C1Lower,
+        cand: &mut Vec<(f64, u32)>,
+    ) {
+        let n = self.labels.len();
+        let nb = n_blocks(self.window - 1);
+        let qb = &ws.steps_qb[..nb];
+        let min_up = self.exact_min_up(ws);
+        let last = ws.query[self.window - 1];
         for (g, rows) in self.steps_blocks.chunks_exact(nb).enumerate() {
             // D1's bounds first: a group none of whose references can enter
-            // on D1 alone is skipped without reading its block sums (the
-            // pass's memory traffic; neighbouring references are alike).
-            let used = LANES.min(n - g * LANES);
+            // on D1 alone is skipped without reading its block sums
+            // (neighbouring references are alike).
+            let base = g * LANES;
+            let used = LANES.min(n - base);
             let mut d: Lanes = [f64::INFINITY; LANES];
-            for (l, o) in d[..used].iter_mut().enumerate() {
-                *o = self.term_lower(ws, Source::Exact, g * LANES + l);
+            if used == LANES {
+                let (m, r) = (&min_up[base..base + LANES], &self.refs_last[base..base + LANES]);
+                for l in 0..LANES {
+                    let x = last - r[l];
+                    let loc = if SQ { x * x } else { x.abs() };
+                    let v = m[l] + loc;
+                    d[l] = if SQ { v.sqrt() } else { v };
+                }
+            } else {
+                for (l, o) in d[..used].iter_mut().enumerate() {
+                    *o = self.term_lower(ws, Source::Exact, base + l);
+                }
             }
-            let lo = d.iter().fold(f64::INFINITY, |a, &b| if b < a { b } else { a });
+            let mut lo = d[0];
+            for &v in &d[1..] {
+                lo = if v < lo { v } else { lo };
+            }
             if bound.lower(lo, 0.0) > hi {
                 continue;
             }
             let mut acc: Lanes = [0.0; LANES];
             for (&q, s) in qb.iter().zip(rows) {
                 for l in 0..LANES {
-                    acc[l] += (q - s[l]).abs();
+                    acc[l] += (q - s[l] as f64).abs();
                 }
             }
+            let mut c: Lanes = [0.0; LANES];
+            for l in 0..LANES {
+                c[l] = bound.lower(d[l], acc[l]);
+            }
             for l in 0..used {
-                let c = bound.lower(d[l], acc[l]);
-                if c <= hi {
-                    cand.push((c, (g * LANES + l) as u32));
+                if c[l] <= hi {
+                    cand.push((c[l], (base + l) as u32));
                 }
             }
         }
@@ -775,7 +822,7 @@ impl Model {
                 }
             }
         }
-        let bound = C1Lower::new(&t, f);
+        let bound = C1Lower::new(&t, f, self.steps_blocks_err);
         let lower = |d: f64, a: f64| bound.lower(d, a);
         let nb = n_blocks(f);
         let qb = &ws.steps_qb[..nb];
@@ -788,7 +835,7 @@ impl Model {
                 let mut acc: Lanes = [0.0; LANES];
                 for (&q, s) in qb.iter().zip(rows) {
                     for l in 0..LANES {
-                        acc[l] += (q - s[l]).abs();
+                        acc[l] += (q - s[l] as f64).abs();
                     }
                 }
                 let used = LANES.min(n - g * LANES);
