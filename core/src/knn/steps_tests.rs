@@ -293,3 +293,43 @@ fn two_stage_stage1_reads_the_term() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    /// The bound of C1 the pruned searches skip on never exceeds the C1 the
+    /// search computes: for every reference, with the block sums as stored
+    /// (single precision) and F and D1 as computed, across window lengths
+    /// (blocks of one step up to several), weights, query scales (a near-
+    /// constant window has huge steps) and D1 from 0 up.
+    #[test]
+    fn c1_bound_never_exceeds_c1(seed in any::<u64>(), w in 2usize..64, b in prop::sample::select(vec![0.05, 0.25, 1.0, 8.0]),
+                                 scale in prop::sample::select(vec![1e-6, 1.0, 1e6]), d1 in prop::sample::select(vec![0.0, 1e-3, 1.0, 40.0])) {
+        let (x, y) = synth::dataset(&SIX_CLASSES, 3, w, seed).unwrap();
+        let classes: Vec<String> = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
+        let cfg = KnnConfig { k: 1, dtw: DtwParams { radius: None, cost: Cost::Abs }, normalization: Normalization::None };
+        let m = Model::fit(&x, w, &y, classes, cfg).unwrap()
+            .with_stage1_term(Some(Stage1Term { scales: Some([1.7, 0.6]), ..Stage1Term::sorted_steps(b) })).unwrap();
+        let t = m.stage1_term().unwrap();
+        let f = w - 1;
+        let nb = n_blocks(f);
+        let bound = C1Lower::new(&t, f, m.steps_blocks_err);
+        // A query: another reference's window, rescaled and perturbed.
+        let mut q: Vec<f64> = m.raw_reference((seed as usize) % m.len()).iter().map(|v| v * scale).collect();
+        q[w / 2] += scale * 0.3;
+        let mut sq = vec![0.0; f];
+        sorted_steps(&q, &mut sq);
+        let mut qb = vec![0.0; nb];
+        block_sums(&sq, &mut qb);
+        for j in 0..m.len() {
+            let fj = l1(&sq, m.steps_row(j));
+            let rows = &m.steps_blocks[(j / LANES) * nb..(j / LANES + 1) * nb];
+            let a: f64 = qb.iter().zip(rows).map(|(q, r)| (q - r[j % LANES] as f64).abs()).sum();
+            // F's own bound (weight 1, unit scales) and C1's.
+            let unit = C1Lower::new(&Stage1Term { scales: Some([1.0, 1.0]), ..Stage1Term::sorted_steps(1.0) }, f, m.steps_blocks_err);
+            prop_assert!(unit.lower(0.0, a) <= fj, "F bound {} > F {} (j {})", unit.lower(0.0, a), fj, j);
+            let lo = bound.lower(d1, a);
+            let c1 = t.combine(d1, fj);
+            prop_assert!(lo <= c1, "C1 bound {} > C1 {} (j {})", lo, c1, j);
+        }
+    }
+}
