@@ -8,17 +8,28 @@
 //! when the last sample is a new minimum under divide-min), stage 1 alone on
 //! the same window, and how many side references needed L in full.
 //!
-//! Run: `cargo run --release -p opsel --example two_stage_knn_latency -- MODEL.json`
+//! Also prints how many references stage 1 computed in full (with a stage-1
+//! term: DTW and F).
+//!
+//! Run: `cargo run --release -p opsel --example two_stage_knn_latency -- MODEL.json [MODEL.json ...]`
 
 use opsel::knn::{D1Source, TwoStage};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .expect("usage: two_stage_knn_latency MODEL.json");
-    let file = opsel::model::load(&path).unwrap();
+    let paths: Vec<String> = std::env::args().skip(1).collect();
+    assert!(!paths.is_empty(), "usage: two_stage_knn_latency MODEL.json [MODEL.json ...]");
+    // Several files in one run (e.g. with and without a stage-1 term): the
+    // same load on the machine for each.
+    for path in &paths {
+        println!("{path}");
+        run(path);
+    }
+}
+
+fn run(path: &str) {
+    let file = opsel::model::load(path).unwrap();
     let s2 = file.stage2.expect("a two-stage model file");
     let m = file.model;
     let w = m.window();

@@ -25,6 +25,31 @@
 //! divided by s1 lower-bounds C1; F (w − 1 subtractions) is then added
 //! before any DTW, and the DTW is abandoned once D1 exceeds
 //! `(best − b · F / sF) · s1`. No allocation per query.
+//!
+//! F has its own lower bound: each reference's sorted steps summed in ten
+//! blocks (five steps each at w = 50, stored at fit in single precision),
+//! `Σ_b |S_b(q) − S_b(r)| ≤ F` by the triangle inequality within each block,
+//! lowered by an allowance for rounding (F's and the sums' own, and the
+//! single-precision storage); with D1's bound it bounds C1 (`C1Lower`), and
+//! one pass eight references at a time bounds every reference before any F
+//! or DTW. After an exact prepared finish the pass keeps the references
+//! whose bound is within the threshold of the finish's per-class
+//! DTW-nearest (a group of eight is skipped on D1's bounds before its block
+//! sums are read), and visits them by ascending bound until the bound
+//! passes the threshold; the other sources seed with each class's smallest
+//! bound and the eight smallest of all. On the 5-Hz two-stage file (4909
+//! references) stage 1's prepared decision with the term went from 182.6 /
+//! 686.1 µs (median / p99) to 57.4 / 201.9 µs, against 8.0 / 80.3 µs
+//! without the term in the same run (`cargo run --release -p opsel --example
+//! two_stage_knn_latency -- models/passive-200ms-two-stage/model.json
+//! TERM.json`, TERM.json the same training with `--stage1-steps 0.25`;
+//! research/results/ops-latency/loaded-two-stage-stage1-steps-term.txt);
+//! the whole two-stage decision 60.7 → 109.8 µs median, 222.4 → 292.3 µs
+//! p99. A median of 3 references get F and D1 in full; what remains is the
+//! pass over all references (about 10 µs with its data in cache, more when
+//! the decision finds it evicted), which the term's threshold, not known
+//! before the last sample, keeps from being cut short the way D1's ordered
+//! preparation is.
 
 use super::prepared::{lowest, Finished, SPECULATIVE_SLACK};
 use super::search::two_smallest;
