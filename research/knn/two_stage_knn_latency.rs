@@ -19,7 +19,10 @@ use std::time::Instant;
 
 fn main() {
     let paths: Vec<String> = std::env::args().skip(1).collect();
-    assert!(!paths.is_empty(), "usage: two_stage_knn_latency MODEL.json [MODEL.json ...]");
+    assert!(
+        !paths.is_empty(),
+        "usage: two_stage_knn_latency MODEL.json [MODEL.json ...]"
+    );
     // Several files in one run (e.g. with and without a stage-1 term): the
     // same load on the machine for each.
     for path in &paths {

@@ -557,12 +557,12 @@ impl Model {
         let slack = |v: f64| v + SPECULATIVE_SLACK * v + f64::MIN_POSITIVE;
         // One reference: bounds, F, DTW (abandoned above the threshold), merge.
         let visit = |j: usize,
-                         lbc: f64,
-                         ws: &mut Workspace,
-                         best: &mut [(f64, usize)],
-                         lo1: &mut f64,
-                         lo2: &mut f64,
-                         stats: &mut SearchStats| {
+                     lbc: f64,
+                     ws: &mut Workspace,
+                     best: &mut [(f64, usize)],
+                     lo1: &mut f64,
+                     lo2: &mut f64,
+                     stats: &mut SearchStats| {
             let label = self.labels[j] as usize;
             let limit = if per_class {
                 let own = best[label].0;
@@ -596,7 +596,9 @@ impl Model {
             let acc = if source == Source::Exact {
                 self.exact_distance(ws, j)
             } else {
-                let Workspace { query, dtw: dws, .. } = ws;
+                let Workspace {
+                    query, dtw: dws, ..
+                } = ws;
                 dtw::accumulated(&query[..w], self.reference(j), r, cost, acc_max, None, dws)
             };
             if acc > acc_max {
@@ -674,7 +676,15 @@ impl Model {
             return;
         }
         for &j in seeds.iter() {
-            visit(j, ws.term_lb[j], ws, &mut best, &mut lo1, &mut lo2, &mut stats);
+            visit(
+                j,
+                ws.term_lb[j],
+                ws,
+                &mut best,
+                &mut lo1,
+                &mut lo2,
+                &mut stats,
+            );
         }
         let mut next = 0;
         for j in 0..n {
@@ -760,7 +770,10 @@ impl Model {
             let used = LANES.min(n - base);
             let mut d: Lanes = [f64::INFINITY; LANES];
             if used == LANES {
-                let (m, r) = (&min_up[base..base + LANES], &self.refs_last[base..base + LANES]);
+                let (m, r) = (
+                    &min_up[base..base + LANES],
+                    &self.refs_last[base..base + LANES],
+                );
                 for l in 0..LANES {
                     let x = last - r[l];
                     let loc = if SQ { x * x } else { x.abs() };
@@ -789,9 +802,9 @@ impl Model {
             for l in 0..LANES {
                 c[l] = bound.lower(d[l], acc[l]);
             }
-            for l in 0..used {
-                if c[l] <= hi {
-                    cand.push((c[l], (base + l) as u32));
+            for (l, &c) in c[..used].iter().enumerate() {
+                if c <= hi {
+                    cand.push((c, (base + l) as u32));
                 }
             }
         }
