@@ -119,23 +119,46 @@ fn weight_zero_is_the_plain_model_and_bad_terms_are_refused() {
         ..KnnConfig::default()
     };
     let m = Model::fit(&x, 12, &y, classes.clone(), cfg).unwrap();
-    let z = m.clone().with_stage1_term(Some(Stage1Term::sorted_steps(0.0))).unwrap();
+    let z = m
+        .clone()
+        .with_stage1_term(Some(Stage1Term::sorted_steps(0.0)))
+        .unwrap();
     assert!(z.stage1_term().is_none());
     let (mut a, mut b) = (m.workspace(), z.workspace());
     for q in x.chunks_exact(12).skip(1).step_by(5) {
         let q: Vec<f64> = q.iter().map(|v| v * 1.01 + 0.3).collect();
-        assert_eq!(m.classify_with_margin(&q, &mut a).unwrap(), z.classify_with_margin(&q, &mut b).unwrap());
+        assert_eq!(
+            m.classify_with_margin(&q, &mut a).unwrap(),
+            z.classify_with_margin(&q, &mut b).unwrap()
+        );
     }
     for b in [-0.1, f64::NAN, f64::INFINITY] {
-        let e = m.clone().with_stage1_term(Some(Stage1Term::sorted_steps(b))).unwrap_err();
+        let e = m
+            .clone()
+            .with_stage1_term(Some(Stage1Term::sorted_steps(b)))
+            .unwrap_err();
         assert!(e.to_string().contains("stage1_term.weight"), "{e}");
     }
-    let bad = Stage1Term { scales: Some([1.0, 0.0]), ..Stage1Term::sorted_steps(0.25) };
-    assert!(m.clone().with_stage1_term(Some(bad)).unwrap_err().to_string().contains("scales"));
+    let bad = Stage1Term {
+        scales: Some([1.0, 0.0]),
+        ..Stage1Term::sorted_steps(0.25)
+    };
+    assert!(m
+        .clone()
+        .with_stage1_term(Some(bad))
+        .unwrap_err()
+        .to_string()
+        .contains("scales"));
     let k3 = Model::fit(&x, 12, &y, classes, KnnConfig { k: 3, ..cfg }).unwrap();
-    assert!(k3.with_stage1_term(Some(Stage1Term::sorted_steps(0.25))).unwrap_err().to_string().contains("k = 3"));
+    assert!(k3
+        .with_stage1_term(Some(Stage1Term::sorted_steps(0.25)))
+        .unwrap_err()
+        .to_string()
+        .contains("k = 3"));
     // Per-class DTW distances are refused with the term.
-    let t = m.with_stage1_term(Some(Stage1Term::sorted_steps(0.25))).unwrap();
+    let t = m
+        .with_stage1_term(Some(Stage1Term::sorted_steps(0.25)))
+        .unwrap();
     let mut cws = t.class_workspace();
     let mut out = vec![0.0; 6];
     assert!(t.nearest_per_class(&x[..12], &mut cws, &mut out).is_err());
@@ -155,7 +178,15 @@ fn scales_are_the_pairwise_medians() {
     let mut dws = dtw::Workspace::with_capacity(10);
     for a in 0..n {
         for b in a + 1..n {
-            ds.push(dtw::accumulated(m.reference(a), m.reference(b), 10, Cost::Abs, f64::INFINITY, None, &mut dws));
+            ds.push(dtw::accumulated(
+                m.reference(a),
+                m.reference(b),
+                10,
+                Cost::Abs,
+                f64::INFINITY,
+                None,
+                &mut dws,
+            ));
             fs.push(l1(m.steps_row(a), m.steps_row(b)));
         }
     }
@@ -221,7 +252,10 @@ fn term_equals_brute_force_on_the_shipped_5hz_references() {
         x.extend_from_slice(full.raw_reference(i));
         y.push((full.labels()[i] + 1) % full.classes().len() as u32);
     }
-    let cfg = KnnConfig { k: 1, ..*full.config() };
+    let cfg = KnnConfig {
+        k: 1,
+        ..*full.config()
+    };
     let m = Model::fit(&x, w, &y, full.classes().to_vec(), cfg)
         .unwrap()
         .with_stage1_term(Some(Stage1Term::sorted_steps(0.25)))
@@ -243,7 +277,13 @@ fn term_equals_brute_force_on_the_shipped_5hz_references() {
         m.prepare(&q[..w - 1], &mut ws);
         m.classify(&q, &mut ws).unwrap();
         let s = ws.stats();
-        seen[if !s.prepared { 0 } else if s.speculative { 2 } else { 1 }] += 1;
+        seen[if !s.prepared {
+            0
+        } else if s.speculative {
+            2
+        } else {
+            1
+        }] += 1;
         // The bounds prune: far fewer DTWs than references.
         assert!(s.full_dtw + s.abandoned < m.len() / 2, "{s:?}");
     }
@@ -258,12 +298,32 @@ fn term_equals_brute_force_on_the_shipped_5hz_references() {
 fn two_stage_stage1_reads_the_term() {
     let (x, y) = synth::dataset(&SIX_CLASSES, 8, 16, 21).unwrap();
     let classes: Vec<String> = SIX_CLASSES.iter().map(|s| s.to_string()).collect();
-    let cfg = KnnConfig { normalization: Normalization::DivideMin, ..KnnConfig::default() };
-    let one = Model::fit(&x, 16, &y, classes, cfg).unwrap().with_stage1_term(Some(Stage1Term::sorted_steps(0.5))).unwrap();
-    let plain = TwoStage::new(&Model::fit(&x, 16, &y, one.classes().to_vec(), cfg).unwrap(), Stage2::default()).unwrap();
-    for st in [Stage2::default(), Stage2 { k: 5, stage1_weight: 0.25, ..Stage2::new(Normalization::ZSorted, Split::BbrPresent) }] {
+    let cfg = KnnConfig {
+        normalization: Normalization::DivideMin,
+        ..KnnConfig::default()
+    };
+    let one = Model::fit(&x, 16, &y, classes, cfg)
+        .unwrap()
+        .with_stage1_term(Some(Stage1Term::sorted_steps(0.5)))
+        .unwrap();
+    let plain = TwoStage::new(
+        &Model::fit(&x, 16, &y, one.classes().to_vec(), cfg).unwrap(),
+        Stage2::default(),
+    )
+    .unwrap();
+    for st in [
+        Stage2::default(),
+        Stage2 {
+            k: 5,
+            stage1_weight: 0.25,
+            ..Stage2::new(Normalization::ZSorted, Split::BbrPresent)
+        },
+    ] {
         let two = TwoStage::new(&one, st).unwrap();
-        assert_eq!(two.stage1_term().unwrap().scales, one.stage1_term().unwrap().scales);
+        assert_eq!(
+            two.stage1_term().unwrap().scales,
+            one.stage1_term().unwrap().scales
+        );
         let s1 = two.stage1_model();
         let mut ws = two.workspace();
         let mut pws = plain.workspace();
@@ -277,8 +337,14 @@ fn two_stage_stage1_reads_the_term() {
                 }
                 let p = two.classify(&q, &mut ws).unwrap();
                 assert_eq!(p, e);
-                assert_eq!((p.stage1_neighbor, p.stage1_distance.to_bits()), (j, c.to_bits()));
-                assert_eq!(p.bbr_present, two.class_bbr_present(one.labels()[j] as usize));
+                assert_eq!(
+                    (p.stage1_neighbor, p.stage1_distance.to_bits()),
+                    (j, c.to_bits())
+                );
+                assert_eq!(
+                    p.bbr_present,
+                    two.class_bbr_present(one.labels()[j] as usize)
+                );
                 if prepared {
                     two.prepare(&q[..15], &mut ws);
                 }
