@@ -3,7 +3,7 @@
 //! once the workspace exists.
 
 use opsel::dtw::{self, Cost, DtwParams};
-use opsel::knn::{KnnConfig, Model};
+use opsel::knn::{KnnConfig, Model, Stage1Term};
 use opsel::mix::SIX_CLASSES;
 use opsel::series::{synth, Normalization};
 
@@ -74,6 +74,14 @@ fn hot_paths_allocate_nothing() {
         };
         let m = Model::fit(&x, 20, &y, classes.clone(), cfg).unwrap();
         let mut ws = m.workspace();
+        let mt = if k == 1 {
+            m.clone()
+                .with_stage1_term(Some(Stage1Term::sorted_steps(0.25)))
+                .unwrap()
+        } else {
+            m.clone()
+        };
+        let mut wst = mt.workspace();
         let mut out = vec![0.0; 6];
         for w in q.chunks_exact(20) {
             let min = w[..19].iter().copied().fold(f64::INFINITY, f64::min);
@@ -94,6 +102,27 @@ fn hot_paths_allocate_nothing() {
                     n, 0,
                     "prepared classify (divide-min, k={k}) allocated {n} times"
                 );
+                // With the stage-1 term (sorted steps, `knn/steps.rs`):
+                // the prepared exact and bounded finishes and the margin.
+                if k == 1 {
+                    let (ok, n) = count(|| mt.prepare(&win[..19], &mut wst));
+                    assert!(ok);
+                    assert_eq!(n, 0, "prepare (term) allocated {n} times");
+                    let (_, n) = count(|| mt.classify_with_margin(&win, &mut wst).unwrap());
+                    assert_eq!(n, 0, "prepared margin (term) allocated {n} times");
+                    assert_eq!(wst.stats().speculative, last < min);
+                    mt.prepare(&win[..19], &mut wst);
+                    let (_, n) = count(|| mt.classify(&win, &mut wst).unwrap());
+                    assert_eq!(n, 0, "prepared classify (term) allocated {n} times");
+                    // Another prefix: no preparation holds (LB_Enhanced bounds).
+                    let mut other = win.clone();
+                    other[0] += 1.0;
+                    let (_, n) = count(|| mt.classify(&other, &mut wst).unwrap());
+                    assert!(!wst.stats().prepared);
+                    assert_eq!(n, 0, "unprepared classify (term) allocated {n} times");
+                    let (_, n) = count(|| mt.classify_with_margin(&other, &mut wst).unwrap());
+                    assert_eq!(n, 0, "unprepared margin (term) allocated {n} times");
+                }
                 let (applied, n) = count(|| {
                     m.nearest_per_class_prepared(&win, &mut ws, &mut out)
                         .unwrap()

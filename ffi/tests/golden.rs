@@ -546,7 +546,7 @@ fn c_abi_rejects_bad_input_without_crashing() {
             (&b"{\"format\":\"other\"}"[..], OPSEL_INVALID_MODEL),
             (&b"not json"[..], OPSEL_INVALID_MODEL),
             (
-                &b"{\"format\":\"opsel-model\",\"version\":4,\"kind\":\"knn-dtw\"}"[..],
+                &b"{\"format\":\"opsel-model\",\"version\":5,\"kind\":\"knn-dtw\"}"[..],
                 OPSEL_UNSUPPORTED_VERSION,
             ),
             (&b"\xff\xff"[..], OPSEL_INVALID_INPUT),

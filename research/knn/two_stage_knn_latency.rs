@@ -14,17 +14,31 @@
 //! of its window (under a min normalisation, stage 1's bounded finish), the
 //! same way: the case that sets the tail.
 //!
-//! Run: `cargo run --release -p opsel --example two_stage_knn_latency -- MODEL.json`
+//! Also prints how many references stage 1 computed in full (with a stage-1
+//! term: DTW and F).
+//!
+//! Run: `cargo run --release -p opsel --example two_stage_knn_latency -- MODEL.json [MODEL.json ...]`
 
 use opsel::knn::{D1Source, TwoStage};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .expect("usage: two_stage_knn_latency MODEL.json");
-    let file = opsel::model::load(&path).unwrap();
+    let paths: Vec<String> = std::env::args().skip(1).collect();
+    assert!(
+        !paths.is_empty(),
+        "usage: two_stage_knn_latency MODEL.json [MODEL.json ...]"
+    );
+    // Several files in one run (e.g. with and without a stage-1 term): the
+    // same load on the machine for each.
+    for path in &paths {
+        println!("{path}");
+        run(path);
+    }
+}
+
+fn run(path: &str) {
+    let file = opsel::model::load(path).unwrap();
     let s2 = file.stage2.expect("a two-stage model file");
     let m = file.model;
     let w = m.window();
@@ -32,6 +46,7 @@ fn main() {
     let mut all = Vec::new();
     let (mut stage1, mut l_full) = (Vec::new(), Vec::new());
     let (mut prep, mut dtws) = (Vec::new(), Vec::new());
+    let mut s1_full = Vec::new();
     for i in (0..m.len()).step_by(23) {
         let q = m.raw_reference(i).to_vec();
         let t = TwoStage::new(&m.without_reference(i).unwrap(), s2).unwrap();
@@ -51,6 +66,7 @@ fn main() {
         let s = Instant::now();
         std::hint::black_box(s1.classify_with_margin(&q, &mut w1).unwrap());
         stage1.push(s.elapsed().as_secs_f64() * 1e6);
+        s1_full.push(w1.stats().full_dtw as f64);
         l_full.push(st.l1 as f64);
         if src == D1Source::Bounded {
             dtws.push(st.stage1_dtw as f64);
@@ -85,6 +101,7 @@ fn main() {
         row("bounded: stage-1 DTWs", &mut dtws, "");
     }
     row("preparation (off the path)", &mut prep, " ms");
+    row("stage 1 references in full", &mut s1_full, "");
 
     // Part 2: every reference whose last sample undercuts its prefix.
     let (mut two, mut one, mut dt) = (Vec::new(), Vec::new(), Vec::new());

@@ -152,8 +152,8 @@ test('bad input throws Error objects with a code', async () => {
   throwsCode(() => opsel.loadModel('/nonexistent/opsel/model.json'), 'OPSEL_IO', /nonexistent/)
   throwsCode(() => opsel.modelFromJson('{"format":"other"}'), 'OPSEL_INVALID_MODEL', /not an opsel model/)
   throwsCode(() => opsel.modelFromJson('not json'), 'OPSEL_INVALID_MODEL')
-  throwsCode(() => opsel.modelFromJson('{"format":"opsel-model","version":4,"kind":"knn-dtw"}'),
-    'OPSEL_UNSUPPORTED_VERSION', /version 4/)
+  throwsCode(() => opsel.modelFromJson('{"format":"opsel-model","version":5,"kind":"knn-dtw"}'),
+    'OPSEL_UNSUPPORTED_VERSION', /version 5/)
   throwsCode(() => new opsel.KnnDtw({ normalization: 'log' }), 'OPSEL_INVALID_INPUT', /log/)
   throwsCode(() => new opsel.KnnDtw().predict(w), 'OPSEL_INVALID_INPUT', /not fitted/)
   throwsCode(() => new opsel.KnnDtw().fit(w, 20, ['a', 'b']), 'OPSEL_INVALID_INPUT', /windows/)

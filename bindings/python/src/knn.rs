@@ -134,8 +134,12 @@ impl Model {
     /// `stage2_k` > 1 or `stage2_weight` > 0 (with `stage2="z-sorted"`) make
     /// stage 2 a k-NN vote under the combined distance L/s2 + weight·D1/s1,
     /// the scales fitted by the core (`core/src/knn/combined.rs`).
+    /// `stage1_steps` > 0 ranks the 1-NN of record (stage 1 of a two-stage
+    /// model) by D1/s1 + stage1_steps·F/sF, F the L1 distance of the
+    /// windows' sorted steps, the scales fitted by the core
+    /// (`core/src/knn/steps.rs`; the file's `stage1_term`, version 4).
     #[staticmethod]
-    #[pyo3(signature = (x, y, classes, k = 1, radius = Some(opsel::dtw::DEFAULT_RADIUS), cost = "abs", normalization = "none", probing = "passive", pattern = None, training = None, sample_interval_ms = 1000.0, stage2 = None, stage2_k = 1, stage2_weight = 0.0))]
+    #[pyo3(signature = (x, y, classes, k = 1, radius = Some(opsel::dtw::DEFAULT_RADIUS), cost = "abs", normalization = "none", probing = "passive", pattern = None, training = None, sample_interval_ms = 1000.0, stage2 = None, stage2_k = 1, stage2_weight = 0.0, stage1_steps = 0.0))]
     #[allow(clippy::too_many_arguments)]
     fn fit(
         py: Python<'_>,
@@ -153,6 +157,7 @@ impl Model {
         stage2: Option<&str>,
         stage2_k: usize,
         stage2_weight: f64,
+        stage1_steps: f64,
     ) -> PyResult<Self> {
         if stage2.is_none() && (stage2_k != 1 || stage2_weight != 0.0) {
             return Err(to_py(opsel::Error::invalid(format!(
@@ -216,7 +221,11 @@ impl Model {
             None => serde_json::Value::Null,
         };
         let model = py
-            .detach(|| knn::Model::fit(&flat, w, &labels, classes, config))
+            .detach(|| {
+                knn::Model::fit(&flat, w, &labels, classes, config).and_then(|m| {
+                    m.with_stage1_term(Some(knn::Stage1Term::sorted_steps(stage1_steps)))
+                })
+            })
             .py_err()?;
         let probing = Probing {
             mode,
@@ -382,6 +391,24 @@ impl Model {
             })
             .transpose()
     }
+    /// The stage-1 term, as {"kind": "sorted-steps", "weight": b, "scales":
+    /// [s1, sF]} (version 4); None without one.
+    #[getter]
+    fn stage1_term<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.file
+            .model
+            .stage1_term()
+            .map(|t| {
+                let d = PyDict::new(py);
+                d.set_item("kind", t.kind.name())?;
+                d.set_item("weight", t.weight)?;
+                if let Some(sc) = t.scales {
+                    d.set_item("scales", sc.to_vec())?;
+                }
+                Ok(d)
+            })
+            .transpose()
+    }
     /// "passive" or "active".
     #[getter]
     fn probing(&self) -> &'static str {
@@ -442,6 +469,9 @@ impl Model {
                 s2.k,
                 s2.stage1_weight
             ),
+            None => String::new(),
+        } + &match m.stage1_term() {
+            Some(t) => format!(" stage1_term({:?}, weight={})", t.kind.name(), t.weight),
             None => String::new(),
         }
     }

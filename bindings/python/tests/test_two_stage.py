@@ -246,3 +246,61 @@ def test_stage2_knn_errors_are_clear():
     del head["stage2"]["scales"]
     with pytest.raises(opsel.InvalidModelError, match="scales is missing"):
         opsel.Model.from_json(json.dumps(head))
+
+
+def sorted_steps(X):
+    """percond.py's f_diff: the sorted steps over each raw window's standard deviation."""
+    X = np.atleast_2d(X)
+    return np.sort(np.diff(X, axis=1) / np.maximum(X.std(axis=1, keepdims=True), 1e-9), axis=1)
+
+
+def test_the_stage1_steps_flag_writes_a_version_4_model_whose_stage1_matches_numpy(corpus, tmp_path):
+    out = tmp_path / "model"
+    cli.main(["grid", str(corpus), "--mode", "passive-200ms", "--w", str(W), "--radius", str(RADIUS),
+              "--norm", "divide-min", "--min-windows", "1", "--max-refs", "8", "--stage2", "z-sorted",
+              "--stage2-k", "7", "--stage2-weight", "0.25", "--stage1-steps", "0.25", "--out", str(out)])
+    head = json.loads((out / "model.json").read_text())
+    assert head["version"] == 4
+    t = head["stage1_term"]
+    assert (t["kind"], t["weight"]) == ("sorted-steps", 0.25)
+    m = opsel.load_model(str(out / "model.json"))
+    assert m.stage1_term == t and m.stage2 == head["stage2"]
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "sorted sample-to-sample steps" in card and "--stage1-steps 0.25" in card
+    refs, labels = np.asarray(m.references), np.array(m.classes)[np.asarray(m.labels)]
+    n = len(refs)
+    R1, F = REPS["divide-min"](refs), sorted_steps(refs)
+    D = np.concatenate([dtw_rows(R1[i], R1[i + 1:], RADIUS) for i in range(n - 1)])
+    Fp = np.concatenate([np.abs(F[i] - F[i + 1:]).sum(axis=1) for i in range(n - 1)])
+    s1, sf = t["scales"]
+    assert (s1, sf) == pytest.approx((float(np.median(D)), float(np.median(Fp))), rel=1e-12)
+    # Stage 1 (BBR present) on perturbed windows equals the argmin of D1/s1 + 0.25·F/sF.
+    g = grid.load_grid(str(corpus), "passive-200ms", W, 1)
+    X = np.concatenate([g[c]["X"][2::29] for c in grid.ordered(g)])
+    Xq = X * (1.0 + 0.01 * np.random.default_rng(7).standard_normal(X.shape))
+    bbr = np.array([c.startswith("B1") for c in labels])
+    want = []
+    for q in Xq:
+        d = dtw_rows(REPS["divide-min"](q[None, :])[0], R1, RADIUS)
+        c = d / s1 + 0.25 * np.abs(sorted_steps(q) - F).sum(axis=1) / sf
+        want.append(bool(bbr[np.argmin(c)]))
+    got = [p.label.startswith("B1") for p in m.classify_batch(Xq)]
+    assert got == want
+    est = opsel.KnnDtw.load(str(out / "model.json"))
+    assert est.stage1_steps == 0.25
+
+
+def test_stage1_steps_errors_are_clear():
+    x = np.array([[10.0, 11, 12, 11], [20.0, 25, 22, 21], [12.0, 11, 13, 12], [21.0, 24, 20, 22]])
+    y, names = [0, 1, 0, 1], ["B0-C0", "B1-C0"]
+    with pytest.raises(opsel.InvalidInputError, match="stage1_term.weight"):
+        opsel.Model.fit(x, y, names, radius=2, stage1_steps=-1.0)
+    with pytest.raises(opsel.InvalidInputError, match="k = 3"):
+        opsel.Model.fit(x, y, names, k=3, radius=2, stage1_steps=0.25)
+    assert opsel.Model.fit(x, y, names, radius=2).stage1_term is None
+    m = opsel.Model.fit(x, y, names, radius=2, stage1_steps=0.5)
+    head = json.loads(m.to_json())
+    assert head["version"] == 4
+    del head["stage1_term"]["scales"]
+    with pytest.raises(opsel.InvalidModelError, match="scales"):
+        opsel.Model.from_json(json.dumps(head))

@@ -36,12 +36,14 @@ pub mod metrics;
 mod per_class;
 mod prepared;
 mod search;
+mod steps;
 mod two_stage;
 mod vote;
 
 pub use cv::{cross_validate, stratified_folds, CvReport};
 pub use metrics::Confusion;
 pub use per_class::{ClassSearchStats, ClassWorkspace};
+pub use steps::{sorted_steps, Stage1Term, TermKind};
 pub use two_stage::{
     AnyModel, CombinedStats, D1Source, Split, Stage2, TwoStage, TwoStagePrediction,
     TwoStageWorkspace, SCALE_SAMPLE,
@@ -78,7 +80,8 @@ impl Default for KnnConfig {
 pub struct Prediction {
     /// Index into [`Model::classes`].
     pub class: usize,
-    /// DTW distance to the nearest reference (of any class).
+    /// DTW distance to the nearest reference (of any class); with a stage-1
+    /// term ([`Model::with_stage1_term`]), that reference's C1.
     pub distance: f64,
     /// Index of that nearest reference in the reference set.
     pub neighbor: usize,
@@ -112,6 +115,15 @@ pub struct Model {
     /// The references interleaved the same way (LB_Enhanced's end bands).
     refs_lanes: Vec<dtw::lanes::Lanes>,
     labels: Vec<u32>,
+    /// The stage-1 feature term (`steps.rs`), scales fitted; `None`: D1 alone.
+    term: Option<Stage1Term>,
+    /// With the term: each reference's sorted steps (`n × (w − 1)`, flat).
+    steps: Vec<f64>,
+    /// With the term: the block sums of each reference's sorted steps in
+    /// single precision, interleaved `[group][block][lane]` (`steps.rs`, the
+    /// bound on F), and the largest over references of `Σ_b |S_b − f32(S_b)|`.
+    steps_blocks: Vec<[f32; dtw::lanes::LANES]>,
+    steps_blocks_err: f64,
     /// Unique per fit (clones share it: a model never changes after fit), so
     /// a workspace's preparation ([`Model::prepare`]) is used only with the
     /// model that made it.
@@ -217,6 +229,10 @@ impl Model {
             lower_lanes,
             refs_lanes,
             labels: labels.to_vec(),
+            term: None,
+            steps: Vec::new(),
+            steps_blocks: Vec::new(),
+            steps_blocks_err: 0.0,
             id: NEXT_MODEL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
@@ -291,7 +307,7 @@ impl Model {
             x.extend_from_slice(self.raw_reference(j));
             y.push(self.labels[j]);
         }
-        Model::fit(&x, w, &y, self.classes.clone(), self.config)
+        Model::fit(&x, w, &y, self.classes.clone(), self.config)?.with_stage1_term(self.term)
     }
     /// The mix a class name denotes, if it parses as one (`B1-C1` …).
     pub fn class_mix(&self, class: usize) -> Result<Mix> {
@@ -324,6 +340,9 @@ impl Model {
     /// from [`Model::workspace`].
     pub fn classify(&self, window: &[f64], ws: &mut Workspace) -> Result<Prediction> {
         self.prepare_query(window, ws)?;
+        if self.term.is_some() {
+            return Ok(self.classify_term(window, ws, false, false).0);
+        }
         if let Some(p) = self.classify_prepared(window, ws) {
             return Ok(p);
         }
@@ -335,6 +354,9 @@ impl Model {
     /// answer the pruned search must equal (tests, benchmarks).
     pub fn classify_exhaustive(&self, window: &[f64], ws: &mut Workspace) -> Result<Prediction> {
         self.prepare_query(window, ws)?;
+        if self.term.is_some() {
+            return Ok(self.classify_term(window, ws, false, true).0);
+        }
         self.search(ws, false, None);
         Ok(self.vote(ws))
     }
@@ -344,12 +366,20 @@ impl Model {
     /// margin `1 − d_nearest / d_other` in [0, 1] (0: another class is as
     /// near; 1: only the predicted class is near). A 1-NN vote share is always
     /// 1, so progressive probing uses this margin as its confidence.
+    ///
+    /// With a stage-1 term ([`Model::with_stage1_term`]) both distances are
+    /// C1 (the quantity the 1-NN minimises): `d_nearest` the prediction's
+    /// C1, `d_other` the smallest C1 of another class, margin `1 − C1 /
+    /// C1_other`.
     pub fn classify_with_margin(
         &self,
         window: &[f64],
         ws: &mut Workspace,
     ) -> Result<(Prediction, f64, f64)> {
         self.prepare_query(window, ws)?;
+        if self.term.is_some() {
+            return Ok(self.classify_term(window, ws, true, false));
+        }
         let finished = self.finish_prepared(window, ws, false);
         let mut prepared = finished == prepared::Finished::Exact;
         let bounded = finished == prepared::Finished::Bounded;
@@ -404,7 +434,10 @@ impl Model {
             .chunks_exact(self.window)
             .flat_map(|w| w[..len].iter().copied())
             .collect();
-        Model::fit(&flat, len, &self.labels, self.classes.clone(), self.config)
+        // The term keeps its scales, as `TwoStage::truncated` keeps stage
+        // 2's: both distances shrink alike with the prefix.
+        Model::fit(&flat, len, &self.labels, self.classes.clone(), self.config)?
+            .with_stage1_term(self.term)
     }
 
     /// Vote shares per class for one window (scikit-learn `predict_proba`).
@@ -445,6 +478,7 @@ impl Model {
             self.labels.len(),
         );
         ws.query[..self.window].copy_from_slice(window);
+        self.term_query(window, ws);
         self.config
             .normalization
             .apply(&mut ws.query[..self.window])
@@ -492,6 +526,17 @@ pub struct Workspace {
     /// reference), from one scan, so the margin's other-class nearest needs
     /// no second scan (`prepared.rs`, decision latency).
     class_best: Vec<(f64, usize)>,
+    /// Stage-1 term: the query's sorted steps (w − 1) and each class's
+    /// smallest C1 (`steps.rs`).
+    steps_q: Vec<f64>,
+    term_best: Vec<(f64, usize)>,
+    /// Stage-1 term: the block sums of `steps_q`, and a lower bound of every
+    /// reference's C1 (`steps.rs`).
+    steps_qb: Vec<f64>,
+    term_lb: Vec<f64>,
+    /// Stage-1 term after an exact finish: the references whose bound of C1
+    /// is within the seeds' threshold (bound, index).
+    term_cand: Vec<(f64, u32)>,
     /// Counters for the last query: (references, pruned by a bound, DTW abandoned).
     stats: SearchStats,
     /// The speculative work of [`Model::prepare`].
@@ -524,9 +569,14 @@ impl Workspace {
     fn fit_to(&mut self, window: usize, k: usize, n_classes: usize, n_refs: usize) {
         if self.lb.len() != n_refs {
             self.lb.resize(n_refs, 0.0);
+            self.term_lb.resize(n_refs, 0.0);
+            self.term_cand = Vec::with_capacity(n_refs);
         }
         if self.query.len() != window {
             self.query.resize(window, 0.0);
+            self.steps_q.resize(window.saturating_sub(1), 0.0);
+            self.steps_qb
+                .resize(steps::n_blocks(window.saturating_sub(1)), 0.0);
             self.q_upper.resize(window, 0.0);
             self.q_lower.resize(window, 0.0);
             self.cb.resize(window + 1, 0.0);
@@ -544,6 +594,8 @@ impl Workspace {
         if self.votes.len() != n_classes {
             self.votes.resize(n_classes, 0);
             self.class_best
+                .resize(n_classes, (f64::INFINITY, usize::MAX));
+            self.term_best
                 .resize(n_classes, (f64::INFINITY, usize::MAX));
         }
         self.prepared.fit_to(window, n_refs);

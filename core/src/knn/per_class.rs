@@ -230,6 +230,11 @@ impl Model {
                 self.classes.len()
             )));
         }
+        if self.term.is_some() {
+            return Err(Error::invalid(
+                "per-class distances are DTW distances; this model ranks its 1-NN by a stage-1 term (C1), so use classify or classify_with_margin",
+            ));
+        }
         if !self.prepared_exactly_for(window, ws) {
             return Ok(false);
         }
@@ -250,6 +255,13 @@ impl Model {
 
     /// Validate, size the workspace, normalise the query into it.
     fn per_class_query(&self, window: &[f64], ws: &mut ClassWorkspace, out: &[f64]) -> Result<()> {
+        if self.term.is_some() {
+            // The several-cycles min-sum adds DTW distances per class; C1 is
+            // not one, and a sum of C1 would be a rule nobody measured.
+            return Err(Error::invalid(
+                "per-class distances are DTW distances; this model ranks its 1-NN by a stage-1 term (C1), so use classify or classify_with_margin",
+            ));
+        }
         if window.len() != self.window {
             return Err(Error::invalid(format!(
                 "window has {} samples but the model was trained on windows of {}",

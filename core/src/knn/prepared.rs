@@ -414,6 +414,7 @@ impl Model {
         }
         self.run_prepare(ws);
         self.prepare_order(ws);
+        self.warm_term(ws);
         ws.prepared.model = self.id;
         true
     }
@@ -1217,6 +1218,17 @@ impl Model {
         acc
     }
 
+    /// Read every reference's `M` (guess 0) once per cache line, after other
+    /// preparation work has evicted it (the stage-1 term's bound pass reads
+    /// them all, `steps.rs`). Returns a sum to keep the reads.
+    pub(super) fn warm_exact_bounds(&self, ws: &Workspace) -> f64 {
+        let n = self.labels.len();
+        ws.prepared.min_up[..n.min(ws.prepared.min_up.len())]
+            .iter()
+            .step_by(8)
+            .sum()
+    }
+
     /// After an exact finish ([`Model::exact_finish_holds`]): a lower bound of
     /// reference `j`'s accumulated distance, `fl(M + l(w − 1))` with M from
     /// the preparation (the bound [`Model::finish_class_best`] prunes with:
@@ -1230,6 +1242,12 @@ impl Model {
             dtw::Cost::Squared => d * d,
         };
         ws.prepared.min_up[j] + l
+    }
+
+    /// Every reference's `M` (guess 0), [`Model::exact_lower_bound`]'s
+    /// operand, for a pass over all references (stage-1 term, `steps.rs`).
+    pub(super) fn exact_min_up<'a>(&self, ws: &'a Workspace) -> &'a [f64] {
+        &ws.prepared.min_up[..self.labels.len()]
     }
 
     /// After an exact finish ([`Model::exact_finish_holds`]): reference `j`'s

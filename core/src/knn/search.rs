@@ -308,7 +308,7 @@ impl Model {
     /// Pass 1 of the normal search: LB_Enhanced for every reference into
     /// `ws.lb`, the smallest bounds as seeds.
     #[inline(always)]
-    fn enhanced_bounds(&self, ws: &mut Workspace, exclude: Option<u32>) {
+    pub(super) fn enhanced_bounds(&self, ws: &mut Workspace, exclude: Option<u32>) {
         let w = self.window;
         let n = self.labels.len();
         let cost = self.config.dtw.cost;

@@ -381,7 +381,21 @@ impl TwoStage {
             model.classes().to_vec(),
             *model.config(),
             stage2,
-        )
+        )?
+        .with_stage1_term(model.stage1_term())
+    }
+
+    /// This model with stage 1 ranked by C1 ([`Model::with_stage1_term`],
+    /// `steps.rs`; scales fitted when absent). Stage 2 is unchanged: the
+    /// combined k-NN keeps D1 alone.
+    pub fn with_stage1_term(mut self, term: Option<super::Stage1Term>) -> Result<Self> {
+        self.stage1 = self.stage1.with_stage1_term(term)?;
+        Ok(self)
+    }
+
+    /// Stage 1's term, if any.
+    pub fn stage1_term(&self) -> Option<super::Stage1Term> {
+        self.stage1.stage1_term()
     }
 
     /// Fit on raw `windows` (flat, `labels.len()` windows of `window`
@@ -667,7 +681,8 @@ impl TwoStage {
             self.classes.clone(),
             *self.config(),
             self.stage2,
-        )
+        )?
+        .with_stage1_term(self.stage1_term())
     }
 
     /// Classify `windows` (flat, a multiple of `window()` values) on up to

@@ -39,13 +39,17 @@ pub const FORMAT: &str = "opsel-model";
 pub const VERSION: u64 = 1;
 /// The version of a knn-dtw file with a `stage2` field: an older reader,
 /// which knows version 1 only, refuses it instead of running stage 1 alone.
-/// Readers of this build accept 1, 2 and 3.
 pub const VERSION_STAGE2: u64 = 2;
 /// The version of a knn-dtw file whose `stage2` carries `k`,
 /// `stage1_weight` or `scales` (the combined k-NN stage 2): a reader of
 /// version 2 would ignore nothing (it denies unknown fields) but refuses it
 /// by the version first, with the clearer message.
 pub const VERSION_STAGE2_KNN: u64 = 3;
+/// The version of a knn-dtw file with a `stage1_term` (the 1-NN of record
+/// ranked by `D1 / s1 + b · F / sF`, `knn::Stage1Term`), with or without a
+/// `stage2`: a reader of version 3 would answer with D1 alone, so it must
+/// refuse the file. Readers of this build accept 1 to 4.
+pub const VERSION_STAGE1_TERM: u64 = 4;
 /// The `kind` of a DTW K-NN background-mix classifier.
 pub const KIND_KNN_DTW: &str = "knn-dtw";
 
@@ -150,6 +154,8 @@ pub struct KnnModelFile {
     /// with its k-NN fields).
     pub stage2: Option<knn::Stage2>,
 }
+// The stage-1 term lives on `model` (`knn::Model::stage1_term`): a file with
+// `"stage1_term"` is version 4.
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -168,7 +174,21 @@ struct Wire {
     /// Version 2 only: the two-stage classifier's second stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stage2: Option<WireStage2>,
+    /// Version 4 only: the stage-1 term.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stage1_term: Option<WireTerm>,
     references: WireRefs,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireTerm {
+    /// The window feature (`sorted-steps`).
+    kind: String,
+    /// `b`, the weight of F / sF (> 0).
+    weight: f64,
+    /// `[s1, sF]`, fixed at fit.
+    scales: Vec<f64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -224,6 +244,19 @@ impl KnnModelFile {
             .stage2
             .as_ref()
             .is_some_and(|s| s.k.is_some() || s.stage1_weight.is_some() || s.scales.is_some());
+        match (&w.stage1_term, version) {
+            (Some(_), v) if v != VERSION_STAGE1_TERM => {
+                return Err(Error::InvalidModel(format!(
+                    "a knn-dtw file with \"stage1_term\" must have version {VERSION_STAGE1_TERM} (it has {v}), so that readers that rank stage 1 by DTW alone refuse it; set \"version\": {VERSION_STAGE1_TERM}"
+                )))
+            }
+            (None, VERSION_STAGE1_TERM) => {
+                return Err(Error::InvalidModel(format!(
+                    "a knn-dtw file of version {VERSION_STAGE1_TERM} must have a \"stage1_term\" object; add it or set the version the rest of the file needs (1 one stage, 2 or 3 with stage2)"
+                )))
+            }
+            _ => {}
+        }
         match (&w.stage2, version) {
             (Some(_), VERSION) => {
                 return Err(Error::InvalidModel(format!(
@@ -301,7 +334,37 @@ impl KnnModelFile {
             }),
         };
         let flat: Vec<f64> = w.references.windows.concat();
+        let term = match &w.stage1_term {
+            None => None,
+            Some(t) => {
+                let kind = knn::TermKind::parse(&t.kind)
+                    .map_err(|e| Error::InvalidModel(format!("stage1_term.kind: {e}")))?;
+                let scales = match t.scales.as_slice() {
+                    &[s1, sf] => [s1, sf],
+                    other => {
+                        return Err(Error::InvalidModel(format!(
+                            "stage1_term.scales has {} values; it must be two, [s1, sF]",
+                            other.len()
+                        )))
+                    }
+                };
+                if t.weight == 0.0 {
+                    return Err(Error::InvalidModel(
+                        "stage1_term.weight is 0; a file without the term has no stage1_term (and the version the rest needs)".into(),
+                    ));
+                }
+                let term = knn::Stage1Term {
+                    kind,
+                    weight: t.weight,
+                    scales: Some(scales),
+                };
+                term.check(true)
+                    .map_err(|e| Error::InvalidModel(e.to_string()))?;
+                Some(term)
+            }
+        };
         let model = knn::Model::fit(&flat, w.window, &w.references.labels, w.classes, config)
+            .and_then(|m| m.with_stage1_term(term))
             .map_err(to_model)?;
         if let Some(s) = stage2 {
             knn::TwoStage::validate(&model, s)
@@ -337,6 +400,7 @@ impl KnnModelFile {
         let wire = Wire {
             format: FORMAT.into(),
             version: match self.stage2 {
+                _ if m.stage1_term().is_some() => VERSION_STAGE1_TERM,
                 Some(s) if s.needs_version_3() => VERSION_STAGE2_KNN,
                 Some(_) => VERSION_STAGE2,
                 None => VERSION,
@@ -358,6 +422,11 @@ impl KnnModelFile {
                 k: s.needs_version_3().then_some(s.k),
                 stage1_weight: s.needs_version_3().then_some(s.stage1_weight),
                 scales: s.scales.map(|sc| sc.to_vec()),
+            }),
+            stage1_term: m.stage1_term().map(|t| WireTerm {
+                kind: t.kind.name().into(),
+                weight: t.weight,
+                scales: t.scales.map_or_else(Vec::new, |sc| sc.to_vec()),
             }),
             references: WireRefs {
                 labels: m.labels().to_vec(),
@@ -451,13 +520,14 @@ pub fn check_header(v: &serde_json::Value, kind: &str) -> Result<()> {
     }
 }
 
-/// `format`, `version` (1, or 2 and 3 with a second stage) and `kind` of a
+/// `format`, `version` (1, 2 and 3 with a second stage, 4 with a stage-1
+/// term) and `kind` of a
 /// knn-dtw file; returns the version. The shared check knows version 1 only
 /// (every kind's), so versions 2 and 3 are checked on a copy that carries
 /// version 1, as FastProb files do (`fastprob::model`).
 fn check_knn_header(v: &serde_json::Value) -> Result<u64> {
     match v.get("version").and_then(|x| x.as_u64()) {
-        Some(found @ (VERSION_STAGE2 | VERSION_STAGE2_KNN)) => {
+        Some(found @ (VERSION_STAGE2 | VERSION_STAGE2_KNN | VERSION_STAGE1_TERM)) => {
             let mut v1 = v.clone();
             v1["version"] = serde_json::json!(VERSION);
             check_header(&v1, KIND_KNN_DTW)?;
@@ -468,7 +538,7 @@ fn check_knn_header(v: &serde_json::Value) -> Result<u64> {
             check_format_only(v)?;
             Err(Error::UnsupportedVersion {
                 found,
-                supported: VERSION_STAGE2_KNN,
+                supported: VERSION_STAGE1_TERM,
             })
         }
         _ => check_header(v, KIND_KNN_DTW).map(|()| VERSION),

@@ -76,17 +76,21 @@ fn rejects_foreign_corrupt_and_newer_files() {
         .unwrap_err()
         .to_string()
         .contains("no \"format\""));
-    let e = mutate(|v| v["version"] = 4.into());
+    let e = mutate(|v| v["version"] = 5.into());
     assert!(
         matches!(
             e,
             Error::UnsupportedVersion {
-                found: 4,
-                supported: 3
+                found: 5,
+                supported: 4
             }
         ),
         "{e}"
     );
+    // Version 4 has a stage-1 term: without it the file is damaged.
+    let e = mutate(|v| v["version"] = 4.into());
+    assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
+    assert!(e.to_string().contains("must have a \"stage1_term\""), "{e}");
     // Versions 2 and 3 are two-stage files: without stage2 they are damaged.
     for version in [2, 3] {
         let e = mutate(|v| v["version"] = version.into());
@@ -332,4 +336,72 @@ fn two_stage_files_are_checked() {
     .unwrap();
     let e = bad.to_json().unwrap_err();
     assert!(e.to_string().contains("bbr-present"), "{e}");
+}
+
+/// The stage-1 term (version 4), on a one-stage file and on the version-3
+/// two-stage one: written only when present, round-trips exactly, loads
+/// with the stored scales, and malformed fields get clear errors.
+#[test]
+fn stage1_term_round_trip_version_4_and_rejections() {
+    for base in [sample(), knn_sample()] {
+        let mut f = base.clone();
+        f.model = f
+            .model
+            .with_stage1_term(Some(knn::Stage1Term::sorted_steps(0.25)))
+            .unwrap();
+        let [s1, sf] = f.model.stage1_term().unwrap().scales.unwrap();
+        let text = f.to_json().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["version"], 4);
+        assert_eq!(
+            v["stage1_term"],
+            serde_json::json!({"kind": "sorted-steps", "weight": 0.25, "scales": [s1, sf]})
+        );
+        let back = KnnModelFile::from_json(&text).unwrap();
+        assert_eq!(back.model.stage1_term(), f.model.stage1_term());
+        assert_eq!(back.stage2, f.stage2);
+        assert_eq!(back.to_json().unwrap(), text);
+        // The loaded classifier ranks by C1, with the stored scales.
+        let mut v2 = v.clone();
+        v2["stage1_term"]["scales"] = serde_json::json!([1.5, 2.5]);
+        let other = KnnModelFile::from_json(&v2.to_string()).unwrap();
+        assert_eq!(other.model.stage1_term().unwrap().scales, Some([1.5, 2.5]));
+        let any = back.any_model().unwrap();
+        let s1m = match &any {
+            knn::AnyModel::One(m) => m,
+            knn::AnyModel::Two(t) => t.stage1_model(),
+        };
+        assert_eq!(s1m.stage1_term(), f.model.stage1_term());
+        // Without the term the file is what it was (no field, old version).
+        assert_eq!(base.to_json().unwrap().contains("stage1_term"), false);
+        let bad = |g: &dyn Fn(&mut serde_json::Value)| {
+            let mut w = v.clone();
+            g(&mut w);
+            KnnModelFile::from_json(&w.to_string()).unwrap_err()
+        };
+        let e = bad(&|w| w["version"] = 3.into());
+        assert!(e.to_string().contains("must have version 4"), "{e}");
+        let e = bad(&|w| w["stage1_term"]["kind"] = "acf".into());
+        assert!(
+            e.to_string().contains("stage1_term.kind") && e.to_string().contains("sorted-steps"),
+            "{e}"
+        );
+        let e = bad(&|w| w["stage1_term"]["scales"] = serde_json::json!([1.0]));
+        assert!(e.to_string().contains("it must be two"), "{e}");
+        let e = bad(&|w| w["stage1_term"]["scales"] = serde_json::json!([1.0, -2.0]));
+        assert!(e.to_string().contains("stage1_term.scales"), "{e}");
+        let e = bad(&|w| w["stage1_term"]["weight"] = serde_json::json!(-0.5));
+        assert!(e.to_string().contains("stage1_term.weight"), "{e}");
+        let e = bad(&|w| w["stage1_term"]["weight"] = serde_json::json!(0.0));
+        assert!(e.to_string().contains("weight is 0"), "{e}");
+        let e = bad(&|w| w["stage1_term"]["extra"] = serde_json::json!(1));
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
+        let e = bad(&|w| {
+            w["stage1_term"].as_object_mut().unwrap().remove("scales");
+        });
+        assert!(e.to_string().contains("scales"), "{e}");
+        for e in [&e] {
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidModel, "{e}");
+        }
+    }
 }

@@ -49,7 +49,7 @@ def _reduce_model(model: _opsel.Model) -> tuple[Any, tuple[str]]:
 
 copyreg.pickle(_opsel.Model, _reduce_model)
 
-_PARAMS = ("n_neighbors", "radius", "cost", "normalization", "n_jobs", "stage2", "stage2_k", "stage2_weight")
+_PARAMS = ("n_neighbors", "radius", "cost", "normalization", "n_jobs", "stage2", "stage2_k", "stage2_weight", "stage1_steps")
 
 
 class KnnDtw(*_BASES):  # type: ignore[misc]
@@ -79,6 +79,12 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         Weight a of stage 1's DTW distance in stage 2's combined distance
         L/s2 + a·D1/s1 (``core/src/knn/combined.rs``; the scales are fitted by the core).
         Above 0 needs ``stage2="z-sorted"``.
+    stage1_steps : float, default 0.0
+        Weight b of the sorted-steps term in the 1-NN of record (stage 1 of a
+        two-stage model): it ranks by D1/s1 + b·F/sF, F the L1 distance of the
+        windows' sorted sample-to-sample steps over their standard deviation
+        (``core/src/knn/steps.rs``; the scales are fitted by the core; file
+        version 4). 0: DTW alone. Needs ``n_neighbors=1``.
 
     Attributes (after ``fit``)
     --------------------------
@@ -101,6 +107,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         stage2: Optional[str] = None,
         stage2_k: int = 1,
         stage2_weight: float = 0.0,
+        stage1_steps: float = 0.0,
     ) -> None:
         self.n_neighbors = n_neighbors
         self.radius = radius
@@ -110,6 +117,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
         self.stage2 = stage2
         self.stage2_k = stage2_k
         self.stage2_weight = stage2_weight
+        self.stage1_steps = stage1_steps
 
     # scikit-learn's get_params/set_params/score come from its base classes;
     # these keep the estimator usable when scikit-learn is absent.
@@ -160,6 +168,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
             stage2=self.stage2,
             stage2_k=int(self.stage2_k),
             stage2_weight=float(self.stage2_weight),
+            stage1_steps=float(self.stage1_steps),
         )
         # Set only once the core accepted the parameters, so a failed fit
         # leaves no half-fitted estimator behind.
@@ -202,6 +211,7 @@ class KnnDtw(*_BASES):  # type: ignore[misc]
             stage2=None if model.stage2 is None else model.stage2["normalization"],
             stage2_k=1 if model.stage2 is None else model.stage2.get("k", 1),
             stage2_weight=0.0 if model.stage2 is None else model.stage2.get("stage1_weight", 0.0),
+            stage1_steps=0.0 if model.stage1_term is None else model.stage1_term["weight"],
         )
         est.model_ = model
         est.classes_ = np.array(model.classes)

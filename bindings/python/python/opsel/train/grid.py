@@ -95,7 +95,7 @@ def pooled(grid: dict, names, cap: int | None = None) -> tuple[np.ndarray, np.nd
 
 
 def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, cap: int | None = None, log=None,
-         stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0) -> dict:
+         stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0, stage1_steps: float = 0.0) -> dict:
     """{held-out condition: evaluate() of the model trained on every other condition (at most
     ``cap`` references per class from each), tested on every window of the held-out one}.
     With ``stage2`` the model is the two-stage one the file will hold (the core's rule: ``norm``
@@ -105,7 +105,7 @@ def loco(grid: dict, *, w: int, k: int, radius: int | None, norm: str, cap: int 
     for c in names:
         X, y = pooled(grid, [n for n in names if n != c], cap)
         clf = knn.fit(X, y, k=k, radius=radius, normalization=norm, stage2=stage2, stage2_k=stage2_k,
-                      stage2_weight=stage2_weight)
+                      stage2_weight=stage2_weight, stage1_steps=stage1_steps)
         out[c] = knn.evaluate(clf, grid[c]["X"], grid[c]["y"])
         if log:
             log(f"LOCO {c}: 6-class {out[c]['accuracy']:.3f}, "
@@ -129,7 +129,8 @@ def _grid_rows(grid: dict, names, cap: int | None = None) -> list[dict]:
 
 
 def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probing: str, pattern, loco_rows,
-             cap: int | None = None, stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0):
+             cap: int | None = None, stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0,
+             stage1_steps: float = 0.0):
     names = ordered(grid)
     X, y = pooled(grid, names, cap)
     training = {
@@ -141,13 +142,14 @@ def fit_grid(grid: dict, *, w: int, k: int, radius: int | None, norm: str, probi
         "normalization_choice": norm,
         **({"stage2_normalization": stage2} if stage2 else {}),
         **({"stage2_k": stage2_k, "stage2_weight": stage2_weight} if _combined(stage2_k, stage2_weight) else {}),
+        **({"stage1_steps": stage1_steps} if stage1_steps else {}),
         "loco": {c: {"six_class": r["accuracy"], "bbr_present": r["views"]["bbr_present"]["accuracy"],
                      "n": r["n"]} for c, r in loco_rows.items()},
         "trained_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return knn.fit(X, y, k=k, radius=radius, normalization=norm, probing=probing, pattern=pattern,
                    training=training, sample_interval_ms=sample_interval_ms(grid), stage2=stage2, stage2_k=stage2_k,
-                   stage2_weight=stage2_weight), X, y
+                   stage2_weight=stage2_weight, stage1_steps=stage1_steps), X, y
 
 
 def _combined(stage2_k: int, stage2_weight: float) -> bool:
@@ -169,7 +171,8 @@ def _pct(x: float) -> str:
 
 
 def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, norm, root, out, command,
-         cap: int | None = None, stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0) -> str:
+         cap: int | None = None, stage2: str | None = None, stage2_k: int = 1, stage2_weight: float = 0.0,
+         stage1_steps: float = 0.0) -> str:
     names = ordered(grid)
     six = [loco_rows[c]["accuracy"] for c in names]
     bbr = [loco_rows[c]["views"]["bbr_present"]["accuracy"] for c in names]
@@ -196,6 +199,16 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
            f"training references (`core/src/knn/combined.rs`; the file's `stage2` field, version 3). "
            f"The accuracy below is this two-stage rule's; BBR present is stage 1's.", ""]
           if stage2 and _combined(stage2_k, stage2_weight) else []),
+        *([f"**Stage 1 reads the steps** (our extension; 000 §3.5 ranks by DTW alone): the 1-NN above"
+           + (" (stage 1)" if stage2 else "")
+           + f" ranks references by C1 = D1/s1 + {stage1_steps:g}·F/sF, D1 the DTW distance above, F the L1 "
+           f"distance between the windows' sorted sample-to-sample steps divided by each raw window's standard "
+           f"deviation (the distribution of steps: a sawtooth's slow rises and sharp drops, which DTW's warping "
+           f"does not keep), s1 and sF the medians of those distances between training references "
+           f"(`core/src/knn/steps.rs`; the file's `stage1_term` field, version 4). Nested LOCO in "
+           f"`research/generalisation/percond.py` picked the weight (docs/results/generalisation.md). "
+           + ("The BBR-present column below is this stage 1's." if stage2 else "The accuracy below is this rule's."),
+           ""] if stage1_steps else []),
         "## Training data",
         "",
         f"`{root}/<condition>/{mode}/` (recorded by `opsel lab collect`; `MANIFEST.md` there gives the runs "
@@ -247,6 +260,9 @@ def card(title: str, mode: str, grid: dict, loco_rows: dict, *, w, k, radius, no
            + (f", k = {stage2_k}, weight {stage2_weight:g}" if _combined(stage2_k, stage2_weight) else "")
            + ") were given on the command line below; the table above scores them, they were not chosen on "
            "it."] if stage2 else []),
+        *(["", f"The stage-1 weight ({stage1_steps:g}) was given on the command line below (picked by nested "
+           "LOCO in `research/generalisation/percond.py`); the table above scores it, it was not chosen on it."]
+          if stage1_steps else []),
         "",
         "## Reproduce",
         "",
@@ -266,7 +282,8 @@ def cmd_grid(a, log) -> None:
     log(f"{len(grid)} conditions: {', '.join(ordered(grid))}")
     if a.stage2 is None and _combined(a.stage2_k, a.stage2_weight):
         raise SystemExit("--stage2-k and --stage2-weight set stage 2 of a two-stage model; give --stage2 z-sorted")
-    s2 = {"stage2": a.stage2, "stage2_k": a.stage2_k, "stage2_weight": a.stage2_weight}
+    s2 = {"stage2": a.stage2, "stage2_k": a.stage2_k, "stage2_weight": a.stage2_weight,
+          "stage1_steps": a.stage1_steps}
     loco_rows = loco(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm, cap=a.max_refs, log=log, **s2)
     pattern = (next(iter(grid.values()))["conditions"]).get("pattern")
     clf, X, y = fit_grid(grid, w=a.w, k=a.k, radius=a.radius, norm=a.norm,
@@ -282,7 +299,8 @@ def cmd_grid(a, log) -> None:
                + (f" --exclude {a.exclude}" if a.exclude else "")
                + (f" --stage2 {a.stage2}" if a.stage2 else "")
                + (f" --stage2-k {a.stage2_k}" if a.stage2_k != 1 else "")
-               + (f" --stage2-weight {a.stage2_weight:g}" if a.stage2_weight != 0.0 else ""))
+               + (f" --stage2-weight {a.stage2_weight:g}" if a.stage2_weight != 0.0 else "")
+               + (f" --stage1-steps {a.stage1_steps:g}" if a.stage1_steps != 0.0 else ""))
     with open(os.path.join(a.out, "MODEL_CARD.md"), "w") as f:
         f.write(card(a.title or f"{a.mode} probing, condition grid", a.mode, grid, loco_rows, w=a.w, k=a.k,
                      radius=a.radius, norm=a.norm, root=a.root, out=a.out, command=command, cap=a.max_refs,
@@ -292,6 +310,7 @@ def cmd_grid(a, log) -> None:
         with open(a.json, "w") as f:
             json.dump({"mode": a.mode, "w": a.w, "k": a.k, "radius": a.radius, "normalization": a.norm,
                        "stage2": a.stage2, "stage2_k": a.stage2_k, "stage2_weight": a.stage2_weight,
+                       "stage1_steps": a.stage1_steps,
                        "max_refs": a.max_refs, "conditions": _grid_rows(grid, names, a.max_refs),
                        "loco": {c: {"six_class": loco_rows[c]["accuracy"],
                                     "bbr_present": loco_rows[c]["views"]["bbr_present"]["accuracy"],
@@ -325,6 +344,10 @@ def add_parser(sub, log) -> None:
     s.add_argument("--stage2-weight", type=float, default=0.0, metavar="A",
                    help="stage 2 ranks by L/s2 + A·D1/s1, D1 stage 1's DTW distance, the scales fitted by the core "
                         "(needs --stage2 z-sorted; file version 3). Default 0: stage 2's distance alone")
+    s.add_argument("--stage1-steps", type=float, default=0.0, metavar="B",
+                   help="the 1-NN of record (stage 1) ranks by D1/s1 + B·F/sF, F the L1 distance of the windows' "
+                        "sorted steps over their standard deviation, the scales fitted by the core (file version 4; "
+                        "needs --k 1). Default 0: DTW alone")
     s.add_argument("--title", default=None)
     s.add_argument("--json", default=None, help="also write the LOCO table (with confusions) here")
     s.add_argument("--out", required=True, help="model folder (model.json, MODEL_CARD.md)")

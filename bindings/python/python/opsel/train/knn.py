@@ -133,13 +133,14 @@ def sweep(traces: list[Trace], *, ws=W_SWEEP, ks=(1,), radii=(10,), normalizatio
 
 
 def fit(X, y, *, k=1, radius=10, normalization="none", probing="passive", pattern=None, training=None,
-        sample_interval_ms=1000.0, stage2=None, stage2_k=1, stage2_weight=0.0):
+        sample_interval_ms=1000.0, stage2=None, stage2_k=1, stage2_weight=0.0, stage1_steps=0.0):
     """Fit a DTW K-NN model (``opsel.KnnDtw``) ready to ``save`` as an opsel model file. ``stage2``
     (a normalisation name) makes it two-stage: ``normalization`` decides BBR present, ``stage2``
     picks the mix among that side's references (``core/src/knn/two_stage.rs``); ``stage2_k`` and
-    ``stage2_weight`` make that a k-NN vote under the combined distance (``core/src/knn/combined.rs``)."""
+    ``stage2_weight`` make that a k-NN vote under the combined distance (``core/src/knn/combined.rs``);
+    ``stage1_steps`` > 0 ranks the 1-NN of record by D1/s1 + b·F/sF (``core/src/knn/steps.rs``)."""
     clf = opsel.KnnDtw(n_neighbors=k, radius=radius, normalization=normalization, stage2=stage2,
-                       stage2_k=stage2_k, stage2_weight=stage2_weight)
+                       stage2_k=stage2_k, stage2_weight=stage2_weight, stage1_steps=stage1_steps)
     return clf.fit(np.ascontiguousarray(X, dtype=np.float64), np.asarray(y), probing=probing, pattern=pattern,
                    training=training, sample_interval_ms=sample_interval_ms)
 
