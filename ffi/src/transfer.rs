@@ -87,7 +87,7 @@ fn spec<T: Default + serde::de::DeserializeOwned>(p: *const c_char, what: &str) 
 /// offset, resume, name, streams, time_s, interval_s, key, ops; NULL =
 /// defaults: CUBIC, XXH3-128 or keyed BLAKE3 with a key). `ops` lets OPS
 /// choose the CCA on the live connection, e.g. `{"ops":{}}` (passive probing;
-/// model "auto": the 5-Hz passive-200ms model while the path's RTTs fit it,
+/// model "auto": the 5-Hz passive-200ms-two-stage model while the path's RTTs fit it,
 /// else the 1 Hz passive model) or `{"ops":{"pattern":"S5-C5-S5-B5",
 /// "steady_s":100,"gate":"default"}}`; the report's `ops` then lists the
 /// decisions, the CCAs used and, with "auto", `auto_model` (which model ran

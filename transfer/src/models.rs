@@ -31,10 +31,13 @@ use opsel::{Error, Result};
 /// The default passive model (models/passive/MODEL_CARD.md: pooled over the
 /// condition grid, w = 40).
 pub const PASSIVE: &str = "passive";
-/// The 5-Hz passive model (models/passive-200ms/MODEL_CARD.md: a sample
-/// every 200 ms, w = 50, decides after 10 s), which `auto` tries first. Not
-/// built into the binary: found like any shipped model.
-pub const PASSIVE_5HZ: &str = "passive-200ms";
+/// The 5-Hz passive model (models/passive-200ms-two-stage/MODEL_CARD.md: a
+/// sample every 200 ms, w = 50, decides after 10 s), which `auto` tries
+/// first. Two stages, because OPS asks about the mix minus the transfer's
+/// own flow, so the 6-class label decides, not "BBR present" alone
+/// (docs/results/generalisation.md, "What OPS decides"). Not built into the
+/// binary: found like any shipped model.
+pub const PASSIVE_5HZ: &str = "passive-200ms-two-stage";
 /// The model name that lets passive OPS choose between [`PASSIVE_5HZ`] and
 /// [`PASSIVE`] on the live path (the default of passive OPS;
 /// `opsel::sys::linux::ops_driver::AutoWatch` states the rule).

@@ -83,7 +83,7 @@ pub struct OpsSpec {
     /// (`"passive"`, `"passive-200ms"`, `"active-s5c5s5b5"`); `"default"`:
     /// the shipped model for the probing mode (`crate::models` says where it
     /// is looked for). `"auto"` or left out with passive probing: the 5-Hz
-    /// model (`passive-200ms`) while the path's RTTs fit it, else the 1 Hz
+    /// model (`passive-200ms-two-stage`) while the path's RTTs fit it, else the 1 Hz
     /// `passive` (`ops_driver::AutoWatch` states the rule; the report's
     /// `auto_model` says which ran and why). Left out with a pattern: the
     /// shipped active model.
@@ -262,7 +262,7 @@ impl OpsSpec {
 }
 
 /// What `model: "auto"` does with passive probing: try the 5-Hz model
-/// (`passive-200ms`) unless an option is set that is trained or calibrated
+/// (`passive-200ms-two-stage`) unless an option is set that is trained or calibrated
 /// on the 1 Hz model only (a probe gate, early exit, several windows per
 /// decision) or the 5-Hz model is not installed.
 pub fn auto_plan(gate: bool, early_exit: bool, multi_window: bool) -> AutoPlan {
@@ -760,7 +760,7 @@ mod tests {
         let AutoPlan::Try5Hz(m) = &plan else {
             panic!("no 5-Hz model in the checkout: {plan:?}")
         };
-        assert!(m.ends_with("passive-200ms/model.json"), "{m:?}");
+        assert!(m.ends_with("passive-200ms-two-stage/model.json"), "{m:?}");
         match auto_plan_in(false, false, false, &[]) {
             AutoPlan::Only1Hz(why) => assert!(why.contains("not installed"), "{why}"),
             other => panic!("{other:?}"),

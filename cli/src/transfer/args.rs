@@ -96,7 +96,7 @@ pub struct SendArgs {
     #[arg(long, default_value_t = 100.0)]
     steady: f64,
     /// Model: a file or a shipped name. Default with `--pattern passive`:
-    /// `auto`: the 5-Hz model (passive-200ms, decides after 10 s) while
+    /// `auto`: the 5-Hz model (passive-200ms-two-stage, decides after 10 s) while
     /// every echo burst of its first two windows (20 s), the first (the base
     /// RTT) included, has a mean RTT of at most 170 ms and none is late (a
     /// burst without any reply where that means the path is too long; see

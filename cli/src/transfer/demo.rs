@@ -58,7 +58,7 @@ pub struct DemoArgs {
     #[arg(long)]
     quick: bool,
     /// Model for OPS: a path or a shipped name. Default with `--pattern
-    /// passive`: `auto`: the 5-Hz model (passive-200ms, decides after 10 s)
+    /// passive`: `auto`: the 5-Hz model (passive-200ms-two-stage, decides after 10 s)
     /// while every echo burst of its first two windows (20 s), the first
     /// (the base RTT) included, has a mean RTT of at most 170 ms and none is
     /// late (see `opsel send --help`), else the 1 Hz model (passive, 40 s) for the rest of the run; a
