@@ -54,10 +54,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import percond  # noqa: E402
-import resolution  # noqa: E402
 from percond import FEATURES, SORTED, Scales, corpus, matrices, pairwise  # noqa: E402
 from resolution import BBR, SIX_CLASSES  # noqa: E402
-from stage2_search import vote  # noqa: E402
+from stage2_search import fresh_windows, vote  # noqa: E402
 from two_stage import REPS  # noqa: E402
 
 K, A, B = 7, 0.25, 0.25  # the shipped stage 2 (k, weight of D1) and the step term's weight
@@ -154,19 +153,7 @@ def main(argv=None):
 def fresh(a, conds, names, X, y, cond, M, sc):
     from dtaidistance import dtw
 
-    grown = resolution.load(a.fresh, 10, 3)
-    Xn, yn, cn = [], [], []
-    for i, c in enumerate(names):
-        Xc, yc = grown[c][0], grown[c][1]
-        for k in range(len(SIX_CLASSES)):
-            have = np.flatnonzero(yc == k)
-            o = int((conds[c][1] == k).sum())
-            if not np.array_equal(Xc[have[:o]], conds[c][0][conds[c][1] == k]):
-                raise SystemExit(f"{c} {SIX_CLASSES[k]}: the grown corpus does not start with the searched one")
-            Xn.append(Xc[have[o:]])
-            yn += [k] * (len(have) - o)
-            cn += [i] * (len(have) - o)
-    Xn, yn, cn = np.concatenate(Xn), np.array(yn), np.array(cn)
+    Xn, yn, cn = fresh_windows(a.fresh, conds, names, 10, 3)
     m = len(Xn)
     Q = np.ascontiguousarray(REPS["divide-min"](np.concatenate([Xn, X])))
     rows = {"D1": dtw.distance_matrix_fast(Q, block=((0, m), (m, len(Q))), window=26,

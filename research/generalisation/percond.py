@@ -65,7 +65,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import resolution  # noqa: E402
 from resolution import BBR, SIX_CLASSES, score  # noqa: E402
-from stage2_search import l1, vote, zscore, zsorted  # noqa: E402
+from stage2_search import fresh_windows, l1, vote, zscore, zsorted  # noqa: E402
 from two_stage import REPS  # noqa: E402
 from window_sweep import cached_matrix  # noqa: E402
 
@@ -247,19 +247,7 @@ def search(a):
 def fresh(a, conds, names, X, y, cond, M, sc, cands, best):
     from dtaidistance import dtw
 
-    grown = resolution.load(a.fresh, 10, 3)
-    Xn, yn, cn = [], [], []
-    for i, c in enumerate(names):
-        Xc, yc = grown[c][0], grown[c][1]
-        for k in range(len(SIX_CLASSES)):
-            have = np.flatnonzero(yc == k)
-            o = int((conds[c][1] == k).sum())
-            if not np.array_equal(Xc[have[:o]], conds[c][0][conds[c][1] == k]):
-                raise SystemExit(f"{c} {SIX_CLASSES[k]}: the grown corpus does not start with the searched one")
-            Xn.append(Xc[have[o:]])
-            yn += [k] * (len(have) - o)
-            cn += [i] * (len(have) - o)
-    Xn, yn, cn = np.concatenate(Xn), np.array(yn), np.array(cn)
+    Xn, yn, cn = fresh_windows(a.fresh, conds, names, 10, 3)
     print(f"\nfresh windows (recorded after the search corpus): {len(yn)} at {len(set(cn.tolist()))} "
           f"conditions; the rule's pick on plain LOCO over the corpus: {name(best)}", flush=True)
     m = len(Xn)

@@ -189,10 +189,12 @@ def main(argv=None):
         fresh(a, conds, names, X, y, cond, s, best)
 
 
-def fresh(a, conds, names, X, y, cond, s, best):
-    from dtaidistance import dtw
-
-    grown = resolution.load(a.fresh, a.w_s, a.min_windows)
+def fresh_windows(root, conds, names, w_s, min_windows):
+    """The windows of the grown corpus ``root`` beyond the search corpus ``conds``: per condition
+    and class, those after the corpus's count, in recording order (later runs of the same lab
+    conditions). Returns (X, y, condition index into ``names``); stops if ``root`` does not start
+    with the search corpus."""
+    grown = resolution.load(root, w_s, min_windows)
     Xn, yn, cn = [], [], []
     for i, c in enumerate(names):
         Xc, yc = grown[c][0], grown[c][1]
@@ -204,7 +206,13 @@ def fresh(a, conds, names, X, y, cond, s, best):
             Xn.append(Xc[have[o:]])
             yn += [k] * (len(have) - o)
             cn += [i] * (len(have) - o)
-    Xn, yn, cn = np.concatenate(Xn), np.array(yn), np.array(cn)
+    return np.concatenate(Xn), np.array(yn), np.array(cn)
+
+
+def fresh(a, conds, names, X, y, cond, s, best):
+    from dtaidistance import dtw
+
+    Xn, yn, cn = fresh_windows(a.fresh, conds, names, a.w_s, a.min_windows)
     print(f"\nfresh windows (recorded after the search corpus): {len(yn)} at "
           f"{len(set(cn.tolist()))} conditions; scored with {name(best)} (best LOCO median above)", flush=True)
     A = np.ascontiguousarray(REPS["divide-min"](np.concatenate([Xn, X])))
