@@ -212,7 +212,7 @@ static void test_bad_input(const opsel_model *model, const char *model_path) {
     CHECK(strstr(opsel_last_error_message(), "UTF-8") != NULL, "message says UTF-8");
     CHECK(opsel_model_load("/nonexistent/opsel/model.json", &m) == OPSEL_IO, "load missing file");
     CHECK(opsel_model_from_json("{\"format\":\"x\"}", 14, &m) == OPSEL_INVALID_MODEL, "foreign JSON");
-    CHECK(opsel_model_from_json("{\"format\":\"opsel-model\",\"version\":4,\"kind\":\"knn-dtw\"}", 53, &m) ==
+    CHECK(opsel_model_from_json("{\"format\":\"opsel-model\",\"version\":5,\"kind\":\"knn-dtw\"}", 53, &m) ==
               OPSEL_UNSUPPORTED_VERSION, "future version");
     CHECK(opsel_model_from_json("{}", 0, &m) == OPSEL_INVALID_INPUT, "JSON zero length");
     CHECK(opsel_model_save(model, "/nonexistent/dir/m.json") == OPSEL_IO, "save to missing dir");
