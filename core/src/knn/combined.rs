@@ -239,18 +239,29 @@ pub(super) fn fit_scales(stage1: &Model, norm2: Normalization) -> Result<[f64; 2
             ds.push(cost.finish(acc));
         }
     }
-    let scales = [median(&mut ls), median(&mut ds)];
-    for (name, v) in ["s2 (stage 2)", "s1 (stage 1)"].iter().zip(scales) {
-        if !(v.is_finite() && v > 0.0) {
+    median_scales(
+        "the scale",
+        [("s2 (stage 2)", &mut ls), ("s1 (stage 1)", &mut ds)],
+    )
+}
+
+/// The medians of two sampled distance lists, the scales of a combined
+/// distance (stage 2's here, stage 1's term in `steps.rs`); an error when
+/// one is not positive, since the two distances could not be weighed.
+pub(super) fn median_scales(what: &str, lists: [(&str, &mut [f64]); 2]) -> Result<[f64; 2]> {
+    let mut scales = [0.0; 2];
+    for (s, (name, v)) in scales.iter_mut().zip(lists) {
+        *s = median(v);
+        if !(s.is_finite() && *s > 0.0) {
             return Err(Error::invalid(format!(
-                "the scale {name} came out {v}: at least half the sampled reference pairs are at distance 0; the references are too alike to weigh the two distances"
+                "{what} {name} came out {s}: at least half the sampled reference pairs are at distance 0; the references are too alike to weigh the two distances"
             )));
         }
     }
     Ok(scales)
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(super) fn median(v: &mut [f64]) -> f64 {
     v.sort_unstable_by(f64::total_cmp);
     let h = v.len() / 2;
     if v.len() % 2 == 1 {

@@ -210,16 +210,6 @@ fn f_rounding(f: usize) -> f64 {
 /// divisions, a few roundings (each relative 2⁻⁵³) from it.
 const C1_BOUND_DOWN: f64 = 1.0 - 1e-12;
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_unstable_by(f64::total_cmp);
-    let h = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[h]
-    } else {
-        (v[h - 1] + v[h]) / 2.0
-    }
-}
-
 /// Lower bounds of the computed C1 from lower bounds of D1 and of the block
 /// distance `Σ_b |S_b(q) − S_b(r)|` ([`Model::term_bounds`]).
 #[derive(Clone, Copy)]
@@ -384,15 +374,10 @@ impl Model {
                 fs.push(l1(self.steps_row(i), self.steps_row(j)));
             }
         }
-        let scales = [median(&mut ds), median(&mut fs)];
-        for (name, v) in ["s1 (DTW)", "sF (sorted steps)"].iter().zip(scales) {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(Error::invalid(format!(
-                    "the stage-1 scale {name} came out {v}: at least half the sampled reference pairs are at distance 0; the references are too alike to weigh the two distances"
-                )));
-            }
-        }
-        Ok(scales)
+        super::combined::median_scales(
+            "the stage-1 scale",
+            [("s1 (DTW)", &mut ds), ("sF (sorted steps)", &mut fs)],
+        )
     }
 
     /// Read, at preparation time, what the decision's bound pass reads of

@@ -1,5 +1,6 @@
 use super::*;
 use crate::dtw::{Cost, DtwParams};
+use crate::knn::combined::median;
 use crate::knn::{KnnConfig, Split, Stage2, TwoStage};
 use crate::mix::SIX_CLASSES;
 use crate::series::{synth, Normalization};
